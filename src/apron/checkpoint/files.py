@@ -1,0 +1,60 @@
+"""Parsing of the small JSON files a checkpoint ships, shared by every source."""
+from __future__ import annotations
+
+import json
+
+from apron.errors import BadInput
+
+CONFIG = "config.json"
+GENERATION_CONFIG = "generation_config.json"
+TOKENIZER_CONFIG = "tokenizer_config.json"
+CHAT_TEMPLATE = "chat_template.jinja"
+INDEX = "model.safetensors.index.json"
+OPTIONAL_FILES = (GENERATION_CONFIG, TOKENIZER_CONFIG, CHAT_TEMPLATE)
+
+
+def parse_json(raw: bytes | str, label: str) -> dict:
+    try:
+        value = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        detail = f"{exc.msg} at line {exc.lineno} column {exc.colno}" if isinstance(
+            exc, json.JSONDecodeError) else "not UTF-8"
+        raise BadInput(f"{label}: invalid JSON ({detail}); fix or re-download the file") from None
+    if not isinstance(value, dict):
+        raise BadInput(f"{label}: expected a JSON object, found a {type(value).__name__}")
+    return value
+
+
+def check_config(config: dict, label: str) -> dict:
+    archs = config.get("architectures")
+    if archs is not None and (not isinstance(archs, list) or not all(isinstance(a, str) for a in archs)):
+        raise BadInput(f"{label}: field 'architectures' must be a list of class names, got {archs!r}")
+    return config
+
+
+def weight_files_from_index(index: dict, label: str) -> list[str]:
+    """The files an index names, in first-seen order; vLLM loads only these when an index exists."""
+    weight_map = index.get("weight_map")
+    if not isinstance(weight_map, dict) or not weight_map:
+        raise BadInput(f"{label}: field 'weight_map' is missing or empty")
+    files: dict[str, None] = {}
+    for tensor, file in weight_map.items():
+        if not isinstance(file, str) or not file.endswith(".safetensors") or "/" in file or "\\" in file:
+            raise BadInput(f"{label}: field 'weight_map' maps '{tensor}' to {file!r}, not a "
+                           "safetensors file name in the same folder")
+        files[file] = None
+    return list(files)
+
+
+def chat_template_of(tokenizer_config: dict | None, template_file: str | None) -> str | None:
+    if template_file:
+        return template_file
+    if tokenizer_config:
+        template = tokenizer_config.get("chat_template")
+        if isinstance(template, str):
+            return template
+        if isinstance(template, list):  # named templates: [{"name": "default", "template": "..."}]
+            for entry in template:
+                if isinstance(entry, dict) and entry.get("name") == "default":
+                    return entry.get("template")
+    return None

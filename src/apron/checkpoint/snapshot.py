@@ -1,0 +1,103 @@
+"""Snapshot files: a checkpoint's config files and full safetensors headers in one JSON document.
+
+The format is the fixtures' `snapshot.json` (see tests/fixtures/README.md): `repo_id`, `revision`,
+`files` {name: JSON object or text}, `safetensors` {file: header object}, `unindexed` [file, ...].
+Files the repo ships but its index does not list are skipped, as vLLM skips them.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import os
+from pathlib import Path
+
+from apron.checkpoint import files as cf
+from apron.checkpoint.model import Checkpoint
+from apron.checkpoint.safetensors import TensorInfo, validate_header
+from apron.errors import BadInput
+
+
+def read_snapshot_document(path: str | os.PathLike) -> dict:
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+        if path.suffix == ".gz":
+            raw = gzip.decompress(raw)
+    except OSError as exc:
+        raise BadInput(f"{path}: cannot read snapshot ({exc.strerror or exc})") from None
+    except gzip.BadGzipFile:
+        raise BadInput(f"{path}: not a gzip file; name plain snapshots *.json") from None
+    return cf.parse_json(raw, str(path))
+
+
+def load_snapshot(path: str | os.PathLike, *, source_kind: str = "snapshot", source: str | None = None,
+                  document: dict | None = None) -> Checkpoint:
+    label = str(path)
+    doc = document if document is not None else read_snapshot_document(path)
+    files = doc.get("files")
+    if not isinstance(files, dict) or cf.CONFIG not in files:
+        raise BadInput(f"{label}: field 'files' has no 'config.json'; a snapshot needs the model config")
+    config = _json_file(files, cf.CONFIG, label)
+    headers = doc.get("safetensors")
+    if not isinstance(headers, dict) or not headers:
+        raise BadInput(f"{label}: field 'safetensors' is missing or empty; it maps shard names to headers")
+    unindexed = set(doc.get("unindexed") or [])
+    tensors: list[TensorInfo] = []
+    seen: dict[str, str] = {}
+    loaded = [name for name in headers if name not in unindexed]
+    for name in loaded:
+        header = headers[name]
+        if not isinstance(header, dict):
+            raise BadInput(f"{label}: field 'safetensors.{name}' must be a header object")
+        for tensor in validate_header(header, f"{label}: {name}"):
+            if tensor.name in seen:
+                raise BadInput(f"{label}: tensor '{tensor.name}' is in both {seen[tensor.name]} and {name}")
+            seen[tensor.name] = name
+            tensors.append(TensorInfo(tensor.name, tensor.dtype, tensor.shape, name))
+    tok = _json_file(files, cf.TOKENIZER_CONFIG, label) if cf.TOKENIZER_CONFIG in files else None
+    gen = _json_file(files, cf.GENERATION_CONFIG, label) if cf.GENERATION_CONFIG in files else None
+    template = files.get(cf.CHAT_TEMPLATE) if isinstance(files.get(cf.CHAT_TEMPLATE), str) else None
+    return Checkpoint(
+        source=source or label, source_kind=source_kind, repo_id=_optional_str(doc, "repo_id", label),
+        revision=_optional_str(doc, "revision", label), config=cf.check_config(config, label),
+        tensors=tuple(tensors), files=tuple(loaded), generation_config=gen, tokenizer_config=tok,
+        chat_template=cf.chat_template_of(tok, template),
+        header_bytes_read=0, notes=(), extra={"exact": doc.get("exact")},
+    )
+
+
+def _json_file(files: dict, name: str, label: str) -> dict:
+    value = files[name]
+    if isinstance(value, str):
+        return cf.parse_json(value, f"{label}: files.{name}")
+    if not isinstance(value, dict):
+        raise BadInput(f"{label}: field 'files.{name}' must be a JSON object")
+    return value
+
+
+def _optional_str(doc: dict, key: str, label: str) -> str | None:
+    value = doc.get(key)
+    if value is not None and not isinstance(value, str):
+        raise BadInput(f"{label}: field '{key}' must be a string")
+    return value
+
+
+def dump_snapshot(checkpoint: Checkpoint) -> dict:
+    """A snapshot document for a checkpoint (used to record what a plan read, and by the catalog tools)."""
+    headers: dict[str, dict] = {name: {"__metadata__": {"format": "pt"}} for name in checkpoint.files}
+    offsets = {name: 0 for name in checkpoint.files}
+    for t in checkpoint.tensors:
+        begin = offsets[t.file]
+        offsets[t.file] = begin + t.num_bytes
+        headers[t.file][t.name] = {"dtype": t.dtype, "shape": list(t.shape), "data_offsets": [begin, offsets[t.file]]}
+    files: dict[str, object] = {cf.CONFIG: checkpoint.config}
+    if checkpoint.generation_config is not None:
+        files[cf.GENERATION_CONFIG] = checkpoint.generation_config
+    if checkpoint.tokenizer_config is not None:
+        files[cf.TOKENIZER_CONFIG] = checkpoint.tokenizer_config
+    return {"repo_id": checkpoint.repo_id, "revision": checkpoint.revision, "files": files,
+            "safetensors": headers, "unindexed": []}
+
+
+def to_json_bytes(document: dict) -> bytes:
+    return json.dumps(document, separators=(",", ":"), sort_keys=False).encode("utf-8")

@@ -1,0 +1,86 @@
+"""Resolve `--gpu` (PyTorch's device name or a short alias) to a catalog entry."""
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+
+from apron.errors import BadInput
+
+MIB = 2**20
+
+
+@dataclass(frozen=True)
+class Gpu:
+    name: str                   # PyTorch's device name, e.g. "NVIDIA H100 80GB HBM3"
+    total_bytes: int            # as torch.cuda.mem_get_info() reports it
+    compute_capability: tuple[int, int]
+    is_total_exact: bool        # read on a real machine, or derived from nvidia-smi's figure
+    total_bytes_basis: str
+    aliases: tuple[str, ...] = ()
+
+    @property
+    def capability_int(self) -> int:
+        """Capability as vLLM compares it: 8.9 -> 89."""
+        return self.compute_capability[0] * 10 + self.compute_capability[1]
+
+
+def _normalize(name: str) -> str:
+    text = name.lower().replace("nvidia", "").replace("geforce", "").replace("tesla", "")
+    return re.sub(r"[\s_\-]+", "", text)
+
+
+def _entry(raw: dict) -> Gpu:
+    major, minor = (int(x) for x in raw["compute_capability"].split("."))
+    if raw["is_total_exact"]:
+        total = raw["total_bytes"]
+        basis = "PyTorch total read on a rented machine"
+    else:
+        total = (raw["nvidia_smi_total_mib"] - raw["family_gap_mib"]) * MIB
+        basis = (f"approximate: nvidia-smi's {raw['nvidia_smi_total_mib']} MiB minus the "
+                 f"{raw['family_gap_mib']} MiB gap measured on the same GPU family; pass "
+                 "--gpu-memory-bytes with torch.cuda.mem_get_info()[1] for the exact figure")
+    return Gpu(raw["name"], total, (major, minor), raw["is_total_exact"], basis, tuple(raw["aliases"]))
+
+
+@lru_cache(maxsize=1)
+def all_gpus() -> tuple[Gpu, ...]:
+    data = json.loads(resources.files("apron.hardware").joinpath("gpus.json").read_text())
+    return tuple(_entry(raw) for raw in data["gpus"])
+
+
+@lru_cache(maxsize=1)
+def _lookup() -> dict[str, Gpu]:
+    table: dict[str, Gpu] = {}
+    for gpu in all_gpus():
+        for key in (gpu.name, *gpu.aliases):
+            table.setdefault(_normalize(key), gpu)
+    return table
+
+
+def resolve_gpu(text: str, *, memory_bytes: int | None = None, capability: str | None = None) -> Gpu:
+    """Find a GPU by name or alias; `memory_bytes` overrides the total (and allows unknown names)."""
+    gpu = _lookup().get(_normalize(text))
+    if gpu is None:
+        if memory_bytes is not None and capability is not None:
+            return Gpu(text, memory_bytes, _parse_capability(capability), True,
+                       "given with --gpu-memory-bytes")
+        close = difflib.get_close_matches(_normalize(text), list(_lookup()), n=4, cutoff=0.5)
+        names = sorted({_lookup()[c].name for c in close})
+        hint = f"; close names: {', '.join(names)}" if names else ""
+        raise BadInput(f"--gpu '{text}' is not in Apron's GPU catalog{hint}. See `apron gpus`, or give "
+                       "--gpu-memory-bytes and --gpu-capability for an unlisted GPU")
+    if memory_bytes is not None:
+        return Gpu(gpu.name, memory_bytes, gpu.compute_capability, True, "given with --gpu-memory-bytes",
+                   gpu.aliases)
+    return gpu
+
+
+def _parse_capability(text: str) -> tuple[int, int]:
+    match = re.fullmatch(r"(\d+)\.(\d)", text.strip())
+    if not match:
+        raise BadInput(f"--gpu-capability '{text}' must look like 8.9 (major.minor)")
+    return int(match.group(1)), int(match.group(2))
