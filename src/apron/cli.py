@@ -28,6 +28,60 @@ def cli() -> None:
     """Will this LLM fit, boot and answer on this GPU with this vLLM release - and with which flags?"""
 
 
+def _engine_option(value: str | None) -> str | None:
+    from apron.engine.facts import parse_engine_spec
+
+    return parse_engine_spec(value) if value else None
+
+
+@cli.command("plan")
+@click.argument("source")
+@click.option("--gpu", required=True, help='PyTorch device name ("NVIDIA H100 80GB HBM3") or alias (H100, 4090).')
+@click.option("--gpu-memory-bytes", type=int, help="Total bytes per GPU as PyTorch reports them (overrides the catalog).")
+@click.option("--gpu-capability", help="Compute capability (e.g. 8.9) for a GPU not in the catalog.")
+@click.option("--tp", "tp", type=int, default=1, show_default=True, help="Tensor-parallel size (GPUs).")
+@click.option("--engine", "engine", help="vLLM release, e.g. vllm==0.33.0 (default: newest that supports the model).")
+@click.option("--revision", help="Hub revision (branch, tag or commit).")
+@click.option("--max-model-len", type=int)
+@click.option("--gpu-memory-utilization", type=float)
+@click.option("--max-num-seqs", type=int)
+@click.option("--max-num-batched-tokens", type=int)
+@click.option("--kv-cache-dtype", default="auto", show_default=True)
+@click.option("--dtype", default="auto", show_default=True)
+@click.option("--enforce-eager", is_flag=True)
+@click.option("--language-model-only", is_flag=True, help="Skip the vision/audio tower (text-only serving).")
+@click.option("--no-catalog", is_flag=True, help="Fetch from the Hub even for models in the bundled catalog.")
+@click.option("--explain", is_flag=True, help="Show the memory breakdown and the tensors behind the peak.")
+@click.option("--json", "as_json", is_flag=True, help="Print the apron.plan/1 JSON document.")
+def plan_command(source, gpu, gpu_memory_bytes, gpu_capability, tp, engine, revision, max_model_len,
+                 gpu_memory_utilization, max_num_seqs, max_num_batched_tokens, kv_cache_dtype, dtype,
+                 enforce_eager, language_model_only, no_catalog, explain, as_json) -> None:
+    """Will SOURCE fit, boot and answer on this GPU? SOURCE: a Hub repo id, a folder or a snapshot file."""
+    from apron.hardware import resolve_gpu
+    from apron.plan.planner import PlanRequest, make_plan
+    from apron.plan.settings import UserSettings
+
+    request = PlanRequest(
+        source=source, gpu=resolve_gpu(gpu, memory_bytes=gpu_memory_bytes, capability=gpu_capability),
+        user=UserSettings(tensor_parallel_size=tp, max_model_len=max_model_len,
+                          gpu_memory_utilization=gpu_memory_utilization, max_num_seqs=max_num_seqs,
+                          max_num_batched_tokens=max_num_batched_tokens, kv_cache_dtype=kv_cache_dtype,
+                          dtype=dtype, enforce_eager=enforce_eager, language_model_only=language_model_only),
+        engine_version=_engine_option(engine), revision=revision, use_catalog=not no_catalog)
+    plan = make_plan(request)
+    if as_json:
+        emit_json(plan.to_json())
+        return
+    from apron.report.card import render_card
+
+    click.echo(render_card(plan))
+    if explain:
+        from apron.report.explain import render_explain
+
+        click.echo("")
+        click.echo(render_explain(plan))
+
+
 @cli.command("gpus")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def gpus_command(as_json: bool) -> None:

@@ -1,0 +1,185 @@
+"""A normalized view of an HF config: the numbers the planner reads, under one set of names.
+
+HF families spell the same thing many ways (n_layer / num_hidden_layers, num_local_experts /
+n_routed_experts, ...). Multimodal configs keep the language model under `text_config`. Every field
+the planner reads goes through here, so the set of config keys Apron understands is visible in one
+place (`READ_KEYS`) and the unknown-layout check can compare a config against it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+# Aliases vLLM / transformers accept for the same quantity, in the order they are tried.
+_LAYERS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
+_HIDDEN = ("hidden_size", "d_model", "n_embd", "dim")
+_HEADS = ("num_attention_heads", "n_head", "num_heads", "n_heads")
+_KV_HEADS = ("num_key_value_heads", "num_kv_heads", "n_head_kv", "multi_query_group_num")
+_INTERMEDIATE = ("intermediate_size", "ffn_hidden_size", "n_inner", "ffn_dim")
+_EXPERTS = ("num_local_experts", "n_routed_experts", "num_experts", "moe_num_experts", "n_experts")
+_MOE_INTERMEDIATE = ("moe_intermediate_size", "expert_intermediate_size")
+_TOPK = ("num_experts_per_tok", "experts_per_token", "moe_topk", "num_experts_per_token")
+# Keys vLLM's max_model_len derivation reads (config/model.py possible_keys), in its order.
+MAX_LEN_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "model_max_length",
+                "max_target_positions", "max_sequence_length", "max_seq_length", "seq_len")
+
+
+def _first(config: dict, keys: tuple[str, ...], default=None):
+    for key in keys:
+        value = config.get(key)
+        if value is not None:
+            return value
+    return default
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    raw: dict                      # the whole config.json
+    text: dict                     # the language-model part (text_config for multimodal models)
+
+    @classmethod
+    def from_config(cls, config: dict) -> "ModelConfig":
+        text = config.get("text_config") or config.get("llm_config") or config.get("language_config")
+        return cls(raw=config, text=text if isinstance(text, dict) else config)
+
+    def get(self, key: str, default=None):
+        value = self.text.get(key)
+        return self.raw.get(key, default) if value is None else value
+
+    @property
+    def is_multimodal_config(self) -> bool:
+        return self.text is not self.raw or any(
+            k in self.raw for k in ("vision_config", "audio_config", "vision_tower"))
+
+    @property
+    def model_type(self) -> str:
+        return str(self.raw.get("model_type") or "")
+
+    @property
+    def text_model_type(self) -> str:
+        return str(self.text.get("model_type") or self.model_type)
+
+    @property
+    def num_layers(self) -> int:
+        return int(_first(self.text, _LAYERS, 0))
+
+    @property
+    def hidden_size(self) -> int:
+        return int(_first(self.text, _HIDDEN, 0))
+
+    @property
+    def num_heads(self) -> int:
+        return int(_first(self.text, _HEADS, 0))
+
+    @property
+    def num_kv_heads(self) -> int:
+        value = _first(self.text, _KV_HEADS)
+        return int(value) if value is not None else self.num_heads
+
+    @property
+    def head_dim(self) -> int:
+        value = self.text.get("head_dim")
+        if value:
+            return int(value)
+        return self.hidden_size // self.num_heads if self.num_heads else 0
+
+    @property
+    def vocab_size(self) -> int:
+        return int(self.get("vocab_size") or 0)
+
+    @property
+    def intermediate_size(self) -> int:
+        return int(_first(self.text, _INTERMEDIATE, 0))
+
+    @property
+    def num_experts(self) -> int:
+        return int(_first(self.text, _EXPERTS, 0) or 0)
+
+    @property
+    def is_moe(self) -> bool:
+        return self.num_experts > 1
+
+    @property
+    def moe_intermediate_size(self) -> int:
+        return int(_first(self.text, _MOE_INTERMEDIATE, 0) or self.intermediate_size)
+
+    @property
+    def num_experts_per_tok(self) -> int:
+        return int(_first(self.text, _TOPK, 0) or 0)
+
+    @property
+    def kv_lora_rank(self) -> int | None:
+        value = self.text.get("kv_lora_rank")
+        return int(value) if value else None
+
+    @property
+    def is_mla(self) -> bool:
+        return self.kv_lora_rank is not None
+
+    @property
+    def qk_rope_head_dim(self) -> int:
+        return int(self.text.get("qk_rope_head_dim") or 0)
+
+    @property
+    def num_nextn_predict_layers(self) -> int:
+        return int(self.text.get("num_nextn_predict_layers") or self.text.get("mtp_num_hidden_layers") or 0)
+
+    @property
+    def quantization_config(self) -> dict | None:
+        q = self.raw.get("quantization_config") or self.raw.get("compression_config")
+        return q if isinstance(q, dict) else None
+
+    @property
+    def quant_method(self) -> str | None:
+        q = self.quantization_config
+        return str(q.get("quant_method")).lower() if q and q.get("quant_method") else None
+
+    @property
+    def config_dtype(self) -> str | None:
+        """The dtype the config declares (`dtype` in transformers 5, `torch_dtype` before)."""
+        for source in (self.raw, self.text, self.raw.get("vision_config") or {}):
+            value = source.get("dtype") or source.get("torch_dtype")
+            if isinstance(value, str):
+                return value.removeprefix("torch.")
+        return None
+
+    @property
+    def tie_word_embeddings(self) -> bool | None:
+        value = self.raw.get("tie_word_embeddings", self.text.get("tie_word_embeddings"))
+        return None if value is None else bool(value)
+
+    @cached_property
+    def rope_parameters(self) -> dict:
+        """rope_scaling / rope_parameters merged, as vLLM's get_rope reads them."""
+        params = dict(self.text.get("rope_parameters") or {})
+        scaling = self.text.get("rope_scaling") or {}
+        if isinstance(scaling, dict):
+            params.update(scaling)
+        if "rope_type" not in params and "type" in params:
+            params["rope_type"] = params["type"]
+        return params
+
+    @property
+    def rope_theta(self) -> float | None:
+        value = self.text.get("rope_theta") or self.rope_parameters.get("rope_theta")
+        return float(value) if value is not None else None
+
+    @property
+    def partial_rotary_factor(self) -> float:
+        value = self.text.get("partial_rotary_factor") or self.rope_parameters.get("partial_rotary_factor")
+        return float(value) if value else 1.0
+
+    @property
+    def max_position_embeddings(self) -> int | None:
+        value = _first(self.text, ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length"))
+        return int(value) if value else None
+
+    @property
+    def layer_types(self) -> list[str] | None:
+        value = self.text.get("layer_types")
+        return list(value) if isinstance(value, list) else None
+
+    @property
+    def sliding_window(self) -> int | None:
+        value = self.text.get("sliding_window")
+        return int(value) if value else None

@@ -1,0 +1,242 @@
+"""Engine settings resolved the way the pinned vLLM release resolves them.
+
+Each function mirrors one piece of vLLM: dtype (config/model.py _get_and_verify_dtype), max_model_len
+(_get_and_verify_max_len), batch defaults (engine/arg_utils.py get_batch_defaults and
+_set_default_max_num_seqs_and_batched_tokens_args), CUDA-graph capture sizes
+(config/vllm.py _set_cudagraph_sizes). Defaults come from the release's facts file.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from apron.checkpoint import Checkpoint
+from apron.engine.facts import EngineFacts
+from apron.errors import BadInput
+from apron.hardware import Gpu
+from apron.plan.model_config import MAX_LEN_KEYS, ModelConfig
+from apron.plan.quantity import Problem
+
+DTYPE_ALIASES = {"auto": "auto", "half": "float16", "float16": "float16", "bfloat16": "bfloat16",
+                 "float": "float32", "float32": "float32"}
+KV_CACHE_DTYPES = ("auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2")
+# config/model.py _FLOAT16_NOT_SUPPORTED_MODELS
+FLOAT16_UNSUPPORTED = {"gemma2", "gemma3", "gemma3_text", "glm4"}
+_HEADER_TO_DTYPE = {"BF16": "bfloat16", "F16": "float16", "F32": "float32", "F64": "float32"}
+# Rope types whose factor does not scale the derived length (config/model.py _get_and_verify_max_len).
+_UNSCALED_ROPE_029 = ("su", "longrope", "llama3")
+_UNSCALED_ROPE_030 = ("su", "longrope", "llama3", "yarn", "deepseek_yarn", "deepseek_llama_scaling")
+
+
+@dataclass(frozen=True)
+class UserSettings:
+    """What the user asked for; None means 'the engine's default'."""
+
+    tensor_parallel_size: int = 1
+    max_model_len: int | None = None
+    gpu_memory_utilization: float | None = None
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
+    kv_cache_dtype: str = "auto"
+    dtype: str = "auto"
+    enforce_eager: bool = False
+    language_model_only: bool = False
+
+    def __post_init__(self) -> None:
+        if self.tensor_parallel_size < 1:
+            raise BadInput("--tp must be 1 or more")
+        if self.gpu_memory_utilization is not None and not 0 < self.gpu_memory_utilization <= 1:
+            raise BadInput(f"--gpu-memory-utilization {self.gpu_memory_utilization} must be in (0, 1]")
+        for flag, value in (("--max-model-len", self.max_model_len), ("--max-num-seqs", self.max_num_seqs),
+                            ("--max-num-batched-tokens", self.max_num_batched_tokens)):
+            if value is not None and value < 1:
+                raise BadInput(f"{flag} {value} must be a positive integer")
+        if self.dtype not in DTYPE_ALIASES:
+            raise BadInput(f"--dtype {self.dtype!r} is not one of {', '.join(DTYPE_ALIASES)}")
+        if self.kv_cache_dtype not in KV_CACHE_DTYPES:
+            raise BadInput(f"--kv-cache-dtype {self.kv_cache_dtype!r} is not one of {', '.join(KV_CACHE_DTYPES)}")
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    tensor_parallel_size: int
+    max_model_len: int
+    derived_max_model_len: int
+    gpu_memory_utilization: float
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    kv_cache_dtype: str
+    dtype: str
+    enforce_eager: bool
+    language_model_only: bool
+    cudagraph_capture_sizes: tuple[int, ...]
+    user: UserSettings
+    problems: tuple[Problem, ...] = ()
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def uses_cudagraphs(self) -> bool:
+        return bool(self.cudagraph_capture_sizes)
+
+    def to_json(self) -> dict:
+        return {"tensor_parallel_size": self.tensor_parallel_size, "max_model_len": self.max_model_len,
+                "gpu_memory_utilization": self.gpu_memory_utilization, "max_num_seqs": self.max_num_seqs,
+                "max_num_batched_tokens": self.max_num_batched_tokens, "kv_cache_dtype": self.kv_cache_dtype,
+                "dtype": self.dtype, "enforce_eager": self.enforce_eager,
+                "language_model_only": self.language_model_only,
+                "cudagraph_capture_sizes": list(self.cudagraph_capture_sizes)}
+
+
+def resolve_settings(checkpoint: Checkpoint, config: ModelConfig, gpu: Gpu, facts: EngineFacts,
+                     user: UserSettings) -> EngineSettings:
+    problems: list[Problem] = []
+    dtype = resolve_dtype(checkpoint, config, gpu, user.dtype, problems)
+    derived = derived_max_model_len(checkpoint, config, facts)
+    max_model_len = user.max_model_len or derived
+    if user.max_model_len and user.max_model_len > derived:
+        problems.append(_long_max_model_len(user.max_model_len, derived, config))
+    mns, mnbt = batch_defaults(gpu, facts, user, max_model_len)
+    if mnbt < mns:
+        problems.append(Problem("scheduler", f"max_num_batched_tokens ({mnbt}) must be greater than or "
+                                f"equal to max_num_seqs ({mns}).", "proven_constraint"))
+    util = user.gpu_memory_utilization or facts.defaults["gpu_memory_utilization"]
+    sizes = () if user.enforce_eager else capture_sizes(gpu, facts, mns, mnbt, _capture_ceiling(checkpoint, facts))
+    return EngineSettings(
+        tensor_parallel_size=user.tensor_parallel_size, max_model_len=max_model_len,
+        derived_max_model_len=derived, gpu_memory_utilization=util, max_num_seqs=mns,
+        max_num_batched_tokens=mnbt, kv_cache_dtype=user.kv_cache_dtype, dtype=dtype,
+        enforce_eager=user.enforce_eager, language_model_only=user.language_model_only,
+        cudagraph_capture_sizes=tuple(sizes), user=user, problems=tuple(problems),
+    )
+
+
+def resolve_dtype(checkpoint: Checkpoint, config: ModelConfig, gpu: Gpu, requested: str,
+                  problems: list[Problem]) -> str:
+    """--dtype auto takes the config's dtype, downcasting float32 to the platform's first supported
+    dtype (bf16 from cc 8.0, else fp16), skipping fp16 for models that refuse it."""
+    model_type = config.model_type
+    supported = ["bfloat16", "float16", "float32"] if gpu.capability_int >= 80 else ["float16", "float32"]
+    supported = [d for d in supported if not (d == "float16" and model_type in FLOAT16_UNSUPPORTED)]
+    wanted = DTYPE_ALIASES[requested]
+    if wanted == "auto":
+        declared = config.config_dtype or _header_dtype(checkpoint)
+        declared = DTYPE_ALIASES.get(declared, "float32") if declared else "float32"
+        dtype = supported[0] if declared == "float32" else declared
+        return dtype if dtype in supported else supported[0]
+    if wanted == "float16" and model_type in FLOAT16_UNSUPPORTED:
+        problems.append(Problem("dtype", f"The model type {model_type!r} does not support float16. Reason: "
+                                "Numerical instability. Please use bfloat16 or float32 instead.",
+                                "proven_constraint"))
+    if wanted == "bfloat16" and gpu.capability_int < 80:
+        problems.append(Problem("dtype", "Bfloat16 is only supported on GPUs with compute capability of at "
+                                f"least 8.0. Your {gpu.name} GPU has compute capability "
+                                f"{gpu.compute_capability[0]}.{gpu.compute_capability[1]}. You can use "
+                                "float16 instead by explicitly setting the `dtype` flag in CLI, for "
+                                "example: --dtype=half.", "proven_constraint"))
+    return wanted
+
+
+def _header_dtype(checkpoint: Checkpoint) -> str | None:
+    """No dtype in the config: vLLM takes the common dtype of the safetensors parameters."""
+    floats = {_HEADER_TO_DTYPE[t.dtype] for t in checkpoint.tensors if t.dtype in _HEADER_TO_DTYPE}
+    if not floats:
+        return None
+    for candidate in ("float32", "bfloat16", "float16"):
+        if candidate in floats:
+            return candidate
+    return None
+
+
+def derived_max_model_len(checkpoint: Checkpoint, config: ModelConfig, facts: EngineFacts) -> int:
+    text = config.text
+    found = [text[k] for k in MAX_LEN_KEYS if text.get(k) is not None]
+    derived = float(min(found)) if found else float("inf")
+    if text.get("model_max_length"):
+        derived = float(text["model_max_length"])
+    tok_max = (checkpoint.tokenizer_config or {}).get("model_max_length")
+    if isinstance(tok_max, (int, float)):
+        derived = min(derived, tok_max)
+    if derived == float("inf"):
+        derived = 2048.0
+    params = config.rope_parameters
+    if params and "gemma3" not in config.model_type:
+        derived = _rope_scaled(derived, params, facts)
+    return int(derived)
+
+
+def _rope_scaled(derived: float, params: dict, facts: EngineFacts) -> float:
+    rope_type = params.get("rope_type", "default")
+    unscaled = _UNSCALED_ROPE_030 if facts.at_least("0.30.0") else _UNSCALED_ROPE_029
+    if rope_type in unscaled:
+        return derived
+    factor = params.get("factor") or 1.0
+    if rope_type == "yarn":  # 0.29 only: yarn restarts from the original length
+        derived = params.get("original_max_position_embeddings", derived)
+    return derived * float(factor)
+
+
+def _long_max_model_len(requested: int, derived: int, config: ModelConfig) -> Problem:
+    key = next((k for k in MAX_LEN_KEYS if config.text.get(k) is not None), None)
+    return Problem("max_model_len", f"User-specified max_model_len ({requested}) is greater than the derived "
+                   f"max_model_len ({key}={float(derived)} or model_max_length="
+                   f"{config.text.get('model_max_length')} in model's config.json). To allow overriding this "
+                   "maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1.", "proven_constraint")
+
+
+def batch_defaults(gpu: Gpu, facts: EngineFacts, user: UserSettings, max_model_len: int) -> tuple[int, int]:
+    """max_num_seqs and max_num_batched_tokens for `vllm serve` (UsageContext.OPENAI_API_SERVER)."""
+    tier = batch_tier(gpu, facts)
+    scheduler = facts.defaults["scheduler"]
+    mnbt = user.max_num_batched_tokens or tier["max_num_batched_tokens"].get(
+        "OPENAI_API_SERVER", scheduler["max_num_batched_tokens"])
+    mns = user.max_num_seqs or tier["max_num_seqs"].get("OPENAI_API_SERVER", scheduler["max_num_seqs"])
+    if user.max_num_batched_tokens is None:
+        # chunked prefill is on for generative models, so only the model-limit clamp applies
+        mnbt = min(mns * max_model_len, mnbt)
+    if user.max_num_seqs is None:
+        mns = min(mns, mnbt)
+    return mns, mnbt
+
+
+def batch_tier(gpu: Gpu, facts: EngineFacts) -> dict:
+    name = gpu.name.lower()
+    for tier in facts.defaults["batch_tiers"]:
+        if gpu.total_bytes < tier["min_device_memory_bytes"]:
+            continue
+        if any(part in name for part in tier.get("name_excludes", [])):
+            continue
+        if list(gpu.compute_capability) in [list(c) for c in tier.get("excluded_capabilities", [])]:
+            continue
+        return tier
+    return facts.defaults["batch_tiers"][-1]
+
+
+def _capture_ceiling(checkpoint: Checkpoint, facts: EngineFacts) -> int | None:
+    """Config hooks that set max_cudagraph_capture_size (models/config.py GptOssForCausalLMConfig: 1024)."""
+    hooks = facts.data.get("config_hooks", {})
+    arch = checkpoint.architectures[0] if checkpoint.architectures else ""
+    if arch == "GptOssForCausalLM" and (not hooks or hooks.get(arch)):
+        return 1024
+    return None
+
+
+def capture_sizes(gpu: Gpu, facts: EngineFacts, max_num_seqs: int, max_num_batched_tokens: int,
+                  ceiling: int | None = None) -> list[int]:
+    """_set_cudagraph_sizes without speculative decoding (uniform decode query length 1)."""
+    rules = facts.defaults["cudagraph"]
+    uniform: list[int] = []
+    if ceiling is None:
+        family_max = rules.get("max_graph_size_by_capability_family", {}).get(
+            str(gpu.compute_capability[0] * 10), rules["default_max_graph_size"])
+        ceiling = min(max_num_seqs * 2, family_max)
+        if rules.get("adds_max_num_seqs") and max_num_seqs <= ceiling:
+            uniform = [max_num_seqs]
+    largest = min(max_num_batched_tokens, ceiling)
+    sizes = [i for i in (1, 2, 4) if i <= largest]
+    if largest >= 8:
+        sizes += list(range(8, min(largest + 1, 256), 8))
+    if largest >= 256:
+        sizes += list(range(256, largest + 1, 16))
+    if max_num_batched_tokens <= largest and max_num_batched_tokens not in sizes:
+        sizes.append(max_num_batched_tokens)
+    sizes += [s for s in uniform if s <= max_num_batched_tokens]
+    return sorted(set(sizes))

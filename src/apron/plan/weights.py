@@ -1,0 +1,447 @@
+"""Weight memory per GPU: the checkpoint's headers, then what vLLM does with them.
+
+vLLM (model_executor/...) skips tensors it never loads, pads the vocabulary and splits it across
+tensor-parallel ranks, stores tied embeddings once, shards or replicates each layer, casts floating
+weights to the runtime dtype and re-lays quantized weights. Each step below names the vLLM code it
+follows. Tensors whose tensor-parallel layout is not recognised are counted whole on every GPU (an
+upper bound) and listed, so a TP>1 plan says where it is unsure.
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+
+from apron.checkpoint import Checkpoint
+from apron.checkpoint.safetensors import TensorInfo
+from apron.plan.model_config import ModelConfig
+from apron.plan.quantity import Problem
+
+DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+_FLOAT_DTYPES = {"F32", "F16", "BF16", "F64"}
+
+# Tensors vLLM's AutoWeightsLoader drops (REMOVE_UNUSED_ROTARY_EMBEDS_MAPPER).
+_ROTARY_CACHES = ("rotary_emb.inv_freq", "rotary_pos_emb.inv_freq", "rotary_emb.cos_cached",
+                  "rotary_emb.sin_cached")
+# Module names of vision/audio towers that `--language-model-only` leaves unbuilt
+# (interfaces.py _mark_tower_model marks these submodules).
+_TOWER_PARTS = ("vision_tower", "vision_model", "visual.", "multi_modal_projector", "mm_projector",
+                "audio_tower", "audio_model", "embed_vision", "embed_audio", "vision_embed",
+                "image_newline", "patch_embed", "vision_encoder", "audio_encoder")
+
+# Layer names by tensor-parallel behaviour (model_executor/layers/linear.py classes they map to).
+_COLUMN = {"q_proj", "gate_proj", "up_proj", "gate_up_proj", "w1", "w3", "fc1", "c_fc", "kv_b_proj",
+           "q_b_proj", "in_proj", "dt_proj", "conv1d", "wq", "dense_h_to_4h", "linear_fc1",
+           "in_proj_qkvz", "in_proj_ba", "in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a",
+           "shared_expert.gate_proj", "query", "key_value"}
+_ROW = {"o_proj", "down_proj", "out_proj", "dense", "c_proj", "w2", "fc2", "wo", "dense_4h_to_h",
+        "x_proj", "linear_fc2"}
+_KV = {"k_proj", "v_proj", "wk", "wv"}
+_FUSED_QKV = {"qkv_proj", "query_key_value", "c_attn", "wqkv", "Wqkv"}
+# ReplicatedLinear / plain parameters on every rank: MLA's down-projections, routers, norms.
+_REPLICATED = {"kv_a_proj_with_mqa", "q_a_proj", "kv_a_layernorm", "q_a_layernorm", "router",
+               "e_score_correction_bias", "shared_expert_gate", "gate_weight", "q_norm", "k_norm"}
+# Per-head or per-channel parameters split like the heads/channels they belong to.
+_SPLIT_PARAMS = {"sinks", "A_log", "A", "D", "dt_bias", "conv1d"}
+
+
+@dataclass(frozen=True)
+class WeightLine:
+    group: str
+    checkpoint_bytes: int
+    bytes_per_gpu: int
+
+
+@dataclass(frozen=True)
+class WeightsEstimate:
+    bytes_per_gpu: int
+    checkpoint_bytes: int
+    runtime_dtype: str
+    lines: tuple[WeightLine, ...]
+    skipped: tuple[tuple[str, int], ...]
+    notes: tuple[str, ...]
+    unknown_layout_tensors: tuple[str, ...]
+    problems: tuple[Problem, ...] = ()
+
+    @property
+    def basis(self) -> str:
+        parts = [f"safetensors headers ({self.checkpoint_bytes / 2**30:.2f} GiB in the checkpoint)"]
+        parts += [f"minus {reason} ({n / 2**30:.2f} GiB)" for reason, n in self.skipped if n]
+        parts += list(self.notes)
+        return "; ".join(parts)
+
+
+@dataclass(frozen=True)
+class WeightSettings:
+    tensor_parallel_size: int
+    runtime_dtype: str            # "bfloat16" | "float16" | "float32"
+    capability: tuple[int, int]
+    language_model_only: bool = False
+    vocab_padding_size: int = 64  # DEFAULT_VOCAB_PADDING_SIZE (vocab_parallel_embedding.py)
+
+
+@dataclass
+class _Tally:
+    by_group: dict[str, list[int]] = field(default_factory=dict)
+    skipped: dict[str, int] = field(default_factory=dict)
+    unknown: list[str] = field(default_factory=list)
+
+    def add(self, group: str, checkpoint_bytes: int, gpu_bytes: int) -> None:
+        entry = self.by_group.setdefault(group, [0, 0])
+        entry[0] += checkpoint_bytes
+        entry[1] += gpu_bytes
+
+    def skip(self, reason: str, num_bytes: int) -> None:
+        self.skipped[reason] = self.skipped.get(reason, 0) + num_bytes
+
+
+def estimate_weights(checkpoint: Checkpoint, config: ModelConfig, settings: WeightSettings) -> WeightsEstimate:
+    tally = _Tally()
+    quant = _Quant.from_config(config, settings)
+    tied = is_tied(checkpoint, config)
+    for tensor in checkpoint.tensors:
+        reason = skip_reason(tensor.name, config, settings, tied)
+        if reason:
+            tally.skip(reason, tensor.num_bytes)
+        elif quant.handles(tensor):
+            continue  # counted below from the engine's own layout
+        else:
+            group, gpu_bytes = _loaded_bytes(tensor, config, settings, quant, tally)
+            tally.add(group, tensor.num_bytes, gpu_bytes)
+    notes = list(quant.add_relayout(checkpoint, config, settings, tally))
+    rope_bytes, rope_note = rotary_cache_bytes(config, settings.runtime_dtype)
+    if rope_bytes:
+        tally.add("rotary cos/sin cache", 0, rope_bytes)
+        notes.append(rope_note)
+    if tied:
+        notes.append("tied embeddings stored once")
+    lines = tuple(WeightLine(g, c, b) for g, (c, b) in sorted(tally.by_group.items()))
+    return WeightsEstimate(
+        bytes_per_gpu=sum(line.bytes_per_gpu for line in lines),
+        checkpoint_bytes=checkpoint.total_tensor_bytes,
+        runtime_dtype=settings.runtime_dtype,
+        lines=lines,
+        skipped=tuple(sorted(tally.skipped.items())),
+        notes=tuple(notes),
+        unknown_layout_tensors=tuple(tally.unknown),
+        problems=tuple(tp_problems(config, settings)),
+    )
+
+
+def is_tied(checkpoint: Checkpoint, config: ModelConfig) -> bool:
+    """vLLM ties when the config says so; a config silent on it falls back to the HF default (True)
+    only when the checkpoint ships no separate lm_head, which is what loading would then need."""
+    declared = config.tie_word_embeddings
+    if declared is not None:
+        return declared
+    return not any(t.name.endswith("lm_head.weight") for t in checkpoint.tensors)
+
+
+def skip_reason(name: str, config: ModelConfig, settings: WeightSettings, tied: bool) -> str | None:
+    if name.endswith(_ROTARY_CACHES):
+        return "rotary caches vLLM recomputes"
+    if tied and (name.endswith("lm_head.weight") or name == "output.weight"):
+        return "lm_head (tied to the embedding)"
+    if _is_mtp(name, config):
+        return "MTP/next-token layers vLLM loads only for speculative decoding"
+    if settings.language_model_only and any(part in name for part in _TOWER_PARTS):
+        return "vision/audio tower (--language-model-only)"
+    return None
+
+
+_LAYER_INDEX = re.compile(r"(?:^|\.)(?:layers|h|blocks)\.(\d+)\.")
+
+
+def _is_mtp(name: str, config: ModelConfig) -> bool:
+    """models/utils.py get_spec_layer_idx_from_weight_name: layers past num_hidden_layers are MTP;
+    Qwen3-Next/3.5 and Nemotron-H keep them under an `mtp.` prefix."""
+    if name.startswith(("mtp.", "model.mtp.")) or ".mtp." in name:
+        return True
+    match = _LAYER_INDEX.search(name)
+    return bool(match and config.num_layers and int(match.group(1)) >= config.num_layers
+                and "vision" not in name and "visual" not in name and "audio" not in name)
+
+
+def _parts(name: str) -> tuple[str, str]:
+    """(module, leaf): 'model.layers.0.self_attn.q_proj.weight' -> ('q_proj', 'weight')."""
+    pieces = name.split(".")
+    if len(pieces) == 1:
+        return "", pieces[0]
+    return pieces[-2], pieces[-1]
+
+
+def _loaded_bytes(tensor: TensorInfo, config: ModelConfig, settings: WeightSettings, quant: "_Quant",
+                  tally: _Tally) -> tuple[str, int]:
+    num_bytes = _runtime_bytes(tensor, settings, quant)
+    tp = settings.tensor_parallel_size
+    module, leaf = _parts(tensor.name)
+    if _is_vocab(tensor, module, config):
+        return ("lm_head" if "lm_head" in tensor.name or tensor.name == "output.weight" else "embedding",
+                vocab_shard_bytes(tensor, config, settings, num_bytes))
+    group = _group(tensor.name)
+    if tp == 1:
+        return group, num_bytes
+    fraction = _tp_fraction(tensor, module, leaf, config, tp)
+    if fraction is None:
+        tally.unknown.append(tensor.name)
+        return group, num_bytes
+    numerator, denominator = fraction
+    return group, math.ceil(num_bytes * numerator / denominator)
+
+
+def _runtime_bytes(tensor: TensorInfo, settings: WeightSettings, quant: "_Quant") -> int:
+    """Floating weights take the runtime dtype; quantized payloads keep theirs; FP8 scales become fp32
+    (fp8_utils.create_fp8_scale_parameter defaults scale_dtype to torch.float32)."""
+    if quant.is_scale(tensor):
+        return tensor.num_elements * 4
+    if tensor.dtype in _FLOAT_DTYPES and not quant.keeps_dtype(tensor):
+        return tensor.num_elements * DTYPE_BYTES[settings.runtime_dtype]
+    return tensor.num_bytes
+
+
+def _is_vocab(tensor: TensorInfo, module: str, config: ModelConfig) -> bool:
+    if tensor.name.endswith("lm_head.weight") or tensor.name == "output.weight":
+        return True
+    vocab = config.vocab_size
+    return (module in ("embed_tokens", "embeddings", "wte", "word_embeddings", "tok_embeddings")
+            and len(tensor.shape) == 2 and vocab > 0 and tensor.shape[0] in (vocab, pad_to(vocab, 64)))
+
+
+def pad_to(n: int, multiple: int) -> int:
+    return -(-n // multiple) * multiple
+
+
+def vocab_shard_bytes(tensor: TensorInfo, config: ModelConfig, settings: WeightSettings, num_bytes: int) -> int:
+    """VocabParallelEmbedding / ParallelLMHead: rows padded to a multiple of 64, then split by TP."""
+    rows = tensor.shape[0]
+    padded = pad_to(rows, settings.vocab_padding_size)
+    rows_per_rank = padded // settings.tensor_parallel_size
+    return num_bytes // rows * rows_per_rank
+
+
+def _group(name: str) -> str:
+    if ".experts." in name or name.endswith((".experts.gate_up_proj", ".experts.down_proj")):
+        return "experts"
+    if "norm" in name:
+        return "norms"
+    if any(part in name for part in _TOWER_PARTS):
+        return "vision/audio tower"
+    if any(k in name for k in ("attn", "attention", "q_proj", "k_proj", "v_proj", "o_proj", "qkv")):
+        return "attention"
+    if any(k in name for k in ("mixer", "ssm", "conv1d", "A_log", "linear_attn")):
+        return "state-space / linear attention"
+    if any(k in name for k in ("mlp", "feed_forward", "ffn", "fc1", "fc2")):
+        return "mlp"
+    return "other"
+
+
+def _tp_fraction(tensor: TensorInfo, module: str, leaf: str, config: ModelConfig,
+                 tp: int) -> tuple[int, int] | None:
+    """The share of a tensor one TP rank holds, as (numerator, denominator); None when unknown."""
+    if "norm" in module or "norm" in leaf or module in _REPLICATED or leaf in _REPLICATED:
+        return 1, 1
+    if _is_router(tensor.name, module, config):
+        return 1, 1
+    if ".experts." in tensor.name or "experts" in module:
+        return _expert_fraction(leaf, tp)
+    if module in _KV:
+        return 1, min(tp, max(config.num_kv_heads, 1))
+    if module in _FUSED_QKV:
+        return _fused_qkv_fraction(config, tp)
+    if module in _ROW:
+        return (1, 1) if leaf == "bias" else (1, tp)
+    if module in _COLUMN or leaf in _SPLIT_PARAMS or module in _SPLIT_PARAMS:
+        return 1, tp
+    if len(tensor.shape) <= 1 and leaf in ("bias", "weight", "scale"):
+        return 1, 1  # stray vectors (biases of replicated layers, scalars) stay whole
+    return None
+
+
+def _is_router(name: str, module: str, config: ModelConfig) -> bool:
+    return config.is_moe and module in ("gate", "router") and not name.endswith("gate_proj.weight")
+
+
+def _expert_fraction(leaf: str, tp: int) -> tuple[int, int]:
+    # FusedMoE shards the intermediate dim; w2's bias is [E, hidden] and stays whole.
+    return (1, 1) if leaf in ("down_proj_bias", "w2_bias") else (1, tp)
+
+
+def _fused_qkv_fraction(config: ModelConfig, tp: int) -> tuple[int, int]:
+    heads, kv = config.num_heads, max(config.num_kv_heads, 1)
+    per_rank = heads // tp + 2 * max(kv // tp, 1)
+    return per_rank, heads + 2 * kv
+
+
+def rotary_cache_bytes(config: ModelConfig, runtime_dtype: str) -> tuple[int, str]:
+    """rotary_embedding/base.py registers cos_sin_cache [positions, rotary_dim] in the model dtype,
+    shared between layers with equal settings (_ROPE_DICT). YaRN caches max_position x factor rows."""
+    if config.is_mla:
+        rotary_dim = config.qk_rope_head_dim
+    else:
+        rotary_dim = int(config.head_dim * config.partial_rotary_factor)
+    positions = rope_cache_positions(config)
+    if not rotary_dim or not positions or config.rope_theta is None and not config.rope_parameters:
+        return 0, ""
+    num_caches = 2 if config.get("rope_local_base_freq") or config.rope_parameters.get("sliding_attention") else 1
+    size = num_caches * positions * rotary_dim * DTYPE_BYTES[runtime_dtype]
+    return size, f"plus {num_caches} rotary cos/sin cache{'s' if num_caches > 1 else ''} [{positions}, {rotary_dim}]"
+
+
+def rope_cache_positions(config: ModelConfig) -> int:
+    params = config.rope_parameters
+    rope_type = params.get("rope_type", "default")
+    if rope_type in ("yarn", "deepseek_yarn"):
+        original = params.get("original_max_position_embeddings") or config.max_position_embeddings or 0
+        return int(original * float(params.get("factor", 1)))
+    return config.max_position_embeddings or 0
+
+
+def tp_problems(config: ModelConfig, settings: WeightSettings) -> list[Problem]:
+    """Divisibility the engine enforces: config/model.py verify_with_parallel_config and
+    distributed/utils.py divide() on vocab and shards."""
+    tp = settings.tensor_parallel_size
+    problems = []
+    if config.num_heads and config.num_heads % tp:
+        problems.append(Problem("tensor_parallel_heads", f"Total number of attention heads "
+                                f"({config.num_heads}) must be divisible by tensor parallel size ({tp}).",
+                                "proven_constraint"))
+    padded_vocab = pad_to(config.vocab_size, settings.vocab_padding_size) if config.vocab_size else 0
+    if padded_vocab and padded_vocab % tp:
+        problems.append(Problem("tensor_parallel_vocab", f"{padded_vocab} is not divisible by {tp}",
+                                "proven_constraint"))
+    intermediate = config.moe_intermediate_size if config.is_moe else config.intermediate_size
+    if intermediate and intermediate % tp:
+        problems.append(Problem("tensor_parallel_intermediate", f"{intermediate} is not divisible by {tp}",
+                                "proven_constraint"))
+    return problems
+
+
+# --- quantized layouts -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Quant:
+    method: str | None
+    group_size: int
+    capability: tuple[int, int]
+
+    @classmethod
+    def from_config(cls, config: ModelConfig, settings: WeightSettings) -> "_Quant":
+        q = config.quantization_config or {}
+        group = q.get("group_size") or q.get("q_group_size") or -1
+        return cls(config.quant_method, int(group), settings.capability)
+
+    @property
+    def is_int4(self) -> bool:
+        return self.method in ("gptq", "awq", "gptq_marlin", "awq_marlin", "auto_gptq", "auto_awq")
+
+    @property
+    def is_mxfp4(self) -> bool:
+        return self.method in ("mxfp4", "gpt_oss_mxfp4")
+
+    def is_scale(self, tensor: TensorInfo) -> bool:
+        return self.method == "fp8" and tensor.name.endswith(("weight_scale_inv", "weight_scale", "input_scale"))
+
+    def keeps_dtype(self, tensor: TensorInfo) -> bool:
+        # GPTQ/AWQ scales are created in the activation dtype, which is the runtime dtype.
+        return False
+
+    def handles(self, tensor: TensorInfo) -> bool:
+        """Tensors whose GPU layout is rebuilt from the config instead of copied from the header."""
+        if self.is_mxfp4 and ".experts." in tensor.name and tensor.name.rsplit(".", 1)[-1] in _MXFP4_LEAVES:
+            return True
+        return self.is_int4 and self.uses_marlin and tensor.name.endswith(_INT4_LEAVES)
+
+    @property
+    def uses_marlin(self) -> bool:
+        # kernels/linear/__init__.py tries CutlassW4A8, Machete (Hopper only), then Marlin: below
+        # cc 9.0 GPTQ/AWQ land on Marlin, which pads odd shapes (marlin_padded_nk).
+        return self.capability < (9, 0)
+
+    def add_relayout(self, checkpoint: Checkpoint, config: ModelConfig, settings: WeightSettings,
+                     tally: _Tally) -> list[str]:
+        if self.is_mxfp4:
+            return _mxfp4_experts(checkpoint, config, settings, tally)
+        if self.is_int4 and self.uses_marlin:
+            return _marlin_int4(checkpoint, config, settings, tally, self)
+        return []
+
+
+_MXFP4_LEAVES = ("gate_up_proj_blocks", "gate_up_proj_scales", "gate_up_proj_bias", "down_proj_blocks",
+                 "down_proj_scales", "down_proj_bias")
+_INT4_LEAVES = (".qweight", ".qzeros", ".scales", ".g_idx")
+
+
+def mxfp4_backend(capability: tuple[int, int]) -> tuple[str, int, int]:
+    """(backend, intermediate alignment, hidden alignment) as fused_moe/oracle/mxfp4.py picks them for
+    gpt-oss on CUDA: TRTLLM on SM100, Triton (needs triton_kernels) on 9.0 <= cc < 13, else Marlin
+    (cc >= 7.5). Alignments from mxfp4_round_up_hidden_size_and_intermediate_size."""
+    if capability[0] == 10:
+        return "FLASHINFER_TRTLLM_MXFP4_BF16", 128, 256
+    if (9, 0) <= capability < (13, 0):
+        return "TRITON", 64, 1
+    return "MARLIN", 128, 256
+
+
+def _mxfp4_experts(checkpoint: Checkpoint, config: ModelConfig, settings: WeightSettings,
+                   tally: _Tally) -> list[str]:
+    layers = {int(m.group(1)) for t in checkpoint.tensors if ".experts." in t.name
+              for m in [_LAYER_INDEX.search(t.name)] if m}
+    experts, hidden = config.num_experts, config.hidden_size
+    backend, align_i, align_h = mxfp4_backend(settings.capability)
+    per_rank = config.moe_intermediate_size // settings.tensor_parallel_size
+    inter, hid = pad_to(per_rank, align_i), pad_to(hidden, align_h)
+    # mxfp4.py create_weights: uint8 blocks (2 values a byte) and uint8 scales (one per 32), bf16 biases.
+    per_layer = experts * (2 * inter * hid // 2 + 2 * inter * hid // 32 + hid * inter // 2 + hid * inter // 32
+                           + 2 * 2 * inter + 2 * hid)
+    checkpoint_bytes = sum(t.num_bytes for t in checkpoint.tensors if ".experts." in t.name
+                           and t.name.rsplit(".", 1)[-1] in _MXFP4_LEAVES)
+    tally.add("experts", checkpoint_bytes, per_layer * len(layers))
+    return [f"MXFP4 experts re-laid for the {backend} MoE backend: intermediate {per_rank} -> {inter}, "
+            f"hidden {hidden} -> {hid} per rank"]
+
+
+def _marlin_int4(checkpoint: Checkpoint, config: ModelConfig, settings: WeightSettings, tally: _Tally,
+                 quant: _Quant) -> list[str]:
+    """GPTQ/AWQ on Marlin: qweight, scales (and AWQ's zero points) per rank, padded by marlin_padded_nk.
+    Repacking keeps the byte count of the padded shape; GPTQ g_idx without act-order is dropped."""
+    prefixes = sorted({t.name.rsplit(".", 1)[0] for t in checkpoint.tensors if t.name.endswith(".qweight")})
+    padded_layers = 0
+    for prefix in prefixes:
+        parts = {leaf: checkpoint.tensors_by_name.get(f"{prefix}.{leaf}") for leaf in ("qweight", "qzeros", "scales", "g_idx")}
+        ckpt_bytes = sum(t.num_bytes for t in parts.values() if t is not None)
+        gpu_bytes, padded = _marlin_layer_bytes(prefix, parts, config, settings, quant)
+        padded_layers += padded
+        tally.add(_group(prefix + ".weight"), ckpt_bytes, gpu_bytes)
+    note = "GPTQ/AWQ weights re-packed for Marlin"
+    return [note + (f" ({padded_layers} layers padded by marlin_padded_nk)" if padded_layers else "")]
+
+
+def _marlin_layer_bytes(prefix: str, parts: dict, config: ModelConfig, settings: WeightSettings,
+                        quant: _Quant) -> tuple[int, int]:
+    scales, qweight = parts["scales"], parts["qweight"]
+    # Logical (K, N): GPTQ qweight is [K/8, N], AWQ qweight is [K, N/8]; scales are [K/g, N] in both.
+    n = scales.shape[1]
+    k = qweight.shape[0] * 8 if qweight.shape[1] == n else qweight.shape[0]
+    module, tp = prefix.rsplit(".", 1)[-1], settings.tensor_parallel_size
+    if module in _ROW:
+        k //= tp
+    elif module in _KV:
+        n //= min(tp, max(config.num_kv_heads, 1))
+    else:
+        n //= tp
+    pn, pk = marlin_padded_nk(n, k, quant.group_size)
+    groups = pk // quant.group_size if quant.group_size > 0 else 1
+    total = pk * pn // 2 + groups * pn * DTYPE_BYTES[settings.runtime_dtype]
+    if quant.method in ("awq", "awq_marlin", "auto_awq"):
+        total += groups * pn // 8 * 4  # awq_marlin keeps int32 zero points [groups, N/8]
+    return total, int((pn, pk) != (n, k))
+
+
+def marlin_padded_nk(size_n: int, size_k: int, group_size: int = -1) -> tuple[int, int]:
+    """quantization/utils/marlin_utils.py marlin_padded_nk: Marlin needs (n%64, k%128) or
+    (n%128, k%64); other shapes are zero-padded to the cheaper family, K kept a multiple of the group."""
+    group = group_size if group_size > 0 else 1
+    candidates = ((pad_to(size_n, 64), pad_to(size_k, math.lcm(128, group))),
+                  (pad_to(size_n, 128), pad_to(size_k, math.lcm(64, group))))
+    return min(candidates, key=lambda nk: (nk[0] * nk[1], nk[0] + nk[1]))

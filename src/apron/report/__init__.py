@@ -1,0 +1,1 @@
+"""Human-readable renderings of plans, records and comparisons (the terminal, not the JSON)."""
