@@ -26,8 +26,8 @@ class Quantity:
             raise ValueError(f"label {self.label!r} is not one of {LABELS}")
         if self.unit not in UNITS:
             raise ValueError(f"unit {self.unit!r} is not one of {UNITS}")
-        if (self.value is None) != (self.label == "unknown"):
-            raise ValueError("a quantity is null exactly when its label is unknown")
+        if self.label == "unknown" and self.value is not None:
+            raise ValueError("an unknown quantity has no value")
 
     @classmethod
     def unknown(cls, unit: str, basis: str) -> "Quantity":

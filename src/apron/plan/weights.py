@@ -98,22 +98,22 @@ class _Tally:
 def estimate_weights(checkpoint: Checkpoint, config: ModelConfig, settings: WeightSettings) -> WeightsEstimate:
     tally = _Tally()
     quant = _Quant.from_config(config, settings)
-    tied = is_tied(checkpoint, config)
-    for tensor in checkpoint.tensors:
-        reason = skip_reason(tensor.name, config, settings, tied)
+    for entry in classified(checkpoint, config):
+        reason = _SKIP_REASONS.get(entry.skip)
+        if entry.skip == "tower" and not settings.language_model_only:
+            reason = None
         if reason:
-            tally.skip(reason, tensor.num_bytes)
-        elif quant.handles(tensor):
+            tally.skip(reason, entry.checkpoint_bytes)
+        elif entry.is_relayout or (entry.is_int4_part and quant.uses_marlin):
             continue  # counted below from the engine's own layout
         else:
-            group, gpu_bytes = _loaded_bytes(tensor, config, settings, quant, tally)
-            tally.add(group, tensor.num_bytes, gpu_bytes)
+            tally.add(entry.group, entry.checkpoint_bytes, _entry_bytes(entry, config, settings, tally))
     notes = list(quant.add_relayout(checkpoint, config, settings, tally))
     rope_bytes, rope_note = rotary_cache_bytes(config, settings.runtime_dtype)
     if rope_bytes:
         tally.add("rotary cos/sin cache", 0, rope_bytes)
         notes.append(rope_note)
-    if tied:
+    if is_tied(checkpoint, config):
         notes.append("tied embeddings stored once")
     lines = tuple(WeightLine(g, c, b) for g, (c, b) in sorted(tally.by_group.items()))
     return WeightsEstimate(
@@ -128,6 +128,101 @@ def estimate_weights(checkpoint: Checkpoint, config: ModelConfig, settings: Weig
     )
 
 
+_SKIP_REASONS = {
+    "rotary": "rotary caches vLLM recomputes",
+    "lm_head": "lm_head (tied to the embedding)",
+    "mtp": "MTP/next-token layers vLLM loads only for speculative decoding",
+    "tower": "vision/audio tower (--language-model-only)",
+}
+
+
+@dataclass(frozen=True)
+class _Entry:
+    """Tensors that vLLM treats alike, summed: the per-plan work is a loop over a few dozen of these
+    instead of every tensor (a checkpoint can hold 60,000)."""
+
+    group: str
+    skip: str | None
+    role: str                # vocab | kv | fused_qkv | row | column | replicated | expert | unknown
+    dtype_class: str         # float (takes the runtime dtype) | fp32 (fp8 scales, SSM A) | keep
+    vocab_rows: int
+    is_relayout: bool        # rebuilt from the config (MXFP4 experts)
+    is_int4_part: bool       # GPTQ/AWQ tensors, rebuilt when Marlin repacks them
+    elements: int
+    checkpoint_bytes: int
+    example: str
+
+
+def classified(checkpoint: Checkpoint, config: ModelConfig) -> list[_Entry]:
+    cached = checkpoint.extra.get("_weight_entries")
+    if cached is None:
+        cached = checkpoint.extra["_weight_entries"] = _classify(checkpoint, config)
+    return cached
+
+
+def _classify(checkpoint: Checkpoint, config: ModelConfig) -> list[_Entry]:
+    tied = is_tied(checkpoint, config)
+    method = config.quant_method
+    buckets: dict[tuple, list] = {}
+    for tensor in checkpoint.tensors:
+        key = _key(tensor, config, tied, method)
+        bucket = buckets.setdefault(key, [0, 0, tensor.name])
+        bucket[0] += tensor.num_elements
+        bucket[1] += tensor.num_bytes
+    return [_Entry(*key, elements=e, checkpoint_bytes=b, example=name) for key, (e, b, name) in buckets.items()]
+
+
+def _key(tensor: TensorInfo, config: ModelConfig, tied: bool, method: str | None) -> tuple:
+    name = tensor.name
+    module, leaf = _parts(name)
+    skip = _skip_kind(name, config, tied)
+    vocab = _is_vocab(tensor, module, config)
+    role = "vocab" if vocab else _role(tensor, module, leaf, config)
+    group = ("lm_head" if "lm_head" in name or name == "output.weight" else "embedding") if vocab else _group(name)
+    if method == "fp8" and name.endswith(("weight_scale_inv", "weight_scale", "input_scale")):
+        dtype_class = "fp32"
+    elif leaf == "A_log" and tensor.dtype in _FLOAT_DTYPES:
+        dtype_class = "fp32"  # mamba_mixer*.py and the GDN layers create A / A_log in float32
+    else:
+        dtype_class = "float" if tensor.dtype in _FLOAT_DTYPES else "keep"
+    relayout = method in ("mxfp4", "gpt_oss_mxfp4") and ".experts." in name and leaf in _MXFP4_LEAVES
+    int4 = method in _INT4_METHODS and name.endswith(_INT4_LEAVES)
+    return (group, skip, role, dtype_class, tensor.shape[0] if vocab else 0, relayout, int4)
+
+
+def _skip_kind(name: str, config: ModelConfig, tied: bool) -> str | None:
+    if name.endswith(_ROTARY_CACHES):
+        return "rotary"
+    if tied and (name.endswith("lm_head.weight") or name == "output.weight"):
+        return "lm_head"
+    if _is_mtp(name, config):
+        return "mtp"
+    if any(part in name for part in _TOWER_PARTS):
+        return "tower"
+    return None
+
+
+def _entry_bytes(entry: _Entry, config: ModelConfig, settings: WeightSettings, tally: _Tally) -> int:
+    if entry.dtype_class == "fp32":
+        num_bytes = entry.elements * 4  # fp8_utils.create_fp8_scale_parameter defaults to float32
+    elif entry.dtype_class == "float":
+        num_bytes = entry.elements * DTYPE_BYTES[settings.runtime_dtype]
+    else:
+        num_bytes = entry.checkpoint_bytes
+    tp = settings.tensor_parallel_size
+    if entry.role == "vocab":
+        rows_per_rank = pad_to(entry.vocab_rows, settings.vocab_padding_size) // tp
+        return num_bytes // entry.vocab_rows * rows_per_rank
+    if tp == 1:
+        return num_bytes
+    fraction = _ROLE_FRACTIONS[entry.role](config, tp)
+    if fraction is None:
+        tally.unknown.append(entry.example)
+        return num_bytes
+    numerator, denominator = fraction
+    return math.ceil(num_bytes * numerator / denominator)
+
+
 def is_tied(checkpoint: Checkpoint, config: ModelConfig) -> bool:
     """vLLM ties when the config says so; a config silent on it falls back to the HF default (True)
     only when the checkpoint ships no separate lm_head, which is what loading would then need."""
@@ -135,18 +230,6 @@ def is_tied(checkpoint: Checkpoint, config: ModelConfig) -> bool:
     if declared is not None:
         return declared
     return not any(t.name.endswith("lm_head.weight") for t in checkpoint.tensors)
-
-
-def skip_reason(name: str, config: ModelConfig, settings: WeightSettings, tied: bool) -> str | None:
-    if name.endswith(_ROTARY_CACHES):
-        return "rotary caches vLLM recomputes"
-    if tied and (name.endswith("lm_head.weight") or name == "output.weight"):
-        return "lm_head (tied to the embedding)"
-    if _is_mtp(name, config):
-        return "MTP/next-token layers vLLM loads only for speculative decoding"
-    if settings.language_model_only and any(part in name for part in _TOWER_PARTS):
-        return "vision/audio tower (--language-model-only)"
-    return None
 
 
 _LAYER_INDEX = re.compile(r"(?:^|\.)(?:layers|h|blocks)\.(\d+)\.")
@@ -170,35 +253,6 @@ def _parts(name: str) -> tuple[str, str]:
     return pieces[-2], pieces[-1]
 
 
-def _loaded_bytes(tensor: TensorInfo, config: ModelConfig, settings: WeightSettings, quant: "_Quant",
-                  tally: _Tally) -> tuple[str, int]:
-    num_bytes = _runtime_bytes(tensor, settings, quant)
-    tp = settings.tensor_parallel_size
-    module, leaf = _parts(tensor.name)
-    if _is_vocab(tensor, module, config):
-        return ("lm_head" if "lm_head" in tensor.name or tensor.name == "output.weight" else "embedding",
-                vocab_shard_bytes(tensor, config, settings, num_bytes))
-    group = _group(tensor.name)
-    if tp == 1:
-        return group, num_bytes
-    fraction = _tp_fraction(tensor, module, leaf, config, tp)
-    if fraction is None:
-        tally.unknown.append(tensor.name)
-        return group, num_bytes
-    numerator, denominator = fraction
-    return group, math.ceil(num_bytes * numerator / denominator)
-
-
-def _runtime_bytes(tensor: TensorInfo, settings: WeightSettings, quant: "_Quant") -> int:
-    """Floating weights take the runtime dtype; quantized payloads keep theirs; FP8 scales become fp32
-    (fp8_utils.create_fp8_scale_parameter defaults scale_dtype to torch.float32)."""
-    if quant.is_scale(tensor):
-        return tensor.num_elements * 4
-    if tensor.dtype in _FLOAT_DTYPES and not quant.keeps_dtype(tensor):
-        return tensor.num_elements * DTYPE_BYTES[settings.runtime_dtype]
-    return tensor.num_bytes
-
-
 def _is_vocab(tensor: TensorInfo, module: str, config: ModelConfig) -> bool:
     if tensor.name.endswith("lm_head.weight") or tensor.name == "output.weight":
         return True
@@ -209,14 +263,6 @@ def _is_vocab(tensor: TensorInfo, module: str, config: ModelConfig) -> bool:
 
 def pad_to(n: int, multiple: int) -> int:
     return -(-n // multiple) * multiple
-
-
-def vocab_shard_bytes(tensor: TensorInfo, config: ModelConfig, settings: WeightSettings, num_bytes: int) -> int:
-    """VocabParallelEmbedding / ParallelLMHead: rows padded to a multiple of 64, then split by TP."""
-    rows = tensor.shape[0]
-    padded = pad_to(rows, settings.vocab_padding_size)
-    rows_per_rank = padded // settings.tensor_parallel_size
-    return num_bytes // rows * rows_per_rank
 
 
 def _group(name: str) -> str:
@@ -235,35 +281,39 @@ def _group(name: str) -> str:
     return "other"
 
 
-def _tp_fraction(tensor: TensorInfo, module: str, leaf: str, config: ModelConfig,
-                 tp: int) -> tuple[int, int] | None:
-    """The share of a tensor one TP rank holds, as (numerator, denominator); None when unknown."""
+def _role(tensor: TensorInfo, module: str, leaf: str, config: ModelConfig) -> str:
+    """How tensor parallelism splits this tensor (model_executor/layers/linear.py classes)."""
     if "norm" in module or "norm" in leaf or module in _REPLICATED or leaf in _REPLICATED:
-        return 1, 1
+        return "replicated"
     if _is_router(tensor.name, module, config):
-        return 1, 1
+        return "replicated"
     if ".experts." in tensor.name or "experts" in module:
-        return _expert_fraction(leaf, tp)
+        # FusedMoE shards the intermediate dim; w2's bias is [E, hidden] and stays whole.
+        return "replicated" if leaf in ("down_proj_bias", "w2_bias") else "sharded"
     if module in _KV:
-        return 1, min(tp, max(config.num_kv_heads, 1))
+        return "kv"
     if module in _FUSED_QKV:
-        return _fused_qkv_fraction(config, tp)
+        return "fused_qkv"
     if module in _ROW:
-        return (1, 1) if leaf == "bias" else (1, tp)
+        return "replicated" if leaf == "bias" else "sharded"
     if module in _COLUMN or leaf in _SPLIT_PARAMS or module in _SPLIT_PARAMS:
-        return 1, tp
+        return "sharded"
     if len(tensor.shape) <= 1 and leaf in ("bias", "weight", "scale"):
-        return 1, 1  # stray vectors (biases of replicated layers, scalars) stay whole
-    return None
+        return "replicated"  # stray vectors (biases of replicated layers, scalars) stay whole
+    return "unknown"
+
+
+_ROLE_FRACTIONS = {
+    "replicated": lambda config, tp: (1, 1),
+    "sharded": lambda config, tp: (1, tp),
+    "kv": lambda config, tp: (1, min(tp, max(config.num_kv_heads, 1))),
+    "fused_qkv": lambda config, tp: _fused_qkv_fraction(config, tp),
+    "unknown": lambda config, tp: None,
+}
 
 
 def _is_router(name: str, module: str, config: ModelConfig) -> bool:
     return config.is_moe and module in ("gate", "router") and not name.endswith("gate_proj.weight")
-
-
-def _expert_fraction(leaf: str, tp: int) -> tuple[int, int]:
-    # FusedMoE shards the intermediate dim; w2's bias is [E, hidden] and stays whole.
-    return (1, 1) if leaf in ("down_proj_bias", "w2_bias") else (1, tp)
 
 
 def _fused_qkv_fraction(config: ModelConfig, tp: int) -> tuple[int, int]:
@@ -333,24 +383,11 @@ class _Quant:
 
     @property
     def is_int4(self) -> bool:
-        return self.method in ("gptq", "awq", "gptq_marlin", "awq_marlin", "auto_gptq", "auto_awq")
+        return self.method in _INT4_METHODS
 
     @property
     def is_mxfp4(self) -> bool:
         return self.method in ("mxfp4", "gpt_oss_mxfp4")
-
-    def is_scale(self, tensor: TensorInfo) -> bool:
-        return self.method == "fp8" and tensor.name.endswith(("weight_scale_inv", "weight_scale", "input_scale"))
-
-    def keeps_dtype(self, tensor: TensorInfo) -> bool:
-        # GPTQ/AWQ scales are created in the activation dtype, which is the runtime dtype.
-        return False
-
-    def handles(self, tensor: TensorInfo) -> bool:
-        """Tensors whose GPU layout is rebuilt from the config instead of copied from the header."""
-        if self.is_mxfp4 and ".experts." in tensor.name and tensor.name.rsplit(".", 1)[-1] in _MXFP4_LEAVES:
-            return True
-        return self.is_int4 and self.uses_marlin and tensor.name.endswith(_INT4_LEAVES)
 
     @property
     def uses_marlin(self) -> bool:
@@ -370,6 +407,7 @@ class _Quant:
 _MXFP4_LEAVES = ("gate_up_proj_blocks", "gate_up_proj_scales", "gate_up_proj_bias", "down_proj_blocks",
                  "down_proj_scales", "down_proj_bias")
 _INT4_LEAVES = (".qweight", ".qzeros", ".scales", ".g_idx")
+_INT4_METHODS = ("gptq", "awq", "gptq_marlin", "awq_marlin", "auto_gptq", "auto_awq")
 
 
 def mxfp4_backend(capability: tuple[int, int]) -> tuple[str, int, int]:

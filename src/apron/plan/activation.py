@@ -1,0 +1,169 @@
+"""The start-up activation peak: the largest of four moments of vLLM's profiling run.
+
+vLLM measures `torch peak - torch allocated` over `profile_run` (utils/mem_utils.py
+memory_profiling) and subtracts it from the KV budget. The V2 model runner (the default on CUDA in
+0.29-0.33, config/vllm.py use_v2_model_runner) runs, in order: the multimodal encoder on a dummy
+batch, a forward pass over max_num_batched_tokens, and the sampler over min(T, max_num_seqs) rows.
+With torch.compile on, the first forward also compiles, and inductor's combo-kernel benchmarking
+allocates random copies of every argument of the kernel it times - the embedding table among them.
+Each moment is a list of named tensors, so `--explain` can show what makes the peak.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from apron.engine.facts import EngineFacts
+from apron.plan.model_config import ModelConfig
+from apron.plan.settings import EngineSettings
+from apron.plan.weights import DTYPE_BYTES, pad_to
+
+
+@dataclass(frozen=True)
+class Buffer:
+    name: str
+    shape: tuple[int, ...]
+    dtype_bytes: int
+
+    @property
+    def num_bytes(self) -> int:
+        return math.prod(self.shape) * self.dtype_bytes
+
+
+@dataclass(frozen=True)
+class Moment:
+    name: str
+    buffers: tuple[Buffer, ...]
+    basis: str
+    is_modelled: bool = True
+
+    @property
+    def num_bytes(self) -> int:
+        return sum(b.num_bytes for b in self.buffers)
+
+
+@dataclass(frozen=True)
+class ActivationEstimate:
+    moments: tuple[Moment, ...]      # the moments that happen in this configuration
+    skipped: tuple[tuple[str, str], ...]  # (moment, why it does not happen)
+
+    @property
+    def peak(self) -> Moment | None:
+        """The largest moment, or None when some moment that happens is not modelled."""
+        if any(not m.is_modelled for m in self.moments):
+            return None
+        return max(self.moments, key=lambda m: m.num_bytes) if self.moments else None
+
+    @property
+    def unmodelled(self) -> list[str]:
+        return [m.basis for m in self.moments if not m.is_modelled]
+
+
+def estimate_activation(config: ModelConfig, settings: EngineSettings, facts: EngineFacts,
+                        *, is_multimodal: bool, is_attention_free: bool) -> ActivationEstimate:
+    moments, skipped = [], []
+    text_only = not is_multimodal or settings.language_model_only
+    compile_reason = _compile_skip_reason(settings, text_only)
+    if compile_reason:
+        skipped.append(("compile transient", compile_reason))
+    else:
+        moments.append(compile_transient(config, settings))
+    moments.append(forward_pass(config, settings, is_attention_free))
+    moments.append(sampler(config, settings, facts))
+    if is_multimodal and not settings.language_model_only:
+        moments.append(Moment("vision encoder", (), "encoder peak not modelled: the multimodal encoder's "
+                              "dummy profiling batch is not modelled yet", is_modelled=False))
+    return ActivationEstimate(tuple(moments), tuple(skipped))
+
+
+def _compile_skip_reason(settings: EngineSettings, text_only: bool) -> str | None:
+    if settings.enforce_eager:
+        return "--enforce-eager: no torch.compile, so no inductor benchmarking"
+    if not text_only:
+        # V2 model_states/default.py prepare_dummy_inputs feeds inputs_embeds from a persistent
+        # buffer for multimodal models, so the embedding table is not a compiled-graph input.
+        return "multimodal model: the dummy run feeds pre-built embeddings (--language-model-only restores it)"
+    if settings.tensor_parallel_size > 1:
+        # vocab_parallel_embedding.py: use_fused_embedding when tp > 1 on CUDA routes the lookup to
+        # a custom op (an extern kernel), which inductor does not benchmark with random inputs.
+        return "tensor parallel: the embedding runs as vLLM's fused custom op, outside inductor's benchmark"
+    return None
+
+
+def compile_transient(config: ModelConfig, settings: EngineSettings) -> Moment:
+    """config/compilation.py turns on inductor combo_kernels with benchmark_combo_kernel; torch's
+    codegen_kernel_benchmark get_args() then allocates rand_strided copies of each kernel argument.
+    The first fused kernel reads the embedding table and writes token embeddings and the first
+    RMSNorm output. Two [T, H] outputs is an observation, not a reading of the source: it matches
+    the measured peak of 16 of 17 training boots to 0.01 GiB (gemma-2 fits one output as well)."""
+    dsz = DTYPE_BYTES[settings.dtype]
+    tokens, hidden = settings.max_num_batched_tokens, config.hidden_size
+    return Moment("compile transient", (
+        Buffer("random copy of the embedding table", (pad_to(config.vocab_size, 64), hidden), dsz),
+        Buffer("embedding output", (tokens, hidden), dsz),
+        Buffer("first RMSNorm output", (tokens, hidden), dsz),
+    ), "inductor benchmarks the first fused kernel on random copies of its arguments during the cold "
+       "compile (vLLM turns benchmark_combo_kernel on); gone with a warm compile cache")
+
+
+def forward_pass(config: ModelConfig, settings: EngineSettings, is_attention_free: bool) -> Moment:
+    """The dummy forward over max_num_batched_tokens (V2: skip_attn=True, attention output still
+    allocated). Inductor frees buffers at their last use; the largest live set is at the MLP
+    activation: residual, hidden, gate_up output and the activation output (shapes per rank)."""
+    dsz = DTYPE_BYTES[settings.dtype]
+    tokens, hidden, tp = settings.max_num_batched_tokens, config.hidden_size, settings.tensor_parallel_size
+    buffers = [Buffer("residual", (tokens, hidden), dsz), Buffer("hidden states", (tokens, hidden), dsz)]
+    if is_attention_free:
+        inner = int(config.get("intermediate_size") or 2 * hidden) // tp
+        buffers += [Buffer("mixer in_proj output", (tokens, 2 * inner), dsz), Buffer("mixer output", (tokens, inner), dsz)]
+        return Moment("forward pass", tuple(buffers), "state-space mixer over max_num_batched_tokens")
+    buffers += _mlp_buffers(config, tokens, dsz, tp)
+    if config.is_mla:
+        buffers.append(_mla_context(config, settings, dsz))
+    return Moment("forward pass", tuple(buffers), "dummy forward over max_num_batched_tokens")
+
+
+def _mlp_buffers(config: ModelConfig, tokens: int, dsz: int, tp: int) -> list[Buffer]:
+    dense_inter = config.intermediate_size // tp
+    if not config.is_moe:
+        return [Buffer("MLP gate_up output", (tokens, 2 * dense_inter), dsz),
+                Buffer("MLP activation output", (tokens, dense_inter), dsz)]
+    experts, topk = config.num_experts, max(config.num_experts_per_tok, 1)
+    shared = int(config.get("n_shared_experts") or 0) * config.moe_intermediate_size
+    shared = (shared or int(config.get("shared_expert_intermediate_size") or 0)) // tp
+    moe = [Buffer("router logits", (tokens, experts), 4), Buffer("top-k weights", (tokens, topk), 4),
+           Buffer("top-k ids", (tokens, topk), 4)]
+    if shared:
+        moe += [Buffer("shared expert gate_up output", (tokens, 2 * shared), dsz),
+                Buffer("shared expert activation output", (tokens, shared), dsz)]
+    dense_layers = int(config.get("first_k_dense_replace") or 0)
+    if dense_layers and dense_inter:
+        dense = [Buffer("dense MLP gate_up output", (tokens, 2 * dense_inter), dsz),
+                 Buffer("dense MLP activation output", (tokens, dense_inter), dsz)]
+        return max(moe, dense, key=lambda bs: sum(b.num_bytes for b in bs))
+    return moe
+
+
+def _mla_context(config: ModelConfig, settings: EngineSettings, dsz: int) -> Buffer:
+    """mla_attention.py: with no attention metadata (profiling) the layer allocates the worst-case
+    kv_b_proj context up-projection [W, heads, qk_nope + v]; W from
+    determine_chunked_prefill_workspace_size."""
+    block = 64  # MLA backends' block size on Hopper-class GPUs (FlashMLA); see kv.py for the choice
+    width = max(min(max(8 * settings.max_model_len, 4 * settings.max_num_seqs * block), 65536), block)
+    width = pad_to(width, block)
+    heads = config.num_heads // settings.tensor_parallel_size
+    per_head = int(config.get("qk_nope_head_dim") or 0) + int(config.get("v_head_dim") or 0)
+    return Buffer("MLA context up-projection", (width, heads, per_head), dsz)
+
+
+def sampler(config: ModelConfig, settings: EngineSettings, facts: EngineFacts) -> Moment:
+    """V2 _dummy_sampler_run over min(T, max_num_seqs) rows: logits in the model dtype. vLLM 0.33
+    adds a warm-up pass with real sampling parameters, which copies the logits to fp32."""
+    rows = min(settings.max_num_batched_tokens, settings.max_num_seqs)
+    dsz = DTYPE_BYTES[settings.dtype]
+    buffers = [Buffer("logits", (rows, config.vocab_size), dsz)]
+    basis = "dummy sampler run over min(max_num_batched_tokens, max_num_seqs) rows"
+    if facts.at_least("0.33.0"):
+        buffers.append(Buffer("fp32 logits (sampler warm-up pass)", (rows, config.vocab_size), 4))
+        basis += "; 0.33 adds the fp32 sampler warm-up pass"
+    return Moment("sampler", tuple(buffers), basis)

@@ -1,0 +1,148 @@
+"""KV cache layouts: one frozen dataclass per layout, as in vLLM's v1/kv_cache_interface.py.
+
+Each answers `page_size_bytes()` (one block of one layer) and `max_memory_usage_bytes(ctx)` (what one
+request at max_model_len may hold in that layer), the two numbers vLLM's planner reads.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+@dataclass(frozen=True)
+class SchedulingContext:
+    """The few engine settings the specs read (VllmConfig fields)."""
+
+    max_model_len: int
+    max_num_batched_tokens: int
+    mamba_cache_mode: str = "none"     # none | align | all (all: vLLM <= 0.31 only)
+    # VllmConfig.max_concurrent_batches: pp + 1 with async scheduling on the V2 runner (the CUDA
+    # default, async on by default) - 2 for one pipeline stage.
+    max_concurrent_batches: int = 2
+    extra_retained_tokens: int = 0
+
+    @property
+    def max_in_flight_tokens(self) -> int:
+        return self.max_concurrent_batches * self.max_num_batched_tokens
+
+
+@dataclass(frozen=True)
+class FullAttentionSpec:
+    """Plain attention (MHA/GQA/MQA): K and V for each KV head on this rank."""
+
+    block_size: int
+    num_kv_heads: int
+    head_size: int
+    dtype_bytes: int
+    head_size_v: int | None = None
+    page_size_padded: int | None = None
+
+    @property
+    def kind(self) -> str:
+        return "full"
+
+    def token_bytes(self) -> int:
+        value_size = self.head_size if self.head_size_v is None else self.head_size_v
+        return self.num_kv_heads * (self.head_size + value_size) * self.dtype_bytes
+
+    def page_size_bytes(self) -> int:
+        return self.page_size_padded or self.block_size * self.token_bytes()
+
+    def max_memory_usage_bytes(self, ctx: SchedulingContext) -> int:
+        return cdiv(ctx.max_model_len, self.block_size) * self.page_size_bytes()
+
+    def with_block_size(self, block_size: int):
+        return replace(self, block_size=block_size)
+
+
+@dataclass(frozen=True)
+class MLAAttentionSpec(FullAttentionSpec):
+    """Multi-head latent attention: one compressed record (kv_lora_rank + rope dim) per token,
+    the same on every TP rank. fp8_ds_mla / nvfp4_ds_mla store fixed-size records."""
+
+    record_bytes: int | None = None   # state_content_bytes: 656 (fp8_ds_mla), 352 (nvfp4_ds_mla)
+
+    @property
+    def kind(self) -> str:
+        return "mla"
+
+    def token_bytes(self) -> int:
+        return self.record_bytes or self.head_size * self.dtype_bytes
+
+
+@dataclass(frozen=True)
+class SlidingWindowSpec(FullAttentionSpec):
+    """Sliding-window attention: the window plus the tokens in flight, plus one block."""
+
+    sliding_window: int = 0
+
+    @property
+    def kind(self) -> str:
+        return "sliding"
+
+    def max_memory_usage_bytes(self, ctx: SchedulingContext) -> int:
+        tokens = min(self.sliding_window - 1 + ctx.extra_retained_tokens + ctx.max_in_flight_tokens,
+                     ctx.max_model_len)
+        return (cdiv(tokens, self.block_size) + 1) * self.page_size_bytes()
+
+
+@dataclass(frozen=True)
+class ChunkedLocalAttentionSpec(FullAttentionSpec):
+    """Chunked local attention (Llama-4 style): one chunk plus the tokens in flight."""
+
+    attention_chunk_size: int = 0
+
+    @property
+    def kind(self) -> str:
+        return "chunked"
+
+    def max_memory_usage_bytes(self, ctx: SchedulingContext) -> int:
+        tokens = min(self.attention_chunk_size + ctx.max_in_flight_tokens, ctx.max_model_len)
+        return cdiv(tokens, self.block_size) * self.page_size_bytes()
+
+
+@dataclass(frozen=True)
+class MambaSpec:
+    """A fixed state per request (Mamba-1/2, gated delta-net, short conv, linear attention): one page
+    per request, two in prefix-caching "align" mode, plus a prefill checkpoint block where the
+    layer asks for one."""
+
+    shapes: tuple[tuple[int, ...], ...]
+    dtype_bytes: tuple[int, ...]
+    block_size: int
+    state_kind: str                      # mamba1 | mamba2 | gdn | short_conv | linear_attention
+    page_size_padded: int | None = None
+    num_prefill_checkpoint_blocks: int = 0
+    num_speculative_blocks: int = 0
+
+    @property
+    def kind(self) -> str:
+        return "mamba"
+
+    def real_page_size_bytes(self) -> int:
+        return sum(math.prod(shape) * size for shape, size in zip(self.shapes, self.dtype_bytes))
+
+    def page_size_bytes(self) -> int:
+        return self.page_size_padded or self.real_page_size_bytes()
+
+    def max_memory_usage_bytes(self, ctx: SchedulingContext) -> int:
+        page = self.page_size_bytes()
+        if ctx.mamba_cache_mode == "all":
+            return (cdiv(ctx.max_model_len, self.block_size) + self.num_speculative_blocks) * page
+        if ctx.mamba_cache_mode == "align":
+            return page * (2 + self.num_speculative_blocks + self.num_prefill_checkpoint_blocks)
+        return page * (1 + self.num_speculative_blocks)
+
+    def with_block_size(self, block_size: int):
+        return replace(self, block_size=block_size)
+
+
+KVSpec = FullAttentionSpec | MambaSpec
+
+
+def blocks_per_request(spec: KVSpec, ctx: SchedulingContext) -> int:
+    return cdiv(spec.max_memory_usage_bytes(ctx), spec.page_size_bytes())
