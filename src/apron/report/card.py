@@ -14,9 +14,14 @@ _TITLES = {
 _VERDICT = {"fits": "FITS", "does_not_fit": "DOES NOT FIT", "unknown": "UNKNOWN"}
 
 
-def format_value(q: Quantity) -> str:
+_EXACT_BYTES = {"kv_bytes_per_token", "kv_block_bytes"}
+
+
+def format_value(q: Quantity, name: str = "") -> str:
     if q.value is None:
-        return "unknown"
+        return "unknown" if q.label == "unknown" else "n/a"
+    if q.unit == "bytes" and name in _EXACT_BYTES:
+        return f"{q.value:,} B"
     if q.unit == "bytes":
         return f"{q.value / 2**30:,.2f} GiB" if abs(q.value) >= 2**24 else f"{q.value:,} B"
     if q.unit == "sequences":
@@ -42,7 +47,7 @@ def render_card(plan: Plan) -> str:
     width = max(len(t) for t in _TITLES.values())
     for name in REQUIRED_QUANTITIES:
         q = plan.quantities[name]
-        lines.append(f"  {_TITLES[name]:<{width}}  {format_value(q):>16}  [{q.label}]")
+        lines.append(f"  {_TITLES[name]:<{width}}  {format_value(q, name):>16}  [{q.label}]")
     if plan.problems:
         lines += ["", "problems:"] + [f"  - [{p.label}] {p.message}" for p in plan.problems]
     if plan.unknowns:

@@ -8,7 +8,6 @@ Config fields that describe a cache layout no family here reads make the KV side
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass, field
 
 from apron.engine.facts import EngineFacts
@@ -283,11 +282,21 @@ def hf_sliding_window(t: dict) -> int | None:
 
 # --- fields that describe a layout ------------------------------------------------------------
 
-# Config keys that look like cache/attention/state layout descriptions.
-_LAYOUT_KEY = re.compile(
-    r"window|chunk|sink|index|sparse|compress|ring|hyper|ngram|engram|mamba|ssm|conv|linear_|lightning|"
-    r"retention|kv_|_kv|cache|latent|lora_rank|global_head|shared_layers|sharing|layer_types|block_type|"
-    r"attention_type|attn_type|pattern|nope|rope_head|state|head_dim|replay|hisparse|kpool|mtp|nextn|dsa")
+# Config keys that look like cache/attention/state layout descriptions: any underscore-separated word
+# of the key in _LAYOUT_WORDS, or one of _LAYOUT_PARTS anywhere in it.
+_LAYOUT_WORDS = {"window", "chunk", "sink", "sinks", "index", "indexer", "sparse", "compress", "compressed",
+                 "ring", "hyper", "ngram", "engram", "mamba", "ssm", "conv", "lightning", "retention", "kv",
+                 "cache", "latent", "lora", "replay", "replayssm", "hisparse", "kpool", "mtp", "nextn", "dsa",
+                 "nope", "swa", "recurrent", "gdn", "delta", "rwkv", "xlstm"}
+_LAYOUT_PARTS = ("layer_types", "block_type", "attention_type", "attn_type", "pattern", "global_head",
+                 "linear_attn", "linear_num", "linear_key", "linear_value", "linear_conv", "head_dim",
+                 "state_size", "kv_shared", "shared_layers")
+
+
+def _describes_layout(key: str) -> bool:
+    return bool(set(key.lower().split("_")) & _LAYOUT_WORDS) or any(p in key for p in _LAYOUT_PARTS)
+
+
 # Keys the layouts above read, or that are known not to change the KV cache.
 _READ_OR_IRRELEVANT = {
     "sliding_window", "use_sliding_window", "max_window_layers", "sliding_window_pattern", "layer_types",
@@ -318,7 +327,7 @@ def unread_layout_fields(config: ModelConfig) -> list[str]:
     for key, value in config.text.items():
         if value in (None, False, 0, [], {}) or key in _READ_OR_IRRELEVANT:
             continue
-        if _LAYOUT_KEY.search(key):
+        if _describes_layout(key):
             out.append(key)
     return sorted(out)
 
