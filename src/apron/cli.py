@@ -52,13 +52,14 @@ def _engine_option(value: str | None) -> str | None:
 @click.option("--language-model-only", is_flag=True, help="Skip the vision/audio tower (text-only serving).")
 @click.option("--no-catalog", is_flag=True, help="Fetch from the Hub even for models in the bundled catalog.")
 @click.option("--explain", is_flag=True, help="Show the memory breakdown and the tensors behind the peak.")
+@click.option("--engine-diff", "engine_diff", help="Also plan on this vLLM release and show how the numbers move.")
 @click.option("--json", "as_json", is_flag=True, help="Print the apron.plan/1 JSON document.")
 def plan_command(source, gpu, gpu_memory_bytes, gpu_capability, tp, engine, revision, max_model_len,
                  gpu_memory_utilization, max_num_seqs, max_num_batched_tokens, kv_cache_dtype, dtype,
-                 enforce_eager, language_model_only, no_catalog, explain, as_json) -> None:
+                 enforce_eager, language_model_only, no_catalog, explain, engine_diff, as_json) -> None:
     """Will SOURCE fit, boot and answer on this GPU? SOURCE: a Hub repo id, a folder or a snapshot file."""
     from apron.hardware import resolve_gpu
-    from apron.plan.planner import PlanRequest, make_plan
+    from apron.plan.planner import PlanRequest
     from apron.plan.settings import UserSettings
 
     request = PlanRequest(
@@ -68,11 +69,24 @@ def plan_command(source, gpu, gpu_memory_bytes, gpu_capability, tp, engine, revi
                           max_num_batched_tokens=max_num_batched_tokens, kv_cache_dtype=kv_cache_dtype,
                           dtype=dtype, enforce_eager=enforce_eager, language_model_only=language_model_only),
         engine_version=_engine_option(engine), revision=revision, use_catalog=not no_catalog)
-    plan = make_plan(request)
+    from dataclasses import replace
+
+    from apron.checkpoint import load_checkpoint
+    from apron.plan.planner import engine_diff as diff_plans, plan_checkpoint
+
+    checkpoint = load_checkpoint(request.source, request.revision, use_catalog=request.use_catalog)
+    plan = plan_checkpoint(checkpoint, request.gpu, request.user, request.engine_version)
+    diff = None
+    if engine_diff:
+        other = plan_checkpoint(checkpoint, request.gpu, request.user, _engine_option(engine_diff))
+        diff = diff_plans(plan, other)
     if as_json:
-        emit_json(plan.to_json())
+        document = plan.to_json()
+        if diff is not None:
+            document["engine_diff"] = diff
+        emit_json(document)
         return
-    from apron.report.card import render_card
+    from apron.report.card import render_card, render_engine_diff
 
     click.echo(render_card(plan))
     if explain:
@@ -80,6 +94,9 @@ def plan_command(source, gpu, gpu_memory_bytes, gpu_capability, tp, engine, revi
 
         click.echo("")
         click.echo(render_explain(plan))
+    if diff is not None:
+        click.echo("")
+        click.echo(render_engine_diff(diff))
 
 
 @cli.command("gpus")

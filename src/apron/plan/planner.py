@@ -11,6 +11,7 @@ from apron.errors import BadInput
 from apron.hardware import Gpu
 from apron.plan import memory
 from apron.plan.model_config import ModelConfig
+from apron.plan.parsers import parser_flags
 from apron.plan.quantity import Problem, Quantity
 from apron.plan.result import ModelIdentity, Plan
 from apron.plan.settings import EngineSettings, UserSettings, resolve_settings
@@ -46,12 +47,14 @@ def plan_checkpoint(checkpoint: Checkpoint, gpu: Gpu, user: UserSettings,
     budget = memory.plan_memory(checkpoint, config, gpu, facts, settings, weights)
     problems += list(budget.problems)
     quantities = {"weights_bytes_per_gpu": weights_quantity(weights), **budget.quantities}
-    flags = required_flags(settings, budget.extra_flags)
+    parser_flag_list, parser_problems, parser_note = parser_flags(checkpoint, facts)
+    problems += parser_problems
+    flags = required_flags(settings, budget.extra_flags + tuple(parser_flag_list))
     unknowns = list(budget.unknowns)
     if weights.unknown_layout_tensors:
         unknowns.append(f"tensor-parallel layout of {len(weights.unknown_layout_tensors)} tensors not "
                         f"recognised (counted whole on every GPU), e.g. {weights.unknown_layout_tensors[0]}")
-    notes = list(checkpoint.notes) + [engine_note] + list(budget.notes)
+    notes = list(checkpoint.notes) + [engine_note] + list(budget.notes) + [parser_note]
     if not gpu.is_total_exact:
         notes.append(f"GPU total bytes are {gpu.total_bytes_basis}")
     return Plan(
@@ -139,7 +142,8 @@ def verdict(problems: list[Problem], memory_verdict: str) -> str:
     return memory_verdict
 
 
-_ADVISORY = {"max_num_seqs_exceeds_state_blocks"}  # fixed by a flag the plan already emits
+# Problems the plan already works around with a flag, or that do not stop the engine from booting.
+_ADVISORY = {"max_num_seqs_exceeds_state_blocks", "reasoning_parser_missing", "tool_parser_missing"}
 
 
 def required_flags(settings: EngineSettings, extra: tuple[str, ...]) -> list[str]:
@@ -175,3 +179,19 @@ def serve_command(checkpoint: Checkpoint, flags: list[str]) -> str:
 def ceil_util(total_bytes: int, utilization: float) -> int:
     """v1/worker/utils.py request_memory: math.ceil(total * gpu_memory_utilization)."""
     return math.ceil(total_bytes * utilization)
+
+
+def engine_diff(plan: Plan, other: Plan) -> dict:
+    """How a plan's numbers move between two releases (`apron plan ... --engine-diff X`)."""
+    rows = {}
+    for name, mine in plan.quantities.items():
+        theirs = other.quantities[name]
+        delta = None
+        if mine.value is not None and theirs.value is not None:
+            delta = mine.value - theirs.value
+        rows[name] = {plan.engine_version: mine.value, other.engine_version: theirs.value, "delta": delta,
+                      "labels": [mine.label, theirs.label]}
+    return {"versions": [plan.engine_version, other.engine_version],
+            "verdicts": [plan.verdict, other.verdict], "quantities": rows,
+            "flags_only_in": {plan.engine_version: sorted(set(plan.flags) - set(other.flags)),
+                              other.engine_version: sorted(set(other.flags) - set(plan.flags))}}

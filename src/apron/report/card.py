@@ -56,3 +56,23 @@ def render_card(plan: Plan) -> str:
         lines += ["", "notes:"] + [f"  - {n}" for n in plan.notes]
     lines += ["", "command:", f"  {plan.command}"]
     return "\n".join(lines)
+
+
+def render_engine_diff(diff: dict) -> str:
+    mine, theirs = diff["versions"]
+    lines = [f"vLLM {mine} vs {theirs}: verdict {diff['verdicts'][0]} vs {diff['verdicts'][1]}"]
+    for name, row in diff["quantities"].items():
+        a, b, delta = row[mine], row[theirs], row["delta"]
+        if a == b:
+            continue
+        unit = "GiB" if "bytes" in name else ""
+        scale = 2**30 if unit else 1
+        show = (lambda v: "unknown" if v is None else f"{v / scale:,.2f}")
+        change = "" if delta is None else f"  ({delta / scale:+,.2f}{' ' + unit if unit else ''})"
+        lines.append(f"  {_TITLES.get(name, name):<28} {show(a):>14} {show(b):>14}{change}")
+    for version, flags in diff["flags_only_in"].items():
+        if flags:
+            lines.append(f"  flags only with {version}: {' '.join(flags)}")
+    if len(lines) == 1:
+        lines.append("  no quantity changes")
+    return "\n".join(lines)

@@ -1,0 +1,86 @@
+"""The reasoning parser, tool-call parser and tokenizer mode a model needs to answer properly.
+
+Without `--reasoning-parser` a thinking model's reasoning lands in the answer; without
+`--enable-auto-tool-choice --tool-call-parser` tool calls come back as text. The parser names come
+from the model family (and, where the checkpoint ships one, the chat template), and are emitted only
+when the pinned release registers them (its facts file's parser registries).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from apron.checkpoint import Checkpoint
+from apron.engine.facts import EngineFacts
+from apron.plan.quantity import Problem
+
+
+@dataclass(frozen=True)
+class FamilyParsers:
+    reasoning: str | None
+    tool: str | None
+    why: str
+
+
+# (match, parsers): the first rule whose test holds wins. Names are vLLM's registry keys; each rule
+# follows the family's published vLLM serving instructions.
+def _rules(checkpoint: Checkpoint) -> list[tuple[bool, FamilyParsers]]:
+    model_type = checkpoint.model_type
+    text_type = (checkpoint.config.get("text_config") or {}).get("model_type", model_type)
+    name = (checkpoint.repo_id or checkpoint.source).lower()
+    return [
+        ("deepseek-r1" in name, FamilyParsers("deepseek_r1", None, "DeepSeek-R1 distills think in <think> blocks")),
+        (model_type in ("qwen3", "qwen3_moe"), FamilyParsers("qwen3", "hermes", "Qwen3: <think> reasoning, Hermes-style <tool_call>")),
+        (text_type in ("qwen3_5_text", "qwen3_5_moe_text", "qwen3_next") or model_type == "qwen3_next",
+         FamilyParsers("qwen3", "qwen3_coder", "Qwen3.5/3.6/Next: <think> reasoning, XML tool calls")),
+        (model_type == "qwen2", FamilyParsers(None, "hermes", "Qwen2.5: Hermes-style <tool_call>")),
+        (model_type == "gpt_oss", FamilyParsers(None, "openai", "gpt-oss: harmony tool calls (its config hook "
+                                                "already sets the openai_gptoss reasoning parser)")),
+        (model_type == "llama" and "mistral" not in name, FamilyParsers(None, "llama3_json", "Llama 3: JSON tool calls")),
+        (model_type == "mistral" or "mistral" in name, FamilyParsers(None, "mistral", "Mistral: [TOOL_CALLS] format")),
+        (model_type in ("glm4_moe_lite", "glm4_moe"), FamilyParsers("glm45", "glm47" if "4.7" in name else "glm45",
+                                                               "GLM-4.5/4.7: <think> reasoning and GLM tool calls")),
+        (model_type == "nemotron_h", FamilyParsers("nemotron_v3", "qwen3_coder", "Nemotron 3: reasoning and XML tool calls")),
+        (model_type == "gemma4", FamilyParsers("gemma4", "gemma4", "Gemma 4: thinking channel and its tool format")),
+        (model_type == "muse_glimmer", FamilyParsers("muse_glimmer", "muse_glimmer", "Muse Glimmer parsers")),
+        (model_type == "deepseek_v3", FamilyParsers("deepseek_v3", "deepseek_v3", "DeepSeek-V3 reasoning and tools")),
+    ]
+
+
+def family_parsers(checkpoint: Checkpoint) -> FamilyParsers:
+    for matches, parsers in _rules(checkpoint):
+        if matches:
+            return _with_template(checkpoint, parsers)
+    return _with_template(checkpoint, FamilyParsers(None, None, "no reasoning or tool format known for this family"))
+
+
+def _with_template(checkpoint: Checkpoint, parsers: FamilyParsers) -> FamilyParsers:
+    """A chat template that emits <tool_call> blocks needs a tool parser even where the family
+    rule has none (Hermes format, the common default)."""
+    template = checkpoint.chat_template or ""
+    if parsers.tool is None and "<tool_call>" in template:
+        return FamilyParsers(parsers.reasoning, "hermes", parsers.why + "; chat template emits <tool_call>")
+    return parsers
+
+
+def parser_flags(checkpoint: Checkpoint, facts: EngineFacts) -> tuple[list[str], list[Problem], str]:
+    parsers = family_parsers(checkpoint)
+    flags, problems = [], []
+    known_reasoning, known_tool = facts.reasoning_parsers, facts.tool_parsers
+    if not known_reasoning and not known_tool:
+        return [], [], f"parsers: {parsers.why}; this facts file lists no parser registries"
+    if parsers.reasoning:
+        if parsers.reasoning in known_reasoning:
+            flags.append(f"--reasoning-parser {parsers.reasoning}")
+        else:
+            problems.append(_missing("reasoning", parsers.reasoning, facts))
+    if parsers.tool:
+        if parsers.tool in known_tool:
+            flags.append(f"--enable-auto-tool-choice --tool-call-parser {parsers.tool}")
+        else:
+            problems.append(_missing("tool", parsers.tool, facts))
+    return flags, problems, f"parsers: {parsers.why}"
+
+
+def _missing(kind: str, name: str, facts: EngineFacts) -> Problem:
+    return Problem(f"{kind}_parser_missing", f"this model needs the {name!r} {kind} parser, which vLLM "
+                   f"{facts.version} does not register; pick a newer --engine", "proven_constraint")
