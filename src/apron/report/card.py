@@ -67,8 +67,10 @@ def render_engine_diff(diff: dict) -> str:
             continue
         unit = "GiB" if "bytes" in name else ""
         scale = 2**30 if unit else 1
-        show = (lambda v: "unknown" if v is None else f"{v / scale:,.2f}")
-        change = "" if delta is None else f"  ({delta / scale:+,.2f}{' ' + unit if unit else ''})"
+        show = (lambda v: "unknown" if v is None else f"{v / scale:,.2f}" if unit or isinstance(v, float)
+                else f"{v:,}")
+        change = "" if delta is None else f"  ({delta / scale:+,.2f} {unit})" if unit else \
+            f"  ({delta:+,.2f})" if isinstance(delta, float) else f"  ({delta:+,})"
         lines.append(f"  {_TITLES.get(name, name):<28} {show(a):>14} {show(b):>14}{change}")
     for version, flags in diff["flags_only_in"].items():
         if flags:
