@@ -38,3 +38,13 @@ def apron_home(tmp_path, monkeypatch):
     home = tmp_path / "apron-home"
     monkeypatch.setenv("APRON_HOME", str(home))
     return home
+
+
+@pytest.fixture
+def apron_home_with_facts(tmp_path, monkeypatch):
+    """An empty Apron home: plans read the engine facts shipped in the package."""
+    monkeypatch.setenv("APRON_HOME", str(tmp_path / "apron-home"))
+    from apron.engine import facts
+
+    facts._load.cache_clear()
+    return tmp_path / "apron-home"

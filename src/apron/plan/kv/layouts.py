@@ -314,7 +314,7 @@ _READ_OR_IRRELEVANT = {
     "mamba_d_head", "mamba_dt_min", "mamba_dt_max", "mamba_dt_init_floor", "mamba_dt_limit",
     "num_nextn_predict_layers", "mtp_num_hidden_layers", "mtp_use_dedicated_embeddings", "mtp_layers_block_type",
     "rope_head_dim", "partial_rotary_factor", "attention_bias", "attention_dropout", "attn_logit_softcapping",
-    "attn_output_gate", "output_gate_type", "linear_attn_config", "router_aux_loss_coef", "time_step_rank",
+    "attn_output_gate", "output_gate_type", "router_aux_loss_coef", "time_step_rank",
     "rescale_prenorm_residual", "residual_in_fp32", "layer_rope_theta", "state_dim", "kv_channels",
     "max_position_embeddings", "original_max_position_embeddings", "head_dim_original",
     "use_qk_norm", "qk_layernorm", "ssm_cfg", "layer_norm_epsilon",
@@ -348,6 +348,9 @@ def build_layout(arch: str, config: ModelConfig, settings: EngineSettings, facts
     except _Refusal as exc:
         f.unknowns.append(f"tensor parallel size does not divide the {exc.what} ({exc}); vLLM refuses at start-up")
         layers, family = [], "unknown"
+    if config.is_mla and family not in ("mla", "unknown"):
+        f.unknowns.append(f"kv_lora_rank on a {config.text_model_type!r} model: vLLM's MLA path is keyed by "
+                          "model type, and Apron does not know which cache this model builds")
     attention = [x for x in layers if x.kind != "mamba"]
     states = [x for x in layers if x.kind == "mamba"]
     is_hybrid = bool(attention) and bool(states)

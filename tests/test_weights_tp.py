@@ -1,0 +1,93 @@
+"""Weights per GPU under tensor parallelism and quantized layouts, from real headers."""
+from __future__ import annotations
+
+import pytest
+
+from apron.checkpoint.snapshot import load_snapshot
+from apron.plan.model_config import ModelConfig
+from apron.plan.weights import WeightSettings, estimate_weights, marlin_padded_nk, mxfp4_backend
+from conftest import snapshot_path
+
+
+def weights(name, tp=1, dtype="bfloat16", capability=(9, 0), **kw):
+    ckpt = load_snapshot(snapshot_path(name))
+    return estimate_weights(ckpt, ModelConfig.from_config(ckpt.config), WeightSettings(tp, dtype, capability, **kw))
+
+
+@pytest.mark.parametrize("name", ["Qwen/Qwen3-8B", "meta-llama/Llama-3.1-8B-Instruct", "Qwen/Qwen3-32B"])
+def test_tp_splits_almost_everything(name):
+    one = weights(name).bytes_per_gpu
+    for tp in (2, 4, 8):
+        per_gpu = weights(name, tp).bytes_per_gpu
+        assert one / tp < per_gpu < one / tp * 1.1  # norms and the rotary cache stay whole
+
+
+def test_kv_projections_replicate_when_tp_exceeds_kv_heads():
+    # Qwen3-8B: 8 KV heads. At TP 8 each rank holds 1 KV head; at TP 16 still 1 (replicated), so the
+    # k/v bytes per GPU stop shrinking while q/o keep halving.
+    ckpt = load_snapshot(snapshot_path("Qwen/Qwen3-8B"))
+    config = ModelConfig.from_config(ckpt.config)
+    kv = sum(t.num_bytes for t in ckpt.tensors if ".k_proj." in t.name or ".v_proj." in t.name)
+    at8 = estimate_weights(ckpt, config, WeightSettings(8, "bfloat16", (9, 0)))
+    assert any(line.group == "attention" for line in at8.lines)
+    attention = {tp: next(l.bytes_per_gpu for l in estimate_weights(ckpt, config, WeightSettings(tp, "bfloat16", (9, 0))).lines
+                          if l.group == "attention") for tp in (8, 16)}
+    q_o = (sum(l.checkpoint_bytes for l in at8.lines if l.group == "attention") - kv)
+    assert attention[16] == pytest.approx(q_o / 16 + kv / 8, rel=1e-3)
+
+
+def test_divisibility_is_a_proven_constraint():
+    problems = weights("Qwen/Qwen3-8B", tp=3).problems
+    assert any("must be divisible by tensor parallel size (3)" in p.message for p in problems)
+    assert all(p.label == "proven_constraint" for p in problems)
+
+
+def test_tied_lm_head_is_not_loaded():
+    est = weights("Qwen/Qwen3-0.6B")  # ships lm_head.weight although tie_word_embeddings is true
+    assert dict(est.skipped)["lm_head (tied to the embedding)"] == 151936 * 1024 * 2
+
+
+def test_vocab_padded_to_64_then_split():
+    est = weights("state-spaces/mamba-2.8b-hf", tp=2)  # vocab 50280 -> 50304 rows, 25152 per rank
+    embedding = next(l for l in est.lines if l.group == "embedding")
+    assert embedding.bytes_per_gpu == 25152 * 2560 * 2
+
+
+def test_fp32_checkpoint_in_bf16_halves_except_ssm_a():
+    bf16 = weights("state-spaces/mamba-2.8b-hf").bytes_per_gpu
+    fp32 = weights("state-spaces/mamba-2.8b-hf", dtype="float32").bytes_per_gpu
+    assert 0.5 < bf16 / fp32 < 0.51
+
+
+def test_mxfp4_marlin_padding_below_hopper():
+    assert mxfp4_backend((8, 9))[0] == "MARLIN" and mxfp4_backend((9, 0))[0] == "TRITON"
+    ada = weights("openai/gpt-oss-20b", capability=(8, 9))
+    hopper = weights("openai/gpt-oss-20b", capability=(9, 0))
+    assert any("2880 -> 2944" in n and "2880 -> 3072" in n for n in ada.notes)
+    assert ada.bytes_per_gpu > hopper.bytes_per_gpu * 1.05
+
+
+def test_marlin_padded_nk():
+    assert marlin_padded_nk(4096, 4096, 128) == (4096, 4096)
+    assert marlin_padded_nk(1000, 4096, 128) == (1024, 4096)
+    assert marlin_padded_nk(4096, 1000, 128) == (4096, 1024)
+
+
+@pytest.mark.parametrize("name", ["Qwen/Qwen3-8B-AWQ", "JunHowie/Qwen3-8B-GPTQ-Int4", "Qwen/Qwen3-0.6B-FP8"])
+def test_quantized_checkpoints_sum_close_to_their_headers(name):
+    ckpt = load_snapshot(snapshot_path(name))
+    est = weights(name, capability=(8, 9))
+    loaded = ckpt.total_tensor_bytes - sum(n for _, n in est.skipped)
+    assert 0.95 < est.bytes_per_gpu / loaded < 1.05
+
+
+def test_language_model_only_drops_the_vision_tower():
+    full = weights("google/gemma-4-31B-it")
+    text = weights("google/gemma-4-31B-it", language_model_only=True)
+    assert text.bytes_per_gpu < full.bytes_per_gpu
+    assert any("tower" in reason for reason, _ in text.skipped)
+
+
+def test_mtp_layers_are_skipped():
+    est = weights("zai-org/GLM-4.7-Flash")
+    assert dict(est.skipped)["MTP/next-token layers vLLM loads only for speculative decoding"] > 2_000_000_000
