@@ -106,6 +106,7 @@ class Fault:
     delay_seconds: float = 0.0
     method: str | None = None       # None = any method
     server: str | None = None       # "hub" | "cdn" | None = both
+    range_prefix: str | None = None # only requests whose Range header starts with this
     hits: int = 0
 
 
@@ -215,10 +216,11 @@ class HubServer:
 
     # --- used by the handler --------------------------------------------------------------------
 
-    def _take_fault(self, server: str, method: str, path: str) -> Fault | None:
+    def _take_fault(self, server: str, method: str, path: str, range_header: str) -> Fault | None:
         with self._lock:
             for fault in self.faults:
                 if (fault.match in path and fault.method in (None, method) and fault.server in (None, server)
+                        and (fault.range_prefix is None or range_header.startswith(fault.range_prefix))
                         and (fault.times is None or fault.hits < fault.times)):
                     fault.hits += 1
                     return fault
@@ -268,7 +270,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._status: int | None = None
         self.hub._enter()
         try:
-            fault = self.hub._take_fault(self.role, method, self.path)
+            fault = self.hub._take_fault(self.role, method, self.path, self.headers.get("Range") or "")
             if fault is None or not self._apply(fault, method):
                 self._route(method, fault)
         except _Reset:
