@@ -38,6 +38,7 @@ def one_line(exc) -> str:
 @pytest.mark.parametrize("name", [
     "Qwen/Qwen3-0.6B", "Qwen/Qwen3-8B", "mistralai/Mistral-7B-Instruct-v0.3", "deepseek-ai/DeepSeek-V2-Lite",
     "openai/gpt-oss-20b", "state-spaces/mamba-2.8b-hf", "Qwen/Qwen3-8B-AWQ",
+    "Qwen/Qwen3.6-35B-A3B-FP8",  # 9 MB of headers: each arrives in many chunks
 ])
 def test_hub_gives_the_snapshot_tensors(hub, name):
     repo = serve_snapshot(hub, name)
@@ -242,14 +243,19 @@ def test_invalid_repo_id_is_bad_input(hub):
     dict(match="model-00003-of-00005", kind="reset", times=2, server="cdn"),
     dict(match="model-00003-of-00005", kind="cut", times=1, server="cdn"),
     dict(match="model-00003-of-00005", kind="slow", delay_seconds=1.0, times=1, server="cdn"),
-], ids=["503-twice", "500-on-resolve", "502-on-model-info", "reset", "cut-body", "timeout"])
+    dict(match="config.json", status=503, times=1, method="HEAD"),
+    dict(match="config.json", status=503, times=2, method="GET"),
+    dict(match="config.json", kind="reset", times=1, method="GET"),
+], ids=["503-twice", "500-on-resolve", "502-on-model-info", "reset", "cut-body", "timeout",
+        "config-head-503", "config-get-503", "config-get-reset"])
 def test_transient_faults_are_retried(hub, monkeypatch, fault):
     monkeypatch.setenv("APRON_HUB_TIMEOUT_SECONDS", "0.3")
     serve_snapshot(hub, "Qwen/Qwen3-8B")
     injected = hub.fault(**fault)
     checkpoint = load_hub("Qwen/Qwen3-8B")
     assert injected.hits == fault["times"]
-    assert checkpoint.extra["hub"]["retries"] == fault["times"]
+    if "config" not in fault["match"]:  # config files go through huggingface_hub, not the header counters
+        assert checkpoint.extra["hub"]["retries"] == fault["times"]
     assert rows(checkpoint) == rows(load_snapshot(snapshot_path("Qwen/Qwen3-8B")))
 
 
@@ -519,3 +525,47 @@ def test_local_plan_does_not_import_huggingface_hub(tmp_path):
             "print([m for m in ('huggingface_hub', 'httpx2', 'torch', 'transformers') if m in sys.modules])")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.stdout.strip() == "[]", done.stderr
+
+
+def test_config_download_failing_for_good_is_failed(hub, monkeypatch):
+    monkeypatch.setenv("APRON_HUB_MAX_ATTEMPTS", "2")
+    serve_snapshot(hub, "Qwen/Qwen3-8B")
+    hub.fault("config.json", status=503, times=None, method="GET")
+    with pytest.raises(Failed) as exc:
+        load_hub("Qwen/Qwen3-8B")
+    assert "file 'config.json'" in one_line(exc) and "503" in one_line(exc)
+
+
+# --- settings -----------------------------------------------------------------------------------
+
+def test_settings_from_env(monkeypatch):
+    monkeypatch.setenv("APRON_HUB_TIMEOUT_SECONDS", "2.5")
+    monkeypatch.setenv("APRON_HUB_MAX_ATTEMPTS", "3")
+    monkeypatch.setenv("APRON_HUB_WORKERS", "16")
+    settings = HubSettings.from_env()
+    assert (settings.timeout_seconds, settings.max_attempts, settings.max_workers) == (2.5, 3, 16)
+    monkeypatch.setenv("APRON_HUB_MAX_ATTEMPTS", "many")
+    with pytest.raises(BadInput, match="APRON_HUB_MAX_ATTEMPTS"):
+        HubSettings.from_env()
+    monkeypatch.setenv("APRON_HUB_MAX_ATTEMPTS", "0")
+    with pytest.raises(BadInput, match="below 1"):
+        HubSettings.from_env()
+
+
+def test_backoff_is_exponential_and_capped():
+    settings = HubSettings(retry_base_seconds=0.5, retry_max_seconds=4)
+    delays = [settings.backoff_seconds(attempt) for attempt in range(1, 7)]
+    for delay, base in zip(delays, [0.5, 1, 2, 4, 4, 4]):
+        assert base <= delay <= base * 1.1
+
+
+def test_retry_after_forms():
+    from email.utils import formatdate
+
+    from apron.checkpoint.hub_http import retry_after_seconds
+
+    assert retry_after_seconds({"Retry-After": "7"}) == 7
+    assert retry_after_seconds({"Retry-After": "1.5"}) == 1.5
+    assert 25 <= retry_after_seconds({"Retry-After": formatdate(time.time() + 30, usegmt=True)}) <= 31
+    assert retry_after_seconds({"Retry-After": "soon"}) is None
+    assert retry_after_seconds({}) is None

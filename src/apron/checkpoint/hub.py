@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from apron.checkpoint import files as cf
 from apron.checkpoint import hub_cache
 from apron.checkpoint.hub_http import (
-    FetchStats, HubSettings, ShardBytes, Where, fetch_shard_header, offline_error, to_apron_error, with_retries,
+    FetchStats, HubSettings, ShardBytes, Where, fetch_shard_header, offline_error, with_retries,
 )
 from apron.checkpoint.model import Checkpoint
 from apron.checkpoint.safetensors import LENGTH_PREFIX_BYTES, TensorInfo, header_length, parse_header
@@ -99,17 +99,17 @@ def fetch_small_files(listing: Listing, settings: HubSettings) -> dict[str, byte
 
 
 def _download(listing: Listing, name: str, settings: HubSettings) -> bytes:
+    """One small file through hf_hub_download. The library retries its metadata HEAD itself and then
+    raises LocalEntryNotFoundError, which is not retried again here; its GET retries only 408/429,
+    so a 5xx or a reset there gets Apron's retries."""
     from huggingface_hub import hf_hub_download
     from huggingface_hub.utils import silent_tqdm
 
-    try:
-        path = hf_hub_download(listing.repo_id, name, revision=listing.sha, etag_timeout=settings.timeout_seconds,
+    def download() -> str:
+        return hf_hub_download(listing.repo_id, name, revision=listing.sha, etag_timeout=settings.timeout_seconds,
                                tqdm_class=silent_tqdm)
-    except Exception as exc:  # noqa: BLE001 - mapped to an Apron error, unknown ones re-raised
-        mapped = to_apron_error(exc, Where(listing.repo_id, listing.sha[:12], name), 1, settings)
-        if mapped is None:
-            raise
-        raise mapped from exc
+
+    path = with_retries(download, Where(listing.repo_id, listing.sha[:12], name), settings)
     with open(path, "rb") as handle:
         return handle.read()
 

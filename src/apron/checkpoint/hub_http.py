@@ -287,7 +287,7 @@ class _Body:
 
     def __init__(self, response, stats: FetchStats):
         self._chunks: Iterator[bytes] = response.iter_raw()
-        self._buffer = b""
+        self._buffer = bytearray()  # headers of MoE checkpoints reach megabytes: append, do not re-copy
         self._stats = stats
 
     def read(self, size: int) -> bytes:
@@ -297,7 +297,8 @@ class _Body:
                 break
             self._stats.add(bytes_received=len(chunk))
             self._buffer += chunk
-        out, self._buffer = self._buffer[:size], self._buffer[size:]
+        out = bytes(self._buffer[:size])
+        del self._buffer[:size]
         return out
 
 
