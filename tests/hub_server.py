@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import socket
 import struct
@@ -165,7 +164,8 @@ class HubServer:
                  refs: tuple[str, ...] = ("main",), **flags) -> Repo:
         sha = sha or hashlib.sha1(repo_id.encode()).hexdigest()
         virtual = {name: content if isinstance(content, VirtualFile)
-                   else VirtualFile.of(content, is_lfs=name.endswith(".safetensors")) for name, content in files.items()}
+                   else VirtualFile.of(content, is_lfs=name.endswith(".safetensors"))
+                   for name, content in files.items()}
         repo = Repo(repo_id, sha, virtual, {ref: sha for ref in refs}, **flags)
         self.repos[repo_id] = repo
         return repo

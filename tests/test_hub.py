@@ -569,3 +569,10 @@ def test_retry_after_forms():
     assert 25 <= retry_after_seconds({"Retry-After": formatdate(time.time() + 30, usegmt=True)}) <= 31
     assert retry_after_seconds({"Retry-After": "soon"}) is None
     assert retry_after_seconds({}) is None
+
+
+def test_broken_config_fails_before_any_shard_is_fetched(hub):
+    hub.add_repo("acme/bad-config", {"config.json": b'{"architectures": ', "model.safetensors": _shard({"a": [4]})})
+    with pytest.raises(BadInput, match=r"acme/bad-config/config.json: invalid JSON"):
+        load_hub("acme/bad-config")
+    assert shard_paths(hub) == shard_paths(hub, "hub") == []

@@ -45,9 +45,11 @@ def load_hub(repo_id: str, revision: str | None = None, *, settings: HubSettings
     stats = FetchStats()
     listing = resolve_listing(repo_id, revision, settings, stats)
     texts = fetch_small_files(listing, settings)
+    # Parsed before any shard is fetched: a broken config.json fails fast.
+    small = cf.parse_small_files(texts, lambda name: f"{listing.repo_id}/{name}")
     names = weight_files(listing, texts)
     shards = fetch_headers(listing, names, settings, stats)
-    return _checkpoint(listing, revision, texts, shards, stats)
+    return _checkpoint(listing, revision, small, sum(map(len, texts.values())), shards, stats)
 
 
 # --- 1. revision and file list ------------------------------------------------------------------
@@ -87,8 +89,8 @@ def _model_info(repo_id: str, revision: str | None, settings: HubSettings, stats
 # --- 2. config files ----------------------------------------------------------------------------
 
 def fetch_small_files(listing: Listing, settings: HubSettings) -> dict[str, bytes]:
-    """config.json and its companions, through huggingface_hub's cache (which skips the network for
-    a cached commit). The library retries these itself; its last error is mapped here."""
+    """config.json and its companions, through huggingface_hub's download and cache (which skips the
+    network for a commit already cached), fetched concurrently."""
     if cf.CONFIG not in listing.sizes:
         raise BadInput(f"Hub repo '{listing.repo_id}' at {listing.sha[:12]} has no config.json; Apron plans "
                        "Transformers-format checkpoints (config.json and *.safetensors)")
@@ -211,14 +213,13 @@ def parse_shard(listing: Listing, shard: ShardBytes) -> list[TensorInfo]:
     return [TensorInfo(t.name, t.dtype, t.shape, shard.file) for t in tensors]
 
 
-def _checkpoint(listing: Listing, revision: str | None, texts: dict[str, bytes], shards: list[ShardBytes],
-                stats: FetchStats) -> Checkpoint:
+def _checkpoint(listing: Listing, revision: str | None, small: cf.SmallFiles, small_files_bytes: int,
+                shards: list[ShardBytes], stats: FetchStats) -> Checkpoint:
     tensors = cf.merge_shards([(shard.file, parse_shard(listing, shard)) for shard in shards],
                               f"Hub repo '{listing.repo_id}' at {listing.sha[:12]}")
     for shard in shards:  # cache only what parsed: a corrupt answer must not outlive this plan
         if not shard.from_cache:
             hub_cache.write_header(listing.repo_id, listing.sha, shard.file, shard.raw)
-    small = cf.parse_small_files(texts, lambda name: f"{listing.repo_id}/{name}")
     hits = sum(shard.from_cache for shard in shards)
     notes = [f"read from the Hub at commit {listing.sha}"
              + (f" (revision '{revision}')" if revision and revision != listing.sha else "")]
@@ -230,7 +231,7 @@ def _checkpoint(listing: Listing, revision: str | None, texts: dict[str, bytes],
         config=small.config, tensors=tuple(tensors), files=tuple(shard.file for shard in shards),
         generation_config=small.generation_config, tokenizer_config=small.tokenizer_config,
         chat_template=small.chat_template,
-        header_bytes_read=sum(map(len, texts.values())) + sum(len(shard.raw) for shard in shards),
+        header_bytes_read=small_files_bytes + sum(len(shard.raw) for shard in shards),
         notes=tuple(notes),
         extra={"hub": {"commit": listing.sha, "requested_revision": revision, "requests": stats.requests,
                        "bytes_received": stats.bytes_received, "retries": stats.retries,

@@ -180,7 +180,8 @@ def _status_of(exc: BaseException) -> int | None:
 def offline_error(where: Where, missing: str) -> BadInput:
     """`missing` completes "Apron's cache has ...", e.g. "no file list" or "no headers for 2 of 5 shards"."""
     return BadInput(f"HF_HUB_OFFLINE is set and Apron's cache has {missing} for {where.describe()}; unset "
-                    "HF_HUB_OFFLINE to read them from the Hub (a few KB per shard), or give a local checkpoint folder")
+                    "HF_HUB_OFFLINE to read them from the Hub (a few KB per shard), or give a local "
+                    "checkpoint folder")
 
 
 def to_apron_error(exc: BaseException, where: Where, attempts: int, settings: HubSettings) -> ApronError | None:
