@@ -576,3 +576,10 @@ def test_broken_config_fails_before_any_shard_is_fetched(hub):
     with pytest.raises(BadInput, match=r"acme/bad-config/config.json: invalid JSON"):
         load_hub("acme/bad-config")
     assert shard_paths(hub) == shard_paths(hub, "hub") == []
+
+
+def test_answer_that_is_not_file_bytes_is_failed(hub):
+    serve_snapshot(hub, "Qwen/Qwen3-0.6B")
+    hub.fault("model.safetensors", status=304, times=None, server="cdn")
+    with pytest.raises(Failed, match="HTTP 304 to a Range request"):
+        load_hub("Qwen/Qwen3-0.6B")

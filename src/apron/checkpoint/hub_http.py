@@ -326,6 +326,9 @@ def _open_range(url: str, headers: dict, start: int, length: int, settings: HubS
             yield _Part(_Body(_EmptyResponse(), stats), False, _total_from_content_range(response.headers))
             return
         hf_raise_for_status(response)
+        if response.status_code not in (200, 206):  # e.g. a redirect without Location: not file bytes
+            raise Failed(f"{url}: HTTP {response.status_code} to a Range request, expected 206 or 200; check "
+                         "HF_ENDPOINT and any proxy")
         if response.status_code == 206:
             _check_content_range(response.headers, start, url)
             yield _Part(_Body(response, stats), False, _total_from_content_range(response.headers))
