@@ -48,3 +48,55 @@ def apron_home_with_facts(tmp_path, monkeypatch):
 
     facts._load.cache_clear()
     return tmp_path / "apron-home"
+
+
+HUB_TOKEN = "hf_test_accepted_token_0123456789"
+
+
+@pytest.fixture
+def hub(tmp_path, monkeypatch, apron_home):
+    """A loopback Hub (tests/hub_server.py) that huggingface_hub and Apron talk to, with the library's
+    cache in tmp, no token, fast retries and short timeouts."""
+    from hub_server import HubServer
+
+    with HubServer(tokens=(HUB_TOKEN,)) as server:
+        point_hf_at(server.url, tmp_path / "hf-home", monkeypatch)
+        monkeypatch.setenv("APRON_HUB_RETRY_BASE_SECONDS", "0.01")
+        monkeypatch.setenv("APRON_HUB_RETRY_MAX_SECONDS", "0.05")
+        monkeypatch.setenv("APRON_HUB_TIMEOUT_SECONDS", "5")
+        yield server
+
+
+def point_hf_at(endpoint: str, hf_home: Path, monkeypatch) -> None:
+    """Set HF_ENDPOINT, HF_HOME and friends for this test.
+
+    huggingface_hub reads these variables once, when it is first imported (constants.py), so setting
+    the environment is not enough inside a pytest process that may have imported it already: the
+    constants it derived are patched too. test_hub_env_variables_in_a_fresh_process checks that the
+    plain variables alone work, as they do for a user.
+    """
+    from huggingface_hub import constants
+
+    monkeypatch.setenv("HF_ENDPOINT", endpoint)
+    monkeypatch.setenv("HF_HOME", str(hf_home))
+    for name in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_OFFLINE", "HF_HUB_CACHE", "HF_TOKEN_PATH"):
+        monkeypatch.delenv(name, raising=False)
+    # Every path the library derived from HF_HOME (cache, token, telemetry files) moves into tmp.
+    home = constants.HF_HOME
+    for name, value in vars(constants).items():
+        if name.isupper() and isinstance(value, str) and value.startswith(home):
+            monkeypatch.setattr(constants, name, str(hf_home) + value[len(home):])
+    patched = {
+        "ENDPOINT": endpoint,
+        "HUGGINGFACE_CO_URL_TEMPLATE": endpoint + "/{repo_id}/resolve/{revision}/{filename}",
+        "HF_HUB_CACHE": str(hf_home / "hub"),
+        "HF_TOKEN_PATH": str(hf_home / "token"),
+        "HF_HUB_OFFLINE": False,
+        "HF_HUB_DISABLE_IMPLICIT_TOKEN": False,
+    }
+    for name, value in patched.items():
+        monkeypatch.setattr(constants, name, value)
+
+
+def serve_snapshot(hub, name: str, **kwargs):
+    return hub.add_snapshot(snapshot_document(name), **kwargs)

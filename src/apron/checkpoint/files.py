@@ -2,7 +2,10 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
+from apron.checkpoint.safetensors import TensorInfo
 from apron.errors import BadInput
 
 CONFIG = "config.json"
@@ -44,6 +47,43 @@ def weight_files_from_index(index: dict, label: str) -> list[str]:
                            "safetensors file name in the same folder")
         files[file] = None
     return list(files)
+
+
+@dataclass(frozen=True)
+class SmallFiles:
+    """The parsed config files of a checkpoint, whatever the source."""
+
+    config: dict
+    generation_config: dict | None
+    tokenizer_config: dict | None
+    chat_template: str | None
+
+
+def parse_small_files(texts: dict[str, bytes], label_of: Callable[[str], str]) -> SmallFiles:
+    """Parse config.json and the optional files present in `texts` (file name -> raw bytes)."""
+    def optional_json(name: str) -> dict | None:
+        return parse_json(texts[name], label_of(name)) if name in texts else None
+
+    config = check_config(parse_json(texts[CONFIG], label_of(CONFIG)), label_of(CONFIG))
+    tok = optional_json(TOKENIZER_CONFIG)
+    template_text = texts[CHAT_TEMPLATE].decode("utf-8", "replace") if CHAT_TEMPLATE in texts else None
+    return SmallFiles(config=config, generation_config=optional_json(GENERATION_CONFIG), tokenizer_config=tok,
+                      chat_template=chat_template_of(tok, template_text))
+
+
+def merge_shards(shards: Iterable[tuple[str, list[TensorInfo]]], label: str) -> list[TensorInfo]:
+    """All shards' tensors in shard order, refusing a tensor stored twice (the loader would keep one
+    copy and the byte count would double)."""
+    tensors: list[TensorInfo] = []
+    seen: dict[str, str] = {}
+    for name, shard in shards:
+        for tensor in shard:
+            if tensor.name in seen:
+                raise BadInput(f"{label}: tensor '{tensor.name}' is in both {seen[tensor.name]} and {name}; "
+                               "a checkpoint must store each tensor once")
+            seen[tensor.name] = name
+        tensors.extend(shard)
+    return tensors
 
 
 def chat_template_of(tokenizer_config: dict | None, template_file: str | None) -> str | None:

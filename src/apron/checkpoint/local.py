@@ -23,18 +23,14 @@ def load_local(folder: str | os.PathLike) -> Checkpoint:
         if path.is_file():
             texts[name] = path.read_bytes()
             bytes_read += len(texts[name])
-    config = cf.check_config(cf.parse_json(texts[cf.CONFIG], str(config_path)), str(config_path))
-    tok = cf.parse_json(texts[cf.TOKENIZER_CONFIG], str(root / cf.TOKENIZER_CONFIG)) \
-        if cf.TOKENIZER_CONFIG in texts else None
-    gen = cf.parse_json(texts[cf.GENERATION_CONFIG], str(root / cf.GENERATION_CONFIG)) \
-        if cf.GENERATION_CONFIG in texts else None
-    template_text = texts[cf.CHAT_TEMPLATE].decode("utf-8", "replace") if cf.CHAT_TEMPLATE in texts else None
+    small = cf.parse_small_files(texts, lambda name: str(root / name))
     names = _weight_files(root)
     tensors, header_bytes = read_headers(root, names)
     return Checkpoint(
-        source=str(folder), source_kind="local", repo_id=None, revision=None, config=config,
-        tensors=tuple(tensors), files=tuple(names), generation_config=gen, tokenizer_config=tok,
-        chat_template=cf.chat_template_of(tok, template_text), header_bytes_read=bytes_read + header_bytes,
+        source=str(folder), source_kind="local", repo_id=None, revision=None, config=small.config,
+        tensors=tuple(tensors), files=tuple(names), generation_config=small.generation_config,
+        tokenizer_config=small.tokenizer_config, chat_template=small.chat_template,
+        header_bytes_read=bytes_read + header_bytes,
     )
 
 
@@ -56,19 +52,13 @@ def _weight_files(root: Path) -> list[str]:
 
 
 def read_headers(root: Path, names: list[str]) -> tuple[list[TensorInfo], int]:
-    tensors: list[TensorInfo] = []
-    seen: dict[str, str] = {}
+    shards: list[tuple[str, list[TensorInfo]]] = []
     bytes_read = 0
     for name in names:
         shard, used = read_header(root / name, name)
         bytes_read += used
-        for tensor in shard:
-            if tensor.name in seen:
-                raise BadInput(f"{root / name}: tensor '{tensor.name}' is also in {seen[tensor.name]}; "
-                               "a checkpoint must store each tensor once")
-            seen[tensor.name] = name
-        tensors.extend(shard)
-    return tensors, bytes_read
+        shards.append((name, shard))
+    return cf.merge_shards(shards, str(root)), bytes_read
 
 
 def read_header(path: Path, file_label: str) -> tuple[list[TensorInfo], int]:
