@@ -38,7 +38,7 @@ def test_registry_spreads_order_and_categories(facts):
     assert registry["order"] == ["ToyForCausalLM", "ToyHybridForCausalLM", "ToyNoPPForCausalLM",
                                  "ToyMambaForCausalLM", "ToyAliasForCausalLM", "NewArchForCausalLM", "ToyModel",
                                  "ToyEmbeddingModel", "ToyForSequenceClassification",
-                                 "ToyVLForConditionalGeneration"]
+                                 "ToyMambaForSequenceClassification", "ToyVLForConditionalGeneration"]
     toy = registry["architectures"]["ToyForCausalLM"]
     assert toy["categories"] == ["text_generation", "embedding"] and toy["category"] == "text_generation"
     assert toy["module"] == "vllm.model_executor.models.toy" and toy["file"] == "model_executor/models/toy.py"
@@ -57,7 +57,8 @@ def test_registry_spreads_order_and_categories(facts):
     ("ToyMambaForCausalLM", dict(is_attention_free=True, has_inner_state=True, supports_pp=False)),
     ("ToyAliasForCausalLM", dict(supports_pp=True)),  # `ToyAlias = ToyForCausalLM`
     ("NewArchForCausalLM", dict(is_moe=True, supports_pp=True)),  # re-exported by a package __init__
-    ("ToyForSequenceClassification", dict(is_hybrid=True)),  # built by as_seq_cls_model(...)
+    ("ToyForSequenceClassification", dict(is_hybrid=True)),  # base built by `X = as_seq_cls_model(...)`
+    ("ToyMambaForSequenceClassification", dict(is_attention_free=True)),  # `class C(as_seq_cls_model(...))`
     ("ToyVLForConditionalGeneration", dict(supports_multimodal=True, is_hybrid=False)),
 ])
 def test_traits_follow_bases_to_the_marker_protocols(facts, arch, expected):
@@ -141,6 +142,10 @@ def test_log_formats(facts):
     assert ("VllmConfig._set_cudagraph_sizes", "Capture sizes up to %d (%d uniform decode sizes)") in logs
     assert logs[("FlashAttentionBackend.validate", "FlashAttention rejected head size {head_size}; falling back.")][
         "level"] == "warning"
+    # a module-level constant, and a small helper that returns the message
+    assert ("FlashAttentionBackend.select", "VLLM_FLASH_ATTN_VERSION is deprecated; use --attention-config.") in logs
+    assert ("FlashAttentionBackend.select",
+            "Using {chosen.value} FlashAttention kernel out of potential kernels: {candidates}.") in logs
     assert facts["counts"]["log_calls_unresolved"] == 0
 
 

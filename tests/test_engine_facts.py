@@ -134,7 +134,7 @@ def test_cli_list_show_diff(two_versions, capsys):
     assert [r["version"] for r in rows if r["origin"] == "synced"] == ["0.99.0", "0.99.1"]
     assert main(["engine", "show", "vllm==0.99.1", "--json"]) == 0
     shown = json.loads(capsys.readouterr().out)
-    assert shown["num_architectures"] == 10 and shown["num_tool_parsers"] == 4
+    assert shown["num_architectures"] == 11 and shown["num_tool_parsers"] == 4
     assert main(["engine", "show", "0.99.1"]) == 0
     assert "vllm 0.99.1" in capsys.readouterr().out
     assert main(["engine", "diff", "0.99.0", "0.99.1", "--json"]) == 0
@@ -149,7 +149,7 @@ def test_cli_sync_local_wheel_and_errors(apron_home, tmp_path, capsys):
     wheel = engine_wheel.build_wheel(tmp_path)
     assert main(["engine", "sync", str(wheel), "--json"]) == 0
     captured = capsys.readouterr()
-    assert json.loads(captured.out)["num_architectures"] == 10
+    assert json.loads(captured.out)["num_architectures"] == 11
     assert "parsing" in captured.err and "wrote" in captured.err  # progress goes to stderr
     assert main(["engine", "sync", str(tmp_path / "missing.whl")]) == 2
     err = capsys.readouterr().err.strip()

@@ -6,7 +6,9 @@ RECHECK_NOTE = "plans for these layouts need re-checking"
 
 
 def flatten(value, prefix: str = "") -> dict[str, object]:
-    """{"a.b": leaf} for nested dicts; lists are leaves."""
+    """{"a.b": leaf} for nested dicts (and lists of dicts, by index); other lists are leaves."""
+    if isinstance(value, list) and value and all(isinstance(item, dict) for item in value):
+        value = {str(i): item for i, item in enumerate(value)}
     if not isinstance(value, dict):
         return {prefix: value}
     out = {}

@@ -38,7 +38,10 @@ def write_atomic(path: Path, data: bytes) -> None:
     """Write to a temp file in the same folder, then rename: readers never see half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    umask = os.umask(0)
+    os.umask(umask)
     try:
+        os.chmod(temp, 0o666 & ~umask)  # mkstemp makes it private; a facts file is ordinary data
         with os.fdopen(handle, "wb") as out:
             out.write(data)
             out.flush()

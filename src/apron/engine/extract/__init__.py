@@ -6,6 +6,7 @@ small per-file summaries plus the handful of files a section reads in full.
 """
 from __future__ import annotations
 
+import gc
 import os
 import re
 import sys
@@ -33,6 +34,8 @@ def _scan_chunk(kind: str, root: str, paths: list[str], patterns) -> list[tuple[
     source = EngineSource(kind, Path(root), from_user=True)
     reader = source.reader()
     out = []
+    collecting = gc.isenabled()
+    gc.disable()  # syntax trees are acyclic and short-lived: collection passes only cost time here
     try:
         for path in paths:
             text = reader.read_text(path)
@@ -44,6 +47,8 @@ def _scan_chunk(kind: str, root: str, paths: list[str], patterns) -> list[tuple[
                 out.append((path, f"{type(exc).__name__}: {exc}"))
     finally:
         reader.close()
+        if collecting:
+            gc.enable()
     return out
 
 

@@ -85,6 +85,8 @@ class PackageIndex:
         module = self.scans[ref.path]["module"]
         out = []
         for base in self.class_info(ref)["bases"]:
+            if isinstance(base, dict):
+                base = base["arg"] if _is_adapter(self.scans[ref.path], base["call"]) else None
             if base is None:
                 out.append(Leaf("<expression>", external=False))
             elif base in ("object", "Protocol", "Generic", "ABC"):
@@ -144,14 +146,18 @@ class PackageIndex:
         return False
 
 
+def _is_adapter(scan: dict, func: str | None) -> bool:
+    """Whether `func` is one of vLLM's model adapters (models/adapters.py `as_*_model`), which
+    return a subclass of their argument."""
+    module, _, function = scan["imports"].get(func or "", "").partition(":")
+    return module.endswith("models.adapters") and function.startswith("as_")
+
+
 def _add_adapter_classes(scan: dict) -> None:
-    """`X = as_seq_cls_model(Y)`: vLLM's model adapters (models/adapters.py) return a subclass of
-    their argument, so X is read as `class X(Y)` for attribute lookup."""
+    """`X = as_seq_cls_model(Y)` is read as `class X(Y)` for attribute lookup."""
     for name, (func, arg) in scan["calls"].items():
-        origin = scan["imports"].get(func or "", "")
-        module, _, function = origin.partition(":")
-        if module.endswith("models.adapters") and function.startswith("as_") and arg and name not in scan["classes"]:
-            scan["classes"][name] = {"bases": [arg], "attrs": {}, "returns": {}, "adapter": function}
+        if _is_adapter(scan, func) and arg and name not in scan["classes"]:
+            scan["classes"][name] = {"bases": [arg], "attrs": {}, "returns": {}, "adapter": func}
 
 
 def _unique(items: list) -> list:

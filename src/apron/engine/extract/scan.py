@@ -98,7 +98,14 @@ def _class_summary(node: ast.ClassDef) -> dict:
             attrs[stmt.target.id] = shape(stmt.value)
         elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt.name in _RETURN_METHODS:
             returns[stmt.name] = _returns(stmt)
-    return {"bases": [dotted_name(b) for b in node.bases], "attrs": attrs, "returns": returns}
+    return {"bases": [_base(b) for b in node.bases], "attrs": attrs, "returns": returns}
+
+
+def _base(node: ast.AST) -> str | dict | None:
+    """A base class as a dotted name; `f(X)` (an adapter building a subclass) as {"call", "arg"}."""
+    if isinstance(node, ast.Call) and dotted_name(node.func) and node.args and dotted_name(node.args[0]):
+        return {"call": dotted_name(node.func), "arg": dotted_name(node.args[0])}
+    return dotted_name(node)
 
 
 def _returns(func: ast.FunctionDef) -> list[list]:
@@ -122,6 +129,19 @@ class _FileScanner:
         self.path, self.source, self.patterns = path, source, mirror_patterns
         self._any_pattern = _patterns_regex(tuple(mirror_patterns))
         self._lines: list[str] | None = None
+        self.module_strings: dict[str, list[str]] = {}
+        self.module_functions: dict[str, ast.FunctionDef] = {}
+
+    def index_module(self, tree: ast.Module) -> None:
+        for stmt in tree.body:
+            if isinstance(stmt, ast.FunctionDef):
+                self.module_functions[stmt.name] = stmt
+            elif isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None:
+                targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+                text = template(stmt.value)
+                for target in targets:
+                    if isinstance(target, ast.Name) and text is not None:
+                        self.module_strings.setdefault(target.id, []).append(text)
         self.logs: list[list] = []
         self.refusals: list[list] = []
         self.functions: dict[str, str] = {}
@@ -206,11 +226,26 @@ class _FileScanner:
         text = template(node)
         if text is not None:
             return [text]
-        if isinstance(node, ast.Name) and func is not None:
+        if isinstance(node, ast.Name):
             # The closest string assignment above the use: `msg = f"..."; raise ValueError(msg)`.
-            before = [item for item in self._local_strings(func).get(node.id, []) if item[0] < node.lineno]
-            return [max(before)[1]] if before else []
+            before = [item for item in self._local_strings(func).get(node.id, []) if item[0] < node.lineno] \
+                if func is not None else []
+            if before:
+                return [max(before)[1]]
+            return self.module_strings.get(node.id, [])[-1:]
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            return self._helper_returns(node.func.id, func)
         return []
+
+    def _helper_returns(self, name: str, func: ast.AST | None) -> list[str]:
+        """`logger.info(_make_log_backend(b))`: the message templates a small helper returns."""
+        scopes = [func] if func is not None else []
+        helper = next((n for scope in scopes for n in ast.walk(scope)
+                       if isinstance(n, ast.FunctionDef) and n.name == name), None) or self.module_functions.get(name)
+        if helper is None:
+            return []
+        texts = [template(n.value) for n in ast.walk(helper) if isinstance(n, ast.Return) and n.value is not None]
+        return [t for t in texts if t is not None]
 
     def _local_strings(self, func: ast.AST) -> dict[str, list[tuple[int, str]]]:
         cached = self._locals_cache.get(id(func))
@@ -259,6 +294,7 @@ def scan_source(path: str, source: str, mirror_patterns: list[tuple[str, str | N
     for name, target in type_imports.items():  # names only annotations use; runtime imports win
         imports.setdefault(name, target)
     scanner = _FileScanner(path, source, mirror_patterns)
+    scanner.index_module(tree)
     scanner.walk(tree.body, (), None)
     return {"path": path, "module": module_name(path), "imports": imports, "aliases": aliases,
             "calls": calls, "classes": classes, "logs": scanner.logs, "refusals": scanner.refusals,
