@@ -226,3 +226,28 @@ def test_unexpected_shapes_become_gaps_not_crashes(tmp_path):
 def test_bad_local_sources(tmp_path, spec, message):
     with pytest.raises(BadInput, match=message):
         sync(spec, tmp_path / "out")
+
+
+def test_skipping_unread_function_bodies_changes_nothing(tmp_path):
+    from apron.engine.extract.mirrored import MIRRORED_PATTERNS
+    from apron.engine.extract.scan import scan_source
+
+    for path, text in engine_wheel.source_files().items():
+        if path.endswith(".py"):
+            rel = path.removeprefix("vllm/")
+            assert scan_source(rel, text, MIRRORED_PATTERNS, fast=True) == \
+                scan_source(rel, text, MIRRORED_PATTERNS, fast=False), path
+
+
+def test_skeleton_keeps_lines_and_needed_bodies():
+    from apron.engine.extract.scan import _RETURN_METHODS
+    from apron.engine.extract.skeleton import protected_names, skeleton
+
+    text = engine_wheel.source_files()["vllm/utils/awkward.py"]
+    names, classes = protected_names((), _RETURN_METHODS)
+    reduced = skeleton(text, names, classes)
+    assert reduced is not None and reduced.count("\n") == text.count("\n")
+    assert "return inner()" not in reduced and "value = x +" not in reduced  # plain bodies are left out...
+    assert 'logger.info("awkward %s", x)' in reduced and '"bad holder"' in reduced  # ...needed ones are not
+    assert "def generated(x):\n    return x" in reduced  # code inside a string is text
+    assert "no indentation here" in reduced and "total = a + len(b)" in reduced  # readings in doubt keep it

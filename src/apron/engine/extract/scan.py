@@ -15,6 +15,7 @@ import fnmatch
 from fnmatch import fnmatchcase
 from functools import lru_cache
 
+from apron.engine.extract.skeleton import protected_names, skeleton
 from apron.engine.extract.static import dotted_name, template, try_literal
 
 _LINE_BREAK = re.compile(r"(\r\n|\r|\n)")
@@ -266,9 +267,23 @@ def _function(scope: tuple[str, ...]) -> str:
     return ".".join(scope) or "<module>"
 
 
-def scan_source(path: str, source: str, mirror_patterns: list[tuple[str, str | None]]) -> dict:
+def parse_for_scan(path: str, source: str, mirror_patterns, fast: bool = True) -> ast.Module:
+    """The file's syntax tree, with the function bodies the scan does not read left out when that is
+    safe (see skeleton.py). Raises SyntaxError if the file does not parse."""
+    if fast:
+        keep_names, keep_classes = protected_names(tuple(mirror_patterns), _RETURN_METHODS)
+        reduced = skeleton(source, keep_names, keep_classes)
+        if reduced is not None:
+            try:
+                return ast.parse(reduced, filename=f"vllm/{path}")
+            except SyntaxError:
+                pass  # the cut was wrong somewhere: read the whole file
+    return ast.parse(source, filename=f"vllm/{path}")
+
+
+def scan_source(path: str, source: str, mirror_patterns: list[tuple[str, str | None]], fast: bool = True) -> dict:
     """Scan one file (path relative to the `vllm/` package). Raises SyntaxError if it does not parse."""
-    tree = ast.parse(source, filename=f"vllm/{path}")
+    tree = parse_for_scan(path, source, mirror_patterns, fast)
     imports, aliases, calls, classes = {}, {}, {}, {}
     type_imports = {}
     for stmt, type_only in _module_statements(tree.body):
