@@ -29,7 +29,9 @@ def test_identity_pins_and_hash(facts, tmp_path):
                                "sha256": hashlib.sha256(wheel.read_bytes()).hexdigest()}
     assert facts["pins"] == {"torch": "torch==2.14.0", "transformers": "transformers<6,>=5.10.4"}
     assert facts["extractor_version"] == extract.EXTRACTOR_VERSION
-    assert facts["gaps"] == []
+    # the stand-in release lacks most of the functions the planner mirrors, and says so
+    assert "mirrored function unify_kv_cache_spec_page_size not found" in facts["gaps"]
+    assert all(gap.startswith("mirrored function ") for gap in facts["gaps"])
 
 
 def test_registry_spreads_order_and_categories(facts):
@@ -202,6 +204,21 @@ def test_unparsable_file_is_named_and_nothing_written(tmp_path):
     with pytest.raises(BadInput, match=r"vllm/broken\.py \(line 1: .*\) does not parse"):
         sync(str(wheel), tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+def test_a_registry_that_is_not_static_is_a_clear_error(tmp_path):
+    edits = {"vllm/model_executor/models/registry.py": "_VLLM_MODELS = load_models()\n"}
+    with pytest.raises(BadInput, match=r"registry\.py has no registry this extractor can read statically"):
+        sync(str(engine_wheel.build_wheel(tmp_path / "w", edits=edits)), tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_tree_without_metadata_reads_the_version_file(tmp_path):
+    tree = engine_wheel.write_tree(tmp_path / "tree", edits={"vllm-0.99.0.dist-info/METADATA": None,
+                                                             "vllm/_version.py": "__version__ = version = '0.99.5'\n"})
+    facts = sync(str(tree / "vllm"), tmp_path / "out").facts
+    assert facts["version"] == "0.99.5" and facts["pins"] == {"torch": None, "transformers": None}
+    assert "pins: no dist-info METADATA in this source" in facts["gaps"]
 
 
 def test_unexpected_shapes_become_gaps_not_crashes(tmp_path):

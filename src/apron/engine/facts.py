@@ -179,10 +179,24 @@ class EngineFacts:
                 return size
         return rules.get("default_max_graph_size")
 
-    # ------------------------------------------------------------ the engine's refusals
+    # ------------------------------------------------------------ log lines and refusals
+
+    @property
+    def log_formats(self) -> list[dict]:
+        """[{file, function, level, format}] of every logger call (see docs/engine-facts.md)."""
+        return self.data.get("log_formats") or []
+
+    @property
+    def refusals(self) -> list[dict]:
+        """[{file, function, exception, template}] of every raise with a message."""
+        return self.data.get("refusals") or []
+
+    @property
+    def mirrored_functions(self) -> dict[str, str]:
+        return self.data.get("mirrored_functions") or {}
 
     def refusals_in(self, function: str) -> list[dict]:
-        return [r for r in self.data.get("refusals", []) if r["function"] == function]
+        return [r for r in self.refusals if r["function"] == function]
 
     def _render(self, function: str, values: dict, required: str) -> Refusal | None:
         """Render the template in `function` that uses the field `required`."""

@@ -150,11 +150,29 @@ def extract_facts(source: EngineSource, say: Callable[[str], None] = lambda _: N
     return facts
 
 
+def _registry(source: EngineSource, ctx: Context) -> dict:
+    """The registry is the one section a facts file cannot do without: no static registry, no file."""
+    try:
+        section, gaps = registry.extract_registry(ctx.tree(registry.REGISTRY_FILE), ctx.index)
+    except (NotStatic, KeyError, TypeError, ValueError, AttributeError, RecursionError) as exc:
+        cls = BadInput if source.from_user else Failed
+        raise cls(f"{source.root.name}: vllm/{registry.REGISTRY_FILE} has no registry this extractor can read "
+                  f"statically ({exc}); nothing written") from None
+    ctx.gaps.extend(gaps)
+    return section
+
+
+def _missing_mirrored(mirrored: dict[str, str]) -> list[str]:
+    """Exact (glob-free) mirrored names that no file defines: the planner's copy has no original."""
+    found = {key.partition(":")[2].partition("#")[0] for key in mirrored}
+    return [f"mirrored function {qual} not found" for qual, _ in MIRRORED_PATTERNS
+            if "*" not in qual and qual not in found]
+
+
 def _assemble(source: EngineSource, metadata: dict, version: str, scans: dict, read_text) -> dict:
     index = PackageIndex(scans)
     ctx = Context(read_text, index)
-    registry_section, registry_gaps = registry.extract_registry(ctx.tree(registry.REGISTRY_FILE), index)
-    ctx.gaps.extend(registry_gaps)
+    registry_section = _registry(source, ctx)
     priority = _section(ctx, "backend_priority", attention.extract_priority, ctx) or (None, None)
     logs, refusals, counts = _log_and_refusal_lists(scans)
     if not metadata:
@@ -173,8 +191,9 @@ def _assemble(source: EngineSource, metadata: dict, version: str, scans: dict, r
         "attention_backends": _section(ctx, "attention_backends", attention.extract_backends, ctx),
         "backend_priority": priority[0],
         "backend_priority_conditional": priority[1],
-        "parsers": parsers.extract_parsers(ctx),
-        "tokenizer": parsers.extract_tokenizer(ctx),
+        "parsers": _section(ctx, "parsers", parsers.extract_parsers, ctx) or {"reasoning": None, "tool": None},
+        "tokenizer": _section(ctx, "tokenizer", parsers.extract_tokenizer, ctx)
+        or {"modes": None, "literal": None, "arch_defaults": None},
         "log_formats": logs,
         "refusals": refusals,
         "mirrored_functions": _mirrored(scans),
@@ -182,7 +201,7 @@ def _assemble(source: EngineSource, metadata: dict, version: str, scans: dict, r
     counts.update({"py_files": len(scans), "log_formats": len(logs), "refusals": len(refusals),
                    "architectures": len(registry_section["architectures"])})
     facts["counts"] = counts
-    facts["gaps"] = sorted(set(ctx.gaps))
+    facts["gaps"] = sorted(set(ctx.gaps + _missing_mirrored(facts["mirrored_functions"])))
     return jsonable(facts)
 
 

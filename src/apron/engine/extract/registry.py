@@ -86,7 +86,7 @@ def extract_registry(tree: ast.Module, index: PackageIndex) -> tuple[dict, list[
     markers = _marker_classes(index)
     architectures = {}
     for arch, entry in models.items():
-        if not (isinstance(entry, list) and len(entry) == 2):
+        if not (isinstance(entry, list) and len(entry) == 2 and all(isinstance(x, str) for x in entry)):
             gaps.append(f"registry entry {arch} is not a (module, class) pair")
             continue
         module, cls = _module_name(entry[0]), entry[1]
