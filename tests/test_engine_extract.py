@@ -58,7 +58,7 @@ def test_registry_spreads_order_and_categories(facts):
     ("ToyNoPPForCausalLM", dict(supports_pp=False)),  # a class attribute overrides the protocol's
     ("ToyMambaForCausalLM", dict(is_attention_free=True, has_inner_state=True, supports_pp=False)),
     ("ToyAliasForCausalLM", dict(supports_pp=True)),  # `ToyAlias = ToyForCausalLM`
-    ("NewArchForCausalLM", dict(is_moe=True, supports_pp=True)),  # re-exported by a package __init__
+    ("NewArchForCausalLM", dict(is_moe=True, supports_pp=True)),  # re-exported, CUDA branch of a switch
     ("ToyForSequenceClassification", dict(is_hybrid=True)),  # base built by `X = as_seq_cls_model(...)`
     ("ToyMambaForSequenceClassification", dict(is_attention_free=True)),  # `class C(as_seq_cls_model(...))`
     ("ToyVLForConditionalGeneration", dict(supports_multimodal=True, is_hybrid=False)),

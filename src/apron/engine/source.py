@@ -143,7 +143,7 @@ def download_wheel(version: str, dest: Path, say: Callable[[str], None]) -> Path
         return existing[0]
     say(f"downloading vllm=={version} with pip (about 300 MB) into {dest}")
     command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-               "--platform", _PIP_PLATFORM, "--python-version", "3.12", "--dest", str(dest),
+               "--platform", _PIP_PLATFORM, "--dest", str(dest),
                "--disable-pip-version-check", f"vllm=={version}"]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=3600,

@@ -8,10 +8,10 @@ planner mirrors.
 from __future__ import annotations
 
 import ast
+import fnmatch
 import hashlib
 import re
 from dataclasses import dataclass
-import fnmatch
 from fnmatch import fnmatchcase
 from functools import lru_cache
 
@@ -19,14 +19,17 @@ from apron.engine.extract.skeleton import protected_names, skeleton
 from apron.engine.extract.static import dotted_name, template, try_literal
 
 _LINE_BREAK = re.compile(r"(\r\n|\r|\n)")
+_OTHER_PLATFORM = re.compile(r"(?:vllm\.platforms\.)?current_platform\.is_(?:rocm|xpu|cpu|tpu|hpu|neuron)\(\)")
+_CUDA_PLATFORM = re.compile(r"(?:vllm\.platforms\.)?current_platform\.is_cuda(?:_alike)?\(\)")
 _LOG_METHOD = re.compile(r"(debug|info|warning|warn|error|exception|critical|fatal)(_once)?")
 _LEVEL_ALIASES = {"warn": "warning", "exception": "error", "fatal": "critical"}
-# The methods whose return values the quantization and attention extractors read.
+# Statements with blocks the walk descends into (defs and classes are handled apart).
 _COMPOUND = {ast.If: ("body", "orelse"), ast.For: ("body", "orelse"), ast.AsyncFor: ("body", "orelse"),
              ast.While: ("body", "orelse"), ast.With: ("body",), ast.AsyncWith: ("body",),
              ast.Try: ("body", "orelse", "finalbody"), ast.Match: ()}
 if hasattr(ast, "TryStar"):
     _COMPOUND[ast.TryStar] = ("body", "orelse", "finalbody")
+# The methods whose return values the quantization and attention extractors read.
 _RETURN_METHODS = frozenset({"get_min_capability", "get_supported_act_dtypes", "get_name",
                              "get_supported_kernel_block_sizes"})
 
@@ -71,18 +74,25 @@ def shape(node: ast.AST):
         return {"name": name}
     if isinstance(node, ast.Call) and dotted_name(node.func) and not node.keywords:
         return {"call": dotted_name(node.func), "args": [shape(a) for a in node.args]}
-    return Unresolved(ast.unparse(node)[:200])
+    return Unresolved("")
 
 
 def _module_statements(body: list[ast.stmt], type_only: bool = False):
-    """(statement, is_type_only) for module-level statements, looking inside if/try/with blocks;
-    the body of `if TYPE_CHECKING:` is type-only (it never runs)."""
+    """(statement, is_type_only) for module-level statements, looking inside if/try/with blocks.
+
+    The body of `if TYPE_CHECKING:` is type-only (it never runs). Platform switches such as
+    `if current_platform.is_rocm(): from .amd import X else: from .nvidia import X` are read as on
+    CUDA: Apron plans for NVIDIA GPUs.
+    """
     for stmt in body:
         yield stmt, type_only
         if isinstance(stmt, ast.If):
-            checking = dotted_name(stmt.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING")
-            yield from _module_statements(stmt.body, type_only or checking)
-            yield from _module_statements(stmt.orelse, type_only)
+            test = ast.unparse(stmt.test)
+            checking = test in ("TYPE_CHECKING", "typing.TYPE_CHECKING")
+            if not _OTHER_PLATFORM.fullmatch(test):
+                yield from _module_statements(stmt.body, type_only or checking)
+            if not _CUDA_PLATFORM.fullmatch(test):
+                yield from _module_statements(stmt.orelse, type_only)
         elif isinstance(stmt, (ast.Try, ast.With)):
             for block in ("body", "orelse", "finalbody"):
                 yield from _module_statements(getattr(stmt, block, []), type_only)
