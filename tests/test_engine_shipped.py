@@ -72,7 +72,7 @@ def test_known_facts_of_real_releases(apron_home):
     assert (h100.max_num_seqs, h100.max_num_batched_tokens) == (1024, 8192)
     a100 = v29.batch_defaults(85_174_583_296, "NVIDIA A100-SXM4-80GB", (8, 0))
     assert (a100.max_num_seqs, a100.max_num_batched_tokens) == (256, 2048)
-    h200 = v33.batch_defaults(150_754_820_096, "NVIDIA H200", (9, 0))
+    h200 = v33.batch_defaults(150_110_011_392, "NVIDIA H200", (9, 0))
     assert (h200.max_num_seqs, h200.max_num_batched_tokens) == (1024, 8192)  # 140 GiB < 160 GiB
     assert v33.cudagraph_default_max_size((10, 0)) == 1024 and v33.cudagraph_default_max_size((9, 0)) == 512
     assert v33.defaults["cudagraph"]["adds_max_num_seqs"] and not v29.defaults["cudagraph"]["adds_max_num_seqs"]

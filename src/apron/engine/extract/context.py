@@ -4,7 +4,7 @@ from __future__ import annotations
 import ast
 from functools import lru_cache
 
-from apron.engine.extract.index import ClassRef, Leaf, PackageIndex
+from apron.engine.extract.index import ClassRef, PackageIndex
 from apron.engine.extract.registry import module_constants
 from apron.engine.extract.static import NotStatic, dotted_name, literal
 
@@ -51,27 +51,25 @@ class Context:
         return None
 
     def constant(self, path: str, dotted: str, depth: int = 0):
-        """The literal value a name has at module level in `path`, following imports."""
+        """The literal value a name has at module level in `path`, following imports: a module
+        constant, `module.NAME`, `Class.attr` (its default) or `from x import NAME`."""
         if depth > 20:
             raise NotStatic(dotted)
         head, _, rest = dotted.partition(".")
-        constants = self._constants(path)
-        if not rest and head in constants:
-            return constants[head]
+        if not rest:
+            constants = self._constants(path)
+            if head in constants:
+                return constants[head]
+            module, _, name = self.index.scans[path]["imports"].get(head, "").partition(":")
+            module_path = self.index.path_of_module(module) if name else None
+            if module_path:
+                return self.constant(module_path, name, depth + 1)
+            raise NotStatic(dotted)
         target = self.index.resolve(self.index.scans[path]["module"], head)
-        if isinstance(target, str) and rest:
-            target_path = self.index.path_of_module(target)
-            if target_path:
-                return self.constant(target_path, rest, depth + 1)
-        if isinstance(target, ClassRef) and rest:
+        if isinstance(target, str) and self.index.path_of_module(target):
+            return self.constant(self.index.path_of_module(target), rest, depth + 1)
+        if isinstance(target, ClassRef):
             return self.class_default(target, rest, depth + 1)
-        if isinstance(target, Leaf) or not rest:
-            origin = self.index.scans[path]["imports"].get(head)
-            if origin and ":" in origin and not rest:
-                module, _, name = origin.partition(":")
-                module_path = self.index.path_of_module(module)
-                if module_path:
-                    return self.constant(module_path, name, depth + 1)
         raise NotStatic(dotted)
 
     def class_default(self, ref: ClassRef, attr: str, depth: int = 0):
