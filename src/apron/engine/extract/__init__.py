@@ -11,6 +11,7 @@ import os
 import re
 import sys
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Callable
 
@@ -59,9 +60,13 @@ def scan_all(source: EngineSource, paths: list[str], jobs: int | None) -> dict[s
         results = _scan_chunk(*args, paths, MIRRORED_PATTERNS)
     else:
         chunks = [paths[i::jobs * 4] for i in range(jobs * 4)]
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
-            futures = [pool.submit(_scan_chunk, *args, chunk, MIRRORED_PATTERNS) for chunk in chunks]
-            results = [item for future in futures for item in future.result()]
+        try:
+            with ProcessPoolExecutor(max_workers=jobs) as pool:
+                futures = [pool.submit(_scan_chunk, *args, chunk, MIRRORED_PATTERNS) for chunk in chunks]
+                results = [item for future in futures for item in future.result()]
+        except BrokenProcessPool:
+            raise Failed(f"a parser process died reading {source.root.name} (out of memory?); nothing written; "
+                         f"run again with --jobs 1") from None
     scans, errors = {}, []
     for path, result in results:
         if isinstance(result, str):
