@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ast
+import math
 
 from apron.engine.extract.context import Context, _field_default, _target
 from apron.engine.extract.index import ClassRef
@@ -193,10 +194,7 @@ def _seqs_multiplier(func: ast.FunctionDef) -> int | None:
                     constants.append(part.value)
             if "max_num_seqs" in names and all(isinstance(p, (ast.BinOp, ast.Name, ast.Constant, ast.Mult, ast.Load))
                                                for p in ast.walk(product)):
-                out = 1
-                for c in constants:
-                    out *= c
-                return out
+                return math.prod(constants)
     return None
 
 
