@@ -35,7 +35,8 @@ def test_every_release_from_0_29_is_shipped():
 @pytest.mark.parametrize("version", SHIPPED)
 def test_shipped_facts_load_with_the_schema(version, apron_home):
     facts = load_facts(version)
-    data = facts.data
+    data = {**facts.data, "log_formats": facts.log_formats, "refusals": facts.refusals}
+    assert facts.log_formats and facts.refusals
     assert SCHEMA_KEYS <= set(data) and data["schema"] == "apron.engine-facts/1" and data["version"] == version
     assert data["source"]["kind"] == "wheel" and len(data["source"]["sha256"]) == 64
     assert data["source"]["filename"] == f"vllm-{version}-cp38-abi3-manylinux_2_28_x86_64.whl"
@@ -96,10 +97,10 @@ def test_known_facts_of_real_releases(apron_home):
     assert v33.attention_backend("CUTLASS_MLA")["kernel_block_sizes"] == [128]
     assert v33.backend_priority((9, 0))[:2] == ["FLASH_ATTN", "FLASHINFER"]
     assert v33.backend_priority((10, 0), use_mla=True)[0] == "FLASHINFER_MLA"
-    formats = {e["format"] for e in v29.data["log_formats"]}
+    formats = {e["format"] for e in v29.log_formats}
     assert "GPU KV cache size: %s tokens, Maximum concurrency for %s tokens per request: %.2fx" in formats
     assert "%s KV cache size: %s tokens, Maximum concurrency for %s tokens per request: %.2fx" in {
-        e["format"] for e in v33.data["log_formats"]}
+        e["format"] for e in v33.log_formats}
 
 
 def test_independent_count_script_agrees_with_the_extractor(tmp_path):
@@ -111,3 +112,17 @@ def test_independent_count_script_agrees_with_the_extractor(tmp_path):
     assert done.returncode == 0, done.stderr
     row = json.loads(done.stdout)[0]
     assert row["architectures"] == 11 and row["matches_shipped_facts"] is True
+
+
+@pytest.mark.parametrize("version", SHIPPED)
+def test_core_companion_is_the_full_file_without_the_message_tables(version):
+    import gzip
+    import json
+    from importlib import resources
+
+    from apron.engine.facts import MESSAGE_KEYS
+
+    root = resources.files("apron.engine").joinpath("data")
+    full = json.loads(gzip.decompress(root.joinpath(f"vllm-{version}.json.gz").read_bytes()))
+    core = json.loads(root.joinpath("core", f"vllm-{version}.json").read_text())
+    assert core == {k: v for k, v in full.items() if k not in MESSAGE_KEYS}

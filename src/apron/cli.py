@@ -170,7 +170,7 @@ def engine_show_command(version: str, as_json: bool, full: bool) -> None:
 
     facts = load_facts(parse_engine_spec(version))
     if as_json:
-        emit_json(facts.data if full else summary(facts))
+        emit_json(facts.full_data if full else summary(facts))
         return
     for line in render_summary(summary(facts)):
         click.echo(line)
@@ -186,7 +186,7 @@ def engine_diff_command(old: str, new: str, as_json: bool) -> None:
     from apron.engine.facts import load_facts, parse_engine_spec
     from apron.engine.summary import render_diff
 
-    diff = diff_facts(load_facts(parse_engine_spec(old)).data, load_facts(parse_engine_spec(new)).data)
+    diff = diff_facts(load_facts(parse_engine_spec(old)).full_data, load_facts(parse_engine_spec(new)).full_data)
     if as_json:
         emit_json(diff)
         return

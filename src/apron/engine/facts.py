@@ -11,7 +11,7 @@ import gzip
 import json
 import re
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from importlib import resources
 from pathlib import Path
 
@@ -63,9 +63,26 @@ class VersionChoice:
     reason: str
 
 
+# The planner reads everything but these two tables, which are most of a facts file; each facts
+# file therefore has a "core" companion without them (core/vllm-X.json), and the tables load lazily.
+MESSAGE_KEYS = ("log_formats", "refusals")
+
+
 @dataclass(frozen=True)
 class EngineFacts:
     data: dict
+    full_path: str | None = None   # where the full file is, when `data` is the core companion
+
+    @cached_property
+    def _messages(self) -> dict:
+        if all(key in self.data for key in MESSAGE_KEYS) or self.full_path is None:
+            return self.data
+        return _read_facts(self.full_path)
+
+    @property
+    def full_data(self) -> dict:
+        """The whole facts file, message tables included (for show --full, diff and summaries)."""
+        return {**self.data, **{key: self._messages.get(key) for key in MESSAGE_KEYS}}
 
     @property
     def version(self) -> str:
@@ -184,12 +201,12 @@ class EngineFacts:
     @property
     def log_formats(self) -> list[dict]:
         """[{file, function, level, format}] of every logger call (see docs/engine-facts.md)."""
-        return self.data.get("log_formats") or []
+        return self._messages.get("log_formats") or []
 
     @property
     def refusals(self) -> list[dict]:
         """[{file, function, exception, template}] of every raise with a message."""
-        return self.data.get("refusals") or []
+        return self._messages.get("refusals") or []
 
     @property
     def mirrored_functions(self) -> dict[str, str]:
@@ -264,14 +281,22 @@ def _shipped_files() -> dict[str, str]:
 
 
 def _synced_files() -> dict[str, Path]:
+    folders = tuple((f, f.stat().st_mtime_ns if f.is_dir() else 0) for f in facts_dirs())
+    return dict(_synced_listing(folders))
+
+
+@lru_cache(maxsize=8)
+def _synced_listing(folders: tuple[tuple[Path, int], ...]) -> tuple[tuple[str, Path], ...]:
+    """Keyed by each folder's mtime: a sync (a rename into the folder) changes it, so the listing is
+    re-read exactly when it can have changed, not on every plan."""
     out = {}
-    for folder in facts_dirs():
+    for folder, _ in folders:
         if folder.is_dir():
             for path in sorted(folder.glob("vllm-*.json*")):
                 match = _FILE_NAME.fullmatch(path.name)
                 if match:
                     out.setdefault(match.group(1), path)
-    return out
+    return tuple(out.items())
 
 
 def known_versions() -> list[str]:
@@ -292,22 +317,36 @@ def _decode(name: str, raw: bytes) -> dict:
     return json.loads(raw.decode("utf-8"))
 
 
-@lru_cache(maxsize=None)
-def _load(version: str, path: str | None, mtime_ns: int = 0) -> EngineFacts:
+def core_path(path: Path) -> Path:
+    return path.parent / "core" / (_FILE_NAME.fullmatch(path.name).group(0).split(".json")[0] + ".json")
+
+
+def core_bytes(facts: dict) -> bytes:
+    core = {key: value for key, value in facts.items() if key not in MESSAGE_KEYS}
+    return (json.dumps(core, sort_keys=True, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
+
+
+def _read_facts(path: str) -> dict:
     try:
-        if path is not None:
-            data = _decode(path, Path(path).read_bytes())
-        else:
-            name = _shipped_files()[version]
-            data = _decode(name, resources.files("apron.engine").joinpath("data", name).read_bytes())
+        data = _decode(path, Path(path).read_bytes())
     except (OSError, ValueError, EOFError) as exc:
-        where = path or f"shipped facts for {version}"
-        raise BadInput(f"engine facts {where}: unreadable ({exc}); run `apron engine sync vllm=={version}` "
-                       f"again") from None
+        raise BadInput(f"engine facts {path}: unreadable ({exc}); run `apron engine sync` for it again") from None
     if data.get("schema") != FACTS_SCHEMA:
-        raise BadInput(f"engine facts for vllm {version}: schema {data.get('schema')!r} is not "
-                       f"{FACTS_SCHEMA}; run `apron engine sync vllm=={version}` again")
-    return EngineFacts(data)
+        raise BadInput(f"engine facts {path}: schema {data.get('schema')!r} is not {FACTS_SCHEMA}; run "
+                       f"`apron engine sync vllm=={data.get('version')}` again")
+    return data
+
+
+@lru_cache(maxsize=None)
+def _load(version: str, path: str, mtime_ns: int = 0) -> EngineFacts:
+    core = core_path(Path(path))
+    if core.is_file() and core.stat().st_mtime_ns >= mtime_ns:
+        return EngineFacts(_read_facts(str(core)), full_path=path)
+    return EngineFacts(_read_facts(path))
+
+
+def _shipped_path(version: str) -> str:
+    return str(resources.files("apron.engine").joinpath("data", _shipped_files()[version]))
 
 
 def load_facts(version: str) -> EngineFacts:
@@ -316,7 +355,7 @@ def load_facts(version: str) -> EngineFacts:
     if version in synced:
         return _load(version, str(synced[version]), synced[version].stat().st_mtime_ns)
     if version in _shipped_files():
-        return _load(version, None)
+        return _load(version, _shipped_path(version))
     known = ", ".join(known_versions()) or "none"
     raise BadInput(f"--engine vllm=={version}: no facts for this release (known: {known}); run "
                    f"`apron engine sync vllm=={version}` first")

@@ -5,7 +5,7 @@ from apron.engine.facts import EngineFacts, facts_origin, known_versions, load_f
 
 
 def summary(facts: EngineFacts) -> dict:
-    data = facts.data
+    data = facts.full_data
     registry = data["registry"]
     archs = registry["architectures"]
     defaults = data["defaults"]

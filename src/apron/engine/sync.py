@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Callable
 
 from apron.engine.extract import extract_facts
+from apron.engine.facts import core_bytes, core_path
 from apron.engine.source import EngineSource, download_wheel, open_local, parse_spec
 
 
@@ -75,6 +76,7 @@ def sync(spec: str, out_dir: Path | None = None, say: Callable[[str], None] = la
     facts = extract_facts(source, say=say, expected_version=version, jobs=jobs)
     path = facts_path(out_dir or engine_facts_dir(), facts["version"])
     write_atomic(path, facts_bytes(facts))
+    write_atomic(core_path(path), core_bytes(facts))
     path.with_suffix("").with_suffix(".json").unlink(missing_ok=True)  # an older uncompressed copy would shadow it
     finished = time.perf_counter()
     say(f"wrote {path} ({len(facts['registry']['architectures'])} architectures, "
