@@ -69,7 +69,6 @@ def plan_command(source, gpu, gpu_memory_bytes, gpu_capability, tp, engine, revi
                           max_num_batched_tokens=max_num_batched_tokens, kv_cache_dtype=kv_cache_dtype,
                           dtype=dtype, enforce_eager=enforce_eager, language_model_only=language_model_only),
         engine_version=_engine_option(engine), revision=revision, use_catalog=not no_catalog)
-    from dataclasses import replace
 
     from apron.checkpoint import load_checkpoint
     from apron.plan.planner import engine_diff as diff_plans, plan_checkpoint

@@ -174,7 +174,7 @@ def _kv_quantities(layout: KVLayout, kv: KVPlan | None, unknown: list[str],
                                    "largest group's pages"),
         "num_kv_blocks": Quantity(kv.num_blocks, "blocks", "predicted", "available // bytes per block"),
         "kv_tokens": Quantity(kv.kv_tokens, "tokens", "predicted",
-                              f"int(max_concurrency x max_model_len), as vLLM logs 'KV cache size'"),
+                              "int(max_concurrency x max_model_len), as vLLM logs 'KV cache size'"),
         "max_concurrency": Quantity(round(kv.max_concurrency, 4), "sequences", "predicted",
                                     f"num_blocks / {kv.blocks_per_request} blocks per request at "
                                     f"max_model_len {settings.max_model_len}"),

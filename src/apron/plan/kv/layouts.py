@@ -8,7 +8,7 @@ Config fields that describe a cache layout no family here reads make the KV side
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from apron.engine.facts import EngineFacts
 from apron.plan.kv.backends import BackendChoice, choose_backend
