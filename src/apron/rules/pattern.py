@@ -148,7 +148,7 @@ def compile_template(template: str) -> TemplatePattern | None:
     regex = re.compile("".join(pieces), re.S)
     truncated = [re.compile("".join(pieces[:index]) + f"(?P<{names[index]}>.*)", re.S)
                  for index in _cut_points(parts) if names[index]]
-    groups = tuple((n, p.expr) for n, p in zip(names, parts) if n)
+    groups = tuple((n, p.expr) for n, p in zip(names, parts, strict=True) if n)
     literal_chars = sum(len(p.strip()) for p in parts if isinstance(p, str))
     return TemplatePattern(template, regex, tuple(reversed(truncated)), groups, anchor, literal_chars)
 
