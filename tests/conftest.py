@@ -141,8 +141,10 @@ def _shipped_facts_present() -> bool:
     from apron.engine.facts import known_versions, load_facts
     from apron.errors import ApronError
 
+    from apron.rules.families import facts_refusals
+
     try:
-        return any(load_facts(v).data.get("refusals") for v in known_versions())
+        return any(facts_refusals(load_facts(v)) for v in known_versions())
     except (ApronError, OSError):
         return False
 

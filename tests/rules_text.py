@@ -32,8 +32,10 @@ def refusals_or_skip(version: str) -> list[dict]:
     from apron.engine.facts import load_facts
     from apron.errors import ApronError
 
+    from apron.rules.families import facts_refusals
+
     try:
-        refusals = load_facts(version).data.get("refusals")
+        refusals = facts_refusals(load_facts(version))
     except (ApronError, OSError) as exc:
         pytest.skip(f"needs the engine facts of vllm {version} (branch facts): {exc}")
     if not refusals:

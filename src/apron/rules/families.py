@@ -327,10 +327,18 @@ def _refusals(engine_version: str | None) -> list[tuple[str, list[dict]]]:
     out = []
     for version in versions:
         try:
-            out.append((version, list(load_facts(version).data.get("refusals") or [])))
+            out.append((version, facts_refusals(load_facts(version))))
         except (ApronError, OSError, ValueError):
             continue
     return out
+
+
+def facts_refusals(facts) -> list[dict]:
+    """The refusal templates of a facts file: the `refusals` table, which the loader may keep out of
+    the core data it reads for plans and load on first use."""
+    if hasattr(type(facts), "refusals"):
+        return list(facts.refusals)
+    return list(facts.data.get("refusals") or [])
 
 
 # ------------------------------------------------------------------ classifying one error
