@@ -6,7 +6,7 @@ import shlex
 from dataclasses import dataclass
 
 from apron.checkpoint import Checkpoint, load_checkpoint
-from apron.engine.facts import EngineFacts, known_versions, load_facts
+from apron.engine.facts import EngineFacts, choose_version, known_versions, load_facts
 from apron.errors import BadInput
 from apron.hardware import Gpu
 from apron.plan import memory
@@ -74,54 +74,38 @@ def choose_engine(architecture: str, requested: str | None) -> tuple[EngineFacts
     """A pinned version, or the newest known release whose registry holds the architecture."""
     if requested:
         return load_facts(requested), f"engine pinned with --engine vllm=={requested}"
+    choice = choose_version(architecture)
+    if choice.version is not None:
+        return load_facts(choice.version), choice.reason
     versions = known_versions()
     if not versions:
         raise BadInput("no engine facts are installed; run `apron engine sync vllm==X` first")
-    for version in reversed(versions):
-        facts = load_facts(version)
-        if facts.architecture(architecture) is not None:
-            newest = versions[-1]
-            why = "the newest known release" if version == newest else \
-                f"the newest known release whose registry holds {architecture} ({newest} does not)"
-            return facts, f"vLLM {version} chosen: {why}"
-    return load_facts(versions[-1]), f"no known release registers {architecture}; planned against the newest"
+    return load_facts(versions[-1]), choice.reason + "; planned against the newest"
 
 
 def registry_problems(checkpoint: Checkpoint, config: ModelConfig, gpu: Gpu, facts: EngineFacts) -> list[Problem]:
+    """Refusals the release raises before any memory is touched, in the release's own words."""
     problems = []
-    arch = checkpoint.architecture
-    if facts.architecture(arch) is None:
-        problems.append(Problem("architecture_not_supported", unsupported_message(facts, arch, checkpoint),
-                                "proven_constraint"))
+    refusal = facts.unregistered_architecture_refusal(checkpoint.architectures or [checkpoint.architecture])
+    if refusal is not None:
+        problems.append(Problem("architecture_not_supported", _short(refusal.message), "proven_constraint"))
     method = config.quant_method
     if method:
-        info = facts.quantization(_facts_quant_name(method))
-        need = info.get("min_capability") if info else None
-        if need is not None and gpu.capability_int < need:
-            problems.append(Problem("quantization_capability", f"The quantization method {method} is not "
-                                    f"supported for the current GPU. Minimum capability: {need}. Current "
-                                    f"capability: {gpu.capability_int}.", "proven_constraint"))
+        refusal = facts.quantization_capability_refusal(_facts_quant_name(method), gpu.compute_capability)
+        if refusal is not None:
+            problems.append(Problem("quantization_capability", refusal.message, "proven_constraint"))
     return problems
+
+
+def _short(message: str, limit: int = 600) -> str:
+    """The 'not supported' refusal lists every registered architecture; keep the message readable."""
+    return message if len(message) <= limit else message[:limit] + " ...]"
 
 
 def _facts_quant_name(method: str) -> str:
     # models/config.py GptOssForCausalLMConfig rewrites gpt-oss's "mxfp4" to "gpt_oss_mxfp4", whose
     # class inherits Mxfp4Config's capability.
     return {"gpt_oss_mxfp4": "mxfp4"}.get(method, method)
-
-
-def unsupported_message(facts: EngineFacts, arch: str, checkpoint: Checkpoint) -> str:
-    """registry.py _raise_for_unsupported, rendered for this architecture."""
-    last = facts.previously_supported(arch)
-    if last:
-        return (f"Model architecture {arch} was supported in vLLM until v{last}, and is not supported "
-                "anymore. Please use an older version of vLLM if you want to use this model architecture.")
-    plugin = facts.out_of_tree(arch)
-    if plugin:
-        return (f"Model architecture {arch} is not supported in-tree anymore. Please install the plugin "
-                f"at {plugin} to use this model architecture.")
-    return (f"Model architectures {checkpoint.architectures} are not supported for now. (vLLM "
-            f"{facts.version} registers {len(facts.architectures)} architectures.)")
 
 
 def model_shape(config: ModelConfig) -> dict:

@@ -220,30 +220,17 @@ def _long_max_model_len(requested: int, derived: int, config: ModelConfig) -> Pr
 
 def batch_defaults(gpu: Gpu, facts: EngineFacts, user: UserSettings, max_model_len: int) -> tuple[int, int]:
     """max_num_seqs and max_num_batched_tokens for `vllm serve` (UsageContext.OPENAI_API_SERVER)."""
-    tier = batch_tier(gpu, facts)
+    tier = facts.batch_defaults(gpu.total_bytes, gpu.name, gpu.compute_capability, "OPENAI_API_SERVER")
     scheduler = facts.defaults["scheduler"]
-    mnbt = user.max_num_batched_tokens or tier["max_num_batched_tokens"].get(
-        "OPENAI_API_SERVER", scheduler["max_num_batched_tokens"])
-    mns = user.max_num_seqs or tier["max_num_seqs"].get("OPENAI_API_SERVER", scheduler["max_num_seqs"])
+    mnbt = user.max_num_batched_tokens or (tier.max_num_batched_tokens if tier else
+                                           scheduler["max_num_batched_tokens"])
+    mns = user.max_num_seqs or (tier.max_num_seqs if tier else scheduler["max_num_seqs"])
     if user.max_num_batched_tokens is None:
         # chunked prefill is on for generative models, so only the model-limit clamp applies
         mnbt = min(mns * max_model_len, mnbt)
     if user.max_num_seqs is None:
         mns = min(mns, mnbt)
     return mns, mnbt
-
-
-def batch_tier(gpu: Gpu, facts: EngineFacts) -> dict:
-    name = gpu.name.lower()
-    for tier in facts.defaults["batch_tiers"]:
-        if gpu.total_bytes < tier["min_device_memory_bytes"]:
-            continue
-        if any(part in name for part in tier.get("name_excludes", [])):
-            continue
-        if list(gpu.compute_capability) in [list(c) for c in tier.get("excluded_capabilities", [])]:
-            continue
-        return tier
-    return facts.defaults["batch_tiers"][-1]
 
 
 def _capture_ceiling(checkpoint: Checkpoint, facts: EngineFacts) -> int | None:
@@ -261,9 +248,8 @@ def capture_sizes(gpu: Gpu, facts: EngineFacts, max_num_seqs: int, max_num_batch
     rules = facts.defaults["cudagraph"]
     uniform: list[int] = []
     if ceiling is None:
-        family_max = rules.get("max_graph_size_by_capability_family", {}).get(
-            str(gpu.compute_capability[0] * 10), rules["default_max_graph_size"])
-        ceiling = min(max_num_seqs * 2, family_max)
+        family_max = facts.cudagraph_default_max_size(gpu.compute_capability)
+        ceiling = min(max_num_seqs * rules.get("max_num_seqs_multiplier", 2), family_max)
         if rules.get("adds_max_num_seqs") and max_num_seqs <= ceiling:
             uniform = [max_num_seqs]
     largest = min(max_num_batched_tokens, ceiling)
