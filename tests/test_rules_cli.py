@@ -29,7 +29,7 @@ def test_diagnose_picks_the_decisive_error_not_the_last_line(apron_home):
     assert first.startswith("decisive error   line 73 (EngineCore, printed 2x): ValueError: To serve at least one")
     assert "kv_cache_too_small" in result.stdout
     assert "Engine core initialization failed" not in result.stdout
-    assert "--max-model-len 1792" in result.stdout
+    assert "--max-model-len 1792 (was 2048)" in result.stdout
     assert "untested on vllm 0.32.0" in result.stdout
 
 
@@ -42,7 +42,7 @@ def test_diagnose_json(apron_home):
     assert document["fingerprint"]["fields"]["kv_gib"] == -0.1
     rule = document["rules"][0]
     assert rule["rule"] == "raise_gpu_memory_utilization"
-    assert rule["changes"] == ["--gpu-memory-utilization 0.05"]
+    assert rule["changes"] == ["--gpu-memory-utilization 0.05 (was 0.04)"]
     assert rule["corrected_flags"] == ["--max-model-len 512", "--gpu-memory-utilization 0.05", "--dtype bfloat16",
                                        "--enforce-eager"]
     assert rule["status"]["status"] == "untested"

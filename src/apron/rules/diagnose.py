@@ -35,8 +35,10 @@ class Candidate:
     def changes(self, before: UserSettings) -> list[str]:
         if self.corrected is None:
             return []
-        old, new = set(settings_flags(before)), settings_flags(self.corrected)
-        return [flag for flag in new if flag not in old]
+        old, new = _by_option(settings_flags(before)), _by_option(settings_flags(self.corrected))
+        changed = [flag if key not in old else f"{flag} (was {_value_of(old[key])})"
+                   for key, flag in new.items() if old.get(key) != flag]
+        return changed + [f"without {flag}" for key, flag in old.items() if key not in new]
 
     def to_json(self, before: UserSettings) -> dict:
         return {**self.match.to_json(), "status": self.status.to_json() if self.status else None,
@@ -143,6 +145,16 @@ def settings_from_plan(plan: dict) -> UserSettings:
 
 def _hybrid_flag(plan: dict) -> bool:
     return any(p.get("kind") == "max_num_seqs_exceeds_state_blocks" for p in plan.get("problems") or [])
+
+
+def _by_option(flags: list[str]) -> dict[str, str]:
+    """`--max-model-len 512` under `--max-model-len`, `NCCL_NVLS_ENABLE=0` under `NCCL_NVLS_ENABLE`."""
+    return {flag.split()[0].split("=")[0]: flag for flag in flags}
+
+
+def _value_of(flag: str) -> str:
+    words = flag.replace("=", " ").split()
+    return " ".join(words[1:]) or "set"
 
 
 def settings_flags(settings: UserSettings) -> list[str]:

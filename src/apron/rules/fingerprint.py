@@ -97,11 +97,14 @@ def _decisive(errors: list[logtext.ErrorLine], lines: list[logtext.LogLine], ver
     groups: dict[tuple[str, str], list[logtext.ErrorLine]] = {}
     for error in errors:
         groups.setdefault((error.exception, _strip_rank_words(error.message)), []).append(error)
-    ranked = []
-    for position, same in enumerate(groups.values()):
+    best = None
+    for same in groups.values():  # in log order: the first error of a known family ends the search
         found = classify(same[0].exception, same[0].message, version)
-        ranked.append((_rank(found), position, same, found))
-    _, _, same, found = min(ranked, key=lambda r: (r[0], r[1]))
+        if best is None or _rank(found) < _rank(best[1]):
+            best = (same, found)
+        if _rank(found) == 0:
+            break
+    same, found = best
     first = min(same, key=lambda e: e.line.number)
     frames = max((e.frames for e in same), key=len) or _where_frame(first.where)
     return _build(found, first.exception, first.message, first.line, frames, same, lines, version)
