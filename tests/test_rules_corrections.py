@@ -80,6 +80,14 @@ def test_raise_gpu_memory_utilization_covers_a_logged_deficit():
     assert only(rendered("no_kv_cache_memory", {}), "raise_gpu_memory_utilization") is None  # current unknown
 
 
+@pytest.mark.needs_engine_facts
+def test_raise_gpu_memory_utilization_from_the_releases_default():
+    """No flag, no plan: the fraction the boot ran with is the release's default (engine facts)."""
+    banner = "(APIServer pid=1) INFO 12-01 10:00:00 [api_utils.py:1]  ▄▄ ▄█ █     █     █ ▀▄▀ █  version 0.32.0\n"
+    assert only(banner + rendered("no_kv_cache_memory", {}), "raise_gpu_memory_utilization") == {
+        "gpu_memory_utilization": 0.97, "previous_gpu_memory_utilization": 0.92}
+
+
 def test_raise_gpu_memory_utilization_for_a_kv_refusal_without_estimate():
     text = rendered("kv_cache_too_small", {"max_model_len": 8192, "format_gib(needed_memory)": 1.0,
                                            "format_gib(available_memory)": 0.2, "estimated_msg": ""})

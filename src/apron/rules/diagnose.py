@@ -6,7 +6,7 @@ import hashlib
 from dataclasses import dataclass, field
 
 from apron.errors import BadInput
-from apron.plan.settings import DTYPE_ALIASES, KV_CACHE_DTYPES, UserSettings, user_flags
+from apron.plan.settings import UserSettings, user_flags
 from apron.rules import logtext
 from apron.rules.fingerprint import Fingerprint, fingerprint as make_fingerprint
 from apron.rules.known import KnownReport, could_have_known
@@ -109,16 +109,17 @@ def _settings(given: UserSettings | None, plan: dict | None, lines) -> tuple[Use
 
 def settings_from_args(args: dict) -> UserSettings:
     """The UserSettings of vLLM's `non-default args` line; values Apron does not model are left out."""
-    values = {k: args[k] for k in _ARG_FIELDS if args.get(k) is not None}
-    if values.get("dtype") not in DTYPE_ALIASES:
-        values.pop("dtype", None)
-    if values.get("kv_cache_dtype") not in KV_CACHE_DTYPES:
-        values.pop("kv_cache_dtype", None)
+    values = {}
+    for name in _ARG_FIELDS:
+        if args.get(name) is None:
+            continue
+        try:  # a value Apron cannot hold ("auto" lengths, other dtypes) stays the engine's business
+            UserSettings(**{name: args[name]})
+        except (BadInput, TypeError, ValueError):
+            continue
+        values[name] = args[name]
     extra = tuple(f"{flag} {args[name]}" for name, flag in _EXTRA_ARGS.items() if args.get(name))
-    try:
-        return UserSettings(**values, extra_flags=extra)
-    except (BadInput, TypeError):
-        return UserSettings(extra_flags=extra)
+    return UserSettings(**values, extra_flags=extra)
 
 
 def settings_from_plan(plan: dict) -> UserSettings:

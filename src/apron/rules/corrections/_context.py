@@ -17,6 +17,19 @@ def ran_with(name: str, log_text: str, plan: dict | None):
     return ((plan or {}).get("settings") or {}).get(name)
 
 
+def engine_default(name: str, engine_version: str | None):
+    """The release's default for a setting (from its engine facts), None when unknown."""
+    if not engine_version:
+        return None
+    from apron.engine.facts import load_facts
+    from apron.errors import ApronError
+
+    try:
+        return load_facts(engine_version).defaults.get(name)
+    except (ApronError, OSError, KeyError):
+        return None
+
+
 def model_shape(plan: dict | None) -> dict:
     return ((plan or {}).get("details") or {}).get("model_shape") or {}
 

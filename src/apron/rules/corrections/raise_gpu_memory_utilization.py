@@ -5,7 +5,8 @@ engine's negative KV share ("requested memory for kv (-0.1/0.44 GiB)"), and "KV 
 when the engine found no length that fits (no estimate to lower max_model_len to).
 
 The new fraction covers the deficit the engine printed (or logged as "Available KV cache memory"),
-rounded up to the next hundredth; without a number it steps by 0.05. Above 0.98 the rule does not
+rounded up to the next hundredth; without a number it steps by 0.05. The fraction the boot ran with
+comes from the log's non-default args, else the plan, else the release's default (engine facts). Above 0.98 the rule does not
 match: the memory is not there, and raising the fraction would only move the failure.
 """
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from apron.rules.corrections._context import ceil_hundredth, ran_with, total_bytes_per_gpu
+from apron.rules.corrections._context import ceil_hundredth, engine_default, ran_with, total_bytes_per_gpu
 
 FAMILIES = ("no_kv_cache_memory", "auto_fit_no_memory", "cpu_kv_allocation", "kv_cache_too_small")
 SUMMARY = "raise --gpu-memory-utilization to cover the KV-cache deficit"
@@ -28,7 +29,7 @@ def match(fingerprint, log_text, plan):
     fields = fingerprint.fields
     if fingerprint.family == "kv_cache_too_small" and fields.get("estimated_max_model_len"):
         return None  # a shorter max_model_len fits: kv_cache_max_model_len answers that
-    current = _current(fields, log_text, plan)
+    current = _current(fields, log_text, plan) or engine_default("gpu_memory_utilization", fingerprint.engine_version)
     if current is None:
         return None
     wanted = _wanted(fingerprint, log_text, plan, current)
