@@ -116,6 +116,64 @@ def gpus_command(as_json: bool) -> None:
                    f"{', '.join(r['aliases'])}")
 
 
+@cli.command("diagnose")
+@click.argument("logfile", type=click.Path(dir_okay=False))
+@click.option("--plan", "plan_ref", help="The plan the boot ran: a plan JSON file (apron plan --json) or a record id.")
+@click.option("--engine", "engine", help="vLLM release of the boot, e.g. vllm==0.32.0 (default: the plan's, else the log's banner).")
+@click.option("--json", "as_json", is_flag=True, help="Print the apron.diagnosis/1 JSON document.")
+def diagnose_command(logfile, plan_ref, engine, as_json) -> None:
+    """Find the decisive error in a failed boot's LOGFILE, the rule that corrects it, and whether the plan knew."""
+    from apron.report.diagnosis import render_diagnosis
+    from apron.rules import diagnose
+    from apron.rules.plans import load_plan_ref, read_log
+
+    plan = load_plan_ref(plan_ref) if plan_ref else None
+    diagnosis = diagnose(read_log(logfile), plan_json=plan, engine_version=_engine_option(engine))
+    if as_json:
+        emit_json(diagnosis.to_json())
+        return
+    click.echo(render_diagnosis(diagnosis, logfile))
+
+
+@cli.group("rules")
+def rules_group() -> None:
+    """Correction rules and their status (hypothesis or proven) per vLLM release."""
+
+
+@rules_group.command("list")
+@click.option("--engine", "engine", help="Show each rule's status on this release, e.g. vllm==0.32.0.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def rules_list_command(engine, as_json) -> None:
+    """Every correction rule, the failure families it answers, and where it is proven."""
+    from apron.report.diagnosis import render_rules, rule_json
+    from apron.rules import StatusStore, all_rules
+
+    store, version = StatusStore(), _engine_option(engine)
+    statuses = {rule.id: store.statuses(rule.id) for rule in all_rules()}
+    if version:
+        statuses = {rid: {version: store.status(rid, version)} for rid in statuses}
+    if as_json:
+        emit_json([rule_json(rule, statuses[rule.id]) for rule in all_rules()])
+        return
+    click.echo(render_rules(all_rules(), statuses, version))
+
+
+@rules_group.command("show")
+@click.argument("rule_id")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def rules_show_command(rule_id, as_json) -> None:
+    """One rule: what it changes, why, and its status and evidence on every release."""
+    from apron.report.diagnosis import render_rule, rule_json
+    from apron.rules import StatusStore, get_rule
+
+    rule = get_rule(rule_id)
+    statuses = StatusStore().statuses(rule.id)
+    if as_json:
+        emit_json(rule_json(rule, statuses))
+        return
+    click.echo(render_rule(rule, statuses))
+
+
 @cli.group("engine")
 def engine_group() -> None:
     """Engine facts: what each vLLM release supports and defaults to, read from its own source."""

@@ -14,7 +14,7 @@ from apron.plan.model_config import ModelConfig
 from apron.plan.parsers import parser_flags
 from apron.plan.quantity import Problem, Quantity
 from apron.plan.result import ModelIdentity, Plan
-from apron.plan.settings import EngineSettings, UserSettings, resolve_settings
+from apron.plan.settings import EngineSettings, UserSettings, resolve_settings, user_flags
 from apron.plan.weights import WeightSettings, WeightsEstimate, estimate_weights
 
 
@@ -64,8 +64,9 @@ def plan_checkpoint(checkpoint: Checkpoint, gpu: Gpu, user: UserSettings,
         engine_version=facts.version, gpu_name=gpu.name, gpu_count=settings.tensor_parallel_size,
         total_bytes_per_gpu=gpu.total_bytes, settings=settings.to_json(),
         verdict=verdict(problems, budget.verdict), quantities=quantities, flags=tuple(flags),
-        command=serve_command(checkpoint, flags), problems=tuple(problems), unknowns=tuple(unknowns),
-        notes=tuple(n for n in notes if n), details={"weights": weights_details(weights), **budget.details},
+        command=serve_command(checkpoint, flags, user.env_dict), problems=tuple(problems), unknowns=tuple(unknowns),
+        notes=tuple(n for n in notes if n),
+        details={"weights": weights_details(weights), "model_shape": model_shape(config), **budget.details},
     )
 
 
@@ -107,6 +108,12 @@ def _facts_quant_name(method: str) -> str:
     return {"gpt_oss_mxfp4": "mxfp4"}.get(method, method)
 
 
+def model_shape(config: ModelConfig) -> dict:
+    """What correction rules need to pick a tensor-parallel size the engine accepts."""
+    return {"num_attention_heads": config.num_heads, "num_key_value_heads": config.num_kv_heads,
+            "vocab_size": config.vocab_size}
+
+
 def weights_quantity(weights: WeightsEstimate) -> Quantity:
     label = "predicted" if weights.unknown_layout_tensors else "derived"
     return Quantity(weights.bytes_per_gpu, "bytes", "predicted" if weights.notes else label, weights.basis)
@@ -131,30 +138,24 @@ _ADVISORY = {"max_num_seqs_exceeds_state_blocks", "reasoning_parser_missing", "t
 
 
 def required_flags(settings: EngineSettings, extra: tuple[str, ...]) -> list[str]:
-    """vllm serve arguments beyond the release's defaults that this plan depends on."""
+    """vllm serve arguments beyond the release's defaults that this plan depends on. The plan's own
+    flags (--max-num-seqs for hybrids, parsers) give way to the same option set by the user."""
     user = settings.user
-    flags = []
-    if settings.tensor_parallel_size > 1:
-        flags.append(f"--tensor-parallel-size {settings.tensor_parallel_size}")
-    pairs = (("--max-model-len", user.max_model_len), ("--gpu-memory-utilization", user.gpu_memory_utilization),
-             ("--max-num-batched-tokens", user.max_num_batched_tokens))
-    flags += [f"{flag} {value}" for flag, value in pairs if value is not None]
-    if user.max_num_seqs is not None and not any(f.startswith("--max-num-seqs") for f in extra):
-        flags.append(f"--max-num-seqs {user.max_num_seqs}")
-    if user.dtype != "auto":
-        flags.append(f"--dtype {user.dtype}")
-    if user.kv_cache_dtype != "auto":
-        flags.append(f"--kv-cache-dtype {user.kv_cache_dtype}")
-    if user.enforce_eager:
-        flags.append("--enforce-eager")
-    if user.language_model_only:
-        flags.append("--language-model-only")
-    return flags + list(extra)
+    flags = user_flags(user)
+    if any(f.startswith("--max-num-seqs") for f in extra):
+        flags = [f for f in flags if not f.startswith("--max-num-seqs")]
+    mine = set().union(*(_option_names(f) for f in user.extra_flags))
+    return flags + [f for f in extra if not _option_names(f) & mine]
 
 
-def serve_command(checkpoint: Checkpoint, flags: list[str]) -> str:
+def _option_names(flag: str) -> frozenset[str]:
+    return frozenset(word for word in flag.split() if word.startswith("--"))
+
+
+def serve_command(checkpoint: Checkpoint, flags: list[str], env: dict[str, str] | None = None) -> str:
     model = checkpoint.repo_id or checkpoint.source
-    parts = ["vllm", "serve", shlex.quote(model)]
+    parts = [f"{name}={shlex.quote(value)}" for name, value in (env or {}).items()]
+    parts += ["vllm", "serve", shlex.quote(model)]
     if checkpoint.repo_id and checkpoint.revision:
         parts += ["--revision", checkpoint.revision]
     return " ".join(parts + flags)
