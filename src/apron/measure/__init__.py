@@ -1,0 +1,6 @@
+"""Measure a served model: deployment checks (will it answer) and the serving test (how fast)."""
+from __future__ import annotations
+
+from apron.measure.checks import CheckReport, CheckResult, run_checks, template_reads_reasoning_effort
+
+__all__ = ["CheckReport", "CheckResult", "run_checks", "template_reads_reasoning_effort"]
