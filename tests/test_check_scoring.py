@@ -195,7 +195,8 @@ def test_unparsed_tool_call_names_the_parser_fix():
 
 def test_text_instead_of_a_tool_call_fails():
     outcome = score_tool_call(reply("tool_call_auto"), OPTIONS, 128)
-    assert outcome.status == "fail" and outcome.reason.startswith("no tool call: the model answered in text")
+    assert outcome.status == "fail"
+    assert outcome.reason.startswith('no tool call: the model answered in text: only whitespace "\\n\\n')
 
 
 def test_server_without_tool_parser():

@@ -21,7 +21,7 @@ from apron.errors import BadInput
 from apron.measure.endpoint import Endpoint, Reply, ServedModel
 from apron.measure.haystack import build_haystack
 from apron.measure.png import COLOURS, data_url, solid_png
-from apron.measure.replies import (ChatAnswer, clip, excerpt, read_answer, reasoning_marker_in,
+from apron.measure.replies import (ChatAnswer, clip, excerpt, read_answer, reasoning_marker_in, shown,
                                    tool_call_marker_in)
 
 SUITES: dict[str, tuple[str, ...]] = {
@@ -255,8 +255,7 @@ def score_answer(reply: Reply, question: Question, options: CheckOptions, budget
     if question.matches(answer.content):
         return _pass(f"right answer: {question.expected}", **details)
     cut = " (cut off at the token budget)" if answer.finish_reason == "length" else ""
-    got = clip(answer.content) if answer.content.strip() else f"only whitespace {clip(answer.content, 12)}"
-    return _fail(f"wrong answer: expected {question.expected!r}, got {got}{cut}", **details)
+    return _fail(f"wrong answer: expected {question.expected!r}, got {shown(answer.content)}{cut}", **details)
 
 
 def score_reasoning(reply: Reply, question: Question, options: CheckOptions, budget_tokens: int) -> Outcome:
@@ -338,7 +337,7 @@ def score_tool_call(reply: Reply, options: CheckOptions, budget_tokens: int) -> 
 def _no_tool_call(answer: ChatAnswer, options: CheckOptions, budget_tokens: int) -> Outcome:
     marker = tool_call_marker_in(answer.content) or tool_call_marker_in(answer.reasoning)
     if marker is None:
-        return _fail(f"no tool call: the model answered in text: {clip(answer.content or answer.reasoning)}")
+        return _fail(f"no tool call: the model answered in text: {shown(answer.content or answer.reasoning)}")
     if answer.finish_reason == "length":
         return _fail(f"no tool call: a call ({marker!r}) was cut off at the {budget_tokens}-token budget and came "
                      "back as text", marker=marker)
@@ -410,7 +409,7 @@ def check_needle(context: _Context) -> CheckResult:
     reply = context.chat(haystack.messages, budget)
     outcome = score_answer(reply, Question("needle", "", haystack.code, "text"), context.options, budget)
     # The size goes into the reason itself: a pass on a scaled-down haystack must say so.
-    outcome = replace(outcome, reason=f"{outcome.reason} ({haystack.note})")
+    outcome = replace(outcome, reason=f"{outcome.reason}; {haystack.note}")
     return _result("needle", reply, outcome, code=haystack.code, prompt_tokens=haystack.prompt_tokens,
                    prompt_tokens_estimated=haystack.is_estimate, depth_fraction=haystack.depth_fraction)
 

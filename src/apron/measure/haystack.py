@@ -52,7 +52,7 @@ def target_tokens(max_model_len_tokens: int | None, answer_budget_tokens: int) -
     if room >= FULL_HAYSTACK_TOKENS:
         return FULL_HAYSTACK_TOKENS, "full 32k haystack"
     return max(room, 0), (f"haystack scaled down to {room} tokens: the served max_model_len is "
-                          f"{max_model_len_tokens} ({answer_budget_tokens} kept for the answer)")
+                          f"{max_model_len_tokens}, {answer_budget_tokens} kept for the answer")
 
 
 def build_haystack(count_tokens: Callable[[list[dict]], int | None], *, max_model_len_tokens: int | None,

@@ -68,3 +68,8 @@ def clip(text: str, limit: int = 80) -> str:
     """A quoted piece of model text for a one-line reason."""
     text = text if len(text) <= limit else text[: limit - 1] + "…"
     return json.dumps(text, ensure_ascii=False)
+
+
+def shown(text: str) -> str:
+    """Model text for a reason; a run of whitespace is named as such (random weights emit pages of it)."""
+    return clip(text) if text.strip() else f"only whitespace {clip(text, 12)}"
