@@ -30,6 +30,8 @@ ENGINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE
 FAST_ARGS = ["--max-model-len", "512", "--dtype", "bfloat16", "--enforce-eager",
              "--kv-cache-memory-bytes", str(64 * 2**20), "--distributed-executor-backend", "uni"]
 FAST_ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
+# Structured output without free whitespace (xgrammar; the option needs an explicit backend).
+COMPACT_JSON_ARGS = ["--structured-outputs-config", '{"backend": "xgrammar", "disable_any_whitespace": true}']
 
 
 def vllm_venv() -> Path:

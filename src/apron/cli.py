@@ -251,6 +251,80 @@ def engine_diff_command(old: str, new: str, as_json: bool) -> None:
         click.echo(line)
 
 
+@cli.command("check")
+@click.argument("url")
+@click.option("--model", required=True, help="The served model name (as /v1/models lists it).")
+@click.option("--suite", type=click.Choice(["short", "deploy"]), default="short", show_default=True,
+              help="short: three exact questions; deploy: needle, tool call, JSON schema, image, reasoning.")
+@click.option("--only", multiple=True, help="Run only this check (repeatable), e.g. --only tool_call.")
+@click.option("--multimodal", is_flag=True, help="The model takes images: run the image check.")
+@click.option("--reasoning-effort", type=click.Choice(["none", "minimal", "low", "medium", "high", "xhigh", "max"]),
+              help="Send reasoning_effort (for chat templates that read it; low keeps answers short).")
+@click.option("--reasoning/--no-reasoning", default=None,
+              help="The model thinks before answering (default: judge from its replies).")
+@click.option("--reasoning-parser", help="The model's reasoning parser, named in fixes.")
+@click.option("--tool-parser", help="The model's tool-call parser, named in fixes.")
+@click.option("--tool-choice", type=click.Choice(["auto", "required", "named"]), default="auto", show_default=True,
+              help="auto goes through the server's tool parser; required/named are constrained by the server.")
+@click.option("--answer-budget-tokens", type=int, default=64, show_default=True, help="max_tokens for a short answer.")
+@click.option("--seed", type=int, help="Seed for the needle, its depth and the image colour (default: random).")
+@click.option("--timeout", "timeout_seconds", type=float, default=600, show_default=True, help="Seconds per request.")
+@click.option("--json", "as_json", is_flag=True, help="Print the apron.check/1 JSON document.")
+def check_command(url, model, suite, only, multimodal, reasoning_effort, reasoning, reasoning_parser, tool_parser,
+                  tool_choice, answer_budget_tokens, seed, timeout_seconds, as_json) -> None:
+    """Will the model at URL answer the way users ask? Exit 1 if a check fails."""
+    from apron.errors import Failed
+    from apron.measure.checks import run_checks
+
+    report = run_checks(url, model, suite, multimodal=multimodal, reasoning_effort=reasoning_effort,
+                        reasoning=reasoning, reasoning_parser=reasoning_parser, tool_parser=tool_parser,
+                        tool_choice=tool_choice, answer_budget_tokens=answer_budget_tokens, seed=seed,
+                        timeout_seconds=timeout_seconds, only=tuple(only) or None, progress=say)
+    if as_json:
+        emit_json(report.to_json())
+    else:
+        from apron.report.answers import render_check_report
+
+        click.echo(render_check_report(report))
+    if report.verdict != "answered":
+        failed = [r.name for r in report.results if r.status == "fail"]
+        raise Failed(f"not answered: {len(failed)} of {len(report.results)} checks failed ({', '.join(failed)})")
+
+
+@cli.command("serve-test")
+@click.argument("url")
+@click.option("--model", required=True, help="The served model name (as /v1/models lists it).")
+@click.option("--vllm", "vllm_executable", help="The `vllm` executable (default: the one on PATH).")
+@click.option("--num-prompts", type=int, default=50, show_default=True)
+@click.option("--input-len", type=int, default=512, show_default=True, help="Tokens in per request.")
+@click.option("--output-len", type=int, default=128, show_default=True, help="Tokens out per request.")
+@click.option("--concurrency", type=int, default=4, show_default=True, help="Requests in flight at once.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--tokenizer", help="Tokenizer for the prompts (default: the served model's root from /v1/models).")
+@click.option("--result-dir", type=click.Path(file_okay=False),
+              help="Where the result JSON goes (default: Apron's data dir).")
+@click.option("--timeout", "timeout_seconds", type=float, default=1800, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the apron.serve_test/1 JSON document.")
+def serve_test_command(url, model, vllm_executable, num_prompts, input_len, output_len, concurrency, seed, tokenizer,
+                       result_dir, timeout_seconds, as_json) -> None:
+    """How fast does the model at URL serve? vLLM's own `vllm bench serve`; exit 1 if requests fail."""
+    from apron.errors import Failed
+    from apron.measure.servetest import run_serve_test
+
+    report = run_serve_test(url, model, vllm_executable=vllm_executable, num_prompts=num_prompts,
+                            input_len=input_len, output_len=output_len, concurrency=concurrency, seed=seed,
+                            tokenizer=tokenizer, result_dir=result_dir, timeout_seconds=timeout_seconds,
+                            progress=say)
+    if as_json:
+        emit_json(report.to_json())
+    else:
+        from apron.report.answers import render_serve_report
+
+        click.echo(render_serve_report(report))
+    if report.verdict != "served":
+        raise Failed(f"not served: {report.reason}")
+
+
 def main(argv: list[str] | None = None) -> int:
     debug = os.environ.get("APRON_DEBUG") == "1"
     try:
