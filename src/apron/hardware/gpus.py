@@ -6,7 +6,7 @@ import json
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
+from pathlib import Path
 
 from apron.errors import BadInput
 
@@ -48,7 +48,7 @@ def _entry(raw: dict) -> Gpu:
 
 @lru_cache(maxsize=1)
 def all_gpus() -> tuple[Gpu, ...]:
-    data = json.loads(resources.files("apron.hardware").joinpath("gpus.json").read_text())
+    data = json.loads((Path(__file__).parent / "gpus.json").read_text())
     return tuple(_entry(raw) for raw in data["gpus"])
 
 
