@@ -117,6 +117,32 @@ def gpus_command(as_json: bool) -> None:
                    f"{', '.join(r['aliases'])}")
 
 
+@cli.group("log")
+def log_group() -> None:
+    """Read vLLM logs."""
+
+
+@log_group.command("parse")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Print every field as JSON.")
+def log_parse_command(file, as_json) -> None:
+    """What a vLLM start-up log says: memory accounting, timings, config, errors (null when not printed)."""
+    from apron.measure.logparse import parse_file
+
+    parsed = parse_file(file).to_json()
+    if as_json:
+        emit_json(parsed)
+        return
+    for name, value in parsed.items():
+        if name in ("sources", "per_rank") or value in (None, [], {}):
+            continue
+        if name == "errors":
+            for line in value:
+                click.echo(f"error: {line[:300]}")
+            continue
+        click.echo(f"{name:<36} {value}")
+
+
 def main(argv: list[str] | None = None) -> int:
     debug = os.environ.get("APRON_DEBUG") == "1"
     try:
