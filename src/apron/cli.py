@@ -117,6 +117,12 @@ def gpus_command(as_json: bool) -> None:
                    f"{', '.join(r['aliases'])}")
 
 
+def _store(records: str | None):
+    from apron.records.store import RecordStore
+
+    return RecordStore(records)
+
+
 @cli.group("log")
 def log_group() -> None:
     """Read vLLM logs."""
@@ -141,6 +147,72 @@ def log_parse_command(file, as_json) -> None:
                 click.echo(f"error: {line[:300]}")
             continue
         click.echo(f"{name:<36} {value}")
+
+
+@cli.group("records")
+def records_group() -> None:
+    """Plans and boots kept side by side (content-addressed JSON)."""
+
+
+@records_group.command("list")
+@click.option("--records", type=click.Path(file_okay=False), help="Record store folder.")
+@click.option("--kind", type=click.Choice(["plan", "boot"]))
+@click.option("--json", "as_json", is_flag=True)
+def records_list_command(records, kind, as_json) -> None:
+    """Every record in the store, newest boots last."""
+    from apron.records.report import render_list, summary_row
+
+    rows = [summary_row(r) for r in _store(records).all()]
+    rows = [r for r in rows if kind is None or r["kind"] == kind]
+    rows.sort(key=lambda r: (r["kind"] != "plan", r["created_at"] or "", r["id"]))
+    if as_json:
+        emit_json(rows)
+    else:
+        click.echo(render_list(rows))
+
+
+@records_group.command("show")
+@click.argument("record_id")
+@click.option("--records", type=click.Path(file_okay=False))
+@click.option("--log", "with_log", is_flag=True, help="Print the engine log stored with a boot record.")
+@click.option("--json", "as_json", is_flag=True)
+def records_show_command(record_id, records, with_log, as_json) -> None:
+    """One record (a unique id prefix is enough)."""
+    from apron.records.report import render_boot
+
+    store = _store(records)
+    record = store.get(record_id)
+    if with_log:
+        sha = record.document.get("log", {}).get("sha256")
+        if not sha:
+            raise BadInput(f"record {record.id[:12]} has no log")
+        sys.stdout.write(store.get_blob(sha).decode("utf-8", errors="replace"))
+        return
+    if as_json or record.kind == "plan":
+        emit_json({"id": record.id, **record.document})
+    else:
+        click.echo(render_boot(record))
+
+
+@records_group.command("compare")
+@click.argument("record_id")
+@click.option("--records", type=click.Path(file_okay=False))
+@click.option("--json", "as_json", is_flag=True)
+def records_compare_command(record_id, records, as_json) -> None:
+    """Predicted (the linked plan) beside measured (the boot), with the error per quantity."""
+    from apron.records.documents import compare
+    from apron.records.report import render_compare
+
+    store = _store(records)
+    boot_record = store.get(record_id)
+    if boot_record.kind != "boot":
+        raise BadInput(f"record {boot_record.id[:12]} is a {boot_record.kind}, not a boot: compare takes a boot id")
+    plan_record = store.get(boot_record.document["plan_id"])
+    table = compare(plan_record.document["plan"], boot_record.document)
+    if as_json:
+        emit_json(table)
+    else:
+        click.echo(render_compare(table))
 
 
 def main(argv: list[str] | None = None) -> int:
