@@ -233,7 +233,11 @@ ACCOUNTING = {
 def facts_log_formats(version: str) -> list[dict]:
     from apron.engine.facts import known_versions, load_facts
 
-    if version not in known_versions():
+    try:
+        known = known_versions()
+    except OSError:  # no facts folder at all in this checkout
+        known = []
+    if version not in known:
         pytest.fail(f"engine facts for vLLM {version} are not installed: these tests need the facts files "
                     "(src/apron/engine/data/vllm-X.json.gz from branch `facts`)")
     return load_facts(version).data["log_formats"]
