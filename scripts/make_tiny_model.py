@@ -16,7 +16,7 @@ config.json, generation_config.json, model.safetensors, tokenizer.json,
 tokenizer_config.json, chat_template.jinja.
 
 Usage:
-    python make_tiny_model.py OUT_DIR [--tools] [--deep] [--arch llama|gemma2]
+    python make_tiny_model.py OUT_DIR [--tools] [--think] [--deep] [--arch llama|gemma2]
         [--architectures NAME] [--vocab 2048] [--hidden 128] [--layers 2]
         [--heads 2] [--kv-heads 1] [--inter 256] [--max-pos 2048]
         [--model-max-length N] [--dtype bfloat16] [--seed 0]
@@ -28,6 +28,10 @@ Options beyond the research version:
                    to the vocabulary as single non-special tokens, like Hermes /
                    Qwen2.5 models. Use with
                    `vllm serve --enable-auto-tool-choice --tool-call-parser hermes`.
+  --think          `<think>` and `</think>` added to the vocabulary as single non-special
+                   tokens (as in Qwen3 / DeepSeek-R1), so vLLM's token-based reasoning
+                   parsers load: `vllm serve --reasoning-parser deepseek_r1` puts the
+                   output in the response's `reasoning` field until `</think>`.
   --deep           more layers and a long context: --layers 8 --max-pos 32768
                    (unless given explicitly). KV bytes/token = 2 * layers *
                    kv_heads * head_dim * 2 (bf16) = 2048 B for --deep defaults,
@@ -121,6 +125,7 @@ TOOLS_CHAT_TEMPLATE = r"""{%- if tools %}
 
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|pad|>"]
 TOOL_TOKENS = ["<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>"]
+THINK_TOKENS = ["<think>", "</think>"]
 
 WORDS = (
     "the a an of to in is it that for on with as was at by be this from or "
@@ -260,7 +265,7 @@ def save_safetensors(path: str, tensors: dict, dtype: str) -> None:
             f.write(b)
 
 
-def build_tokenizer(vocab_size: int, seed: int, tools: bool):
+def build_tokenizer(vocab_size: int, seed: int, tools: bool, think: bool = False):
     """Train the byte-level BPE with `tokenizers` only (no transformers import)."""
     from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 
@@ -282,6 +287,9 @@ def build_tokenizer(vocab_size: int, seed: int, tools: bool):
         # Non-special added tokens (as in Hermes/Qwen2.5): one id each, and
         # they survive skip_special_tokens=True detokenization.
         tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in TOOL_TOKENS])
+    if think:
+        # Reasoning parsers look the think tags up as single vocabulary ids and refuse to load without them.
+        tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in THINK_TOKENS])
     return tok
 
 
@@ -289,6 +297,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("out_dir")
     ap.add_argument("--tools", action="store_true", help="Hermes-style tools chat template + <tool_call> tokens")
+    ap.add_argument("--think", action="store_true", help="<think>/</think> tokens for vLLM's reasoning parsers")
     ap.add_argument("--deep", action="store_true", help="defaults --layers 8 --max-pos 32768")
     ap.add_argument("--arch", default="llama", choices=["llama", "gemma2"])
     ap.add_argument("--architectures", default=None, help="overwrite config.json architectures (e.g. a fake name)")
@@ -315,7 +324,7 @@ def main(argv=None) -> int:
     os.makedirs(args.out_dir, exist_ok=True)
     out = lambda name: os.path.join(args.out_dir, name)  # noqa: E731
 
-    tok = build_tokenizer(args.vocab, args.seed, args.tools)
+    tok = build_tokenizer(args.vocab, args.seed, args.tools, args.think)
     vocab_size = tok.get_vocab_size(with_added_tokens=True)  # trained size may be < requested
     padded_vocab = ((vocab_size + 63) // 64) * 64  # pad embedding table to x64
     ids = {k: tok.token_to_id(t) for k, t in (("bos", "<|endoftext|>"), ("eos", "<|im_end|>"), ("pad", "<|pad|>"))}
@@ -365,6 +374,7 @@ def main(argv=None) -> int:
         "model_max_length": args.model_max_length,
         "kv_bytes_per_token": 2 * args.layers * args.kv_heads * head_dim * itemsize,
         "tools_template": args.tools,
+        "think_tokens": args.think,
         "vocab_size_tokenizer": vocab_size,
         "vocab_size_model": padded_vocab,
         "dtype": args.dtype,

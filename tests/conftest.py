@@ -127,12 +127,14 @@ def tiny_models(tmp_path_factory):
 @pytest.fixture(scope="session")
 def cpu_engine(tiny_models, tmp_path_factory):
     """One real vLLM CPU engine for the session, serving the tools-capable tiny model as 'tiny'
-    (fast boot: eager, 64 MiB KV cache, one process; Hermes tool parser on)."""
-    from engine_env import FAST_ARGS, Engine, engine_lock
+    (fast boot: eager, 64 MiB KV cache, one process; Hermes tool parser on; compact structured output,
+    because vLLM's default JSON grammar allows whitespace between tokens and random weights repeat it
+    until the token budget ends)."""
+    from engine_env import COMPACT_JSON_ARGS, FAST_ARGS, Engine, engine_lock
 
     model = tiny_models("tiny-tools", "--tools")
     run_dir = tmp_path_factory.mktemp("engine")
-    args = FAST_ARGS + ["--enable-auto-tool-choice", "--tool-call-parser", "hermes"]
+    args = FAST_ARGS + ["--enable-auto-tool-choice", "--tool-call-parser", "hermes"] + COMPACT_JSON_ARGS
     with engine_lock():
         engine = Engine(model, run_dir, args=args).start()
         try:
@@ -153,3 +155,22 @@ def ssh_server(tmp_path_factory):
         yield server
     finally:
         server.stop()
+
+
+def _shipped_facts_present() -> bool:
+    from apron.engine.facts import known_versions, load_facts
+    from apron.errors import ApronError
+
+    from apron.rules.families import facts_refusals
+
+    try:
+        return any(facts_refusals(load_facts(v)) for v in known_versions())
+    except (ApronError, OSError):
+        return False
+
+
+def pytest_runtest_setup(item):
+    """Tests marked needs_engine_facts read the engine facts files that ship with the `facts` branch;
+    until it is merged they skip instead of failing."""
+    if item.get_closest_marker("needs_engine_facts") and not _shipped_facts_present():
+        pytest.skip("needs the shipped engine facts (branch facts, not merged here yet)")

@@ -20,10 +20,10 @@ def main() -> int:
     mode = os.environ.get("FAKE_VLLM_MODE", "serve")
     out = sys.stdout.buffer
     if mode == "fail":
-        out.write((LOGS / "cpu-0.32.0-d_kv_too_small_fast_1048575.log").read_bytes())
+        out.write((LOGS / "d_kv_too_small_fast_1048575.log").read_bytes())
         out.flush()
         return 1
-    healthy = (LOGS / "cpu-0.32.0-a_healthy_fast_uni.log").read_bytes()
+    healthy = (LOGS / "a_healthy_fast_uni.log").read_bytes()
     head, tail = healthy.split(b"INFO:     Started server process", 1)
     out.write(head)
     filler = b"(EngineCore pid=8014) DEBUG 11-30 07:56:41 [fake.py:1] " + b"x" * 140 + b"\n"

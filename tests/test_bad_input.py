@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import materialize, snapshot_document, snapshot_path
+from conftest import snapshot_path
 
 GOOD_HEADER = {"__metadata__": {"format": "pt"},
                "a": {"dtype": "BF16", "shape": [2, 2], "data_offsets": [0, 8]},

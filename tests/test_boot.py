@@ -263,11 +263,12 @@ def assert_no_engine_left(record: dict) -> None:
 
 @pytest.mark.engine
 def test_boot_local_real_engine(tiny_gemma2, tmp_path, apron_home):
-    from engine_env import engine_lock, vllm_venv
+    from engine_env import engine_lock, shared_vllm_cache, vllm_venv
 
     store = RecordStore(tmp_path / "records")
     options = BootOptions(venv=str(vllm_venv()), weights=str(tiny_gemma2), profile="cpu",
-                          served_model_name="tiny", health_timeout_seconds=600)
+                          served_model_name="tiny", health_timeout_seconds=600,
+                          extra_env={"VLLM_CACHE_ROOT": shared_vllm_cache()})
     with engine_lock():
         result = boot(json.loads(PLAN_FILE.read_text()), [parse_target("local")], options, store, after_healthy=ask)
     record = result.record
@@ -281,12 +282,13 @@ def test_boot_local_real_engine(tiny_gemma2, tmp_path, apron_home):
 
 @pytest.mark.engine
 def test_boot_ssh_real_engine_through_the_cli(tiny_gemma2, ssh_server, tmp_path, apron_home):
-    from engine_env import engine_lock, vllm_venv
+    from engine_env import engine_lock, shared_vllm_cache, vllm_venv
 
     records = tmp_path / "records"
     with engine_lock():
         result = run_cli("boot", str(PLAN_FILE), "--on", ssh_server.target, *ssh_server.ssh_args(),
                          "--venv", str(vllm_venv()), "--weights", str(tiny_gemma2), "--profile", "cpu",
+                         "--env", f"VLLM_CACHE_ROOT={shared_vllm_cache()}",
                          "--workdir", str(tmp_path / "remote"), "--records", str(records), "--json")
     assert result.returncode == 0, result.stderr[-3000:]
     document = json.loads(result.stdout)
@@ -305,12 +307,13 @@ def test_boot_ssh_real_engine_through_the_cli(tiny_gemma2, ssh_server, tmp_path,
 @pytest.mark.engine
 def test_boot_records_a_real_engine_refusal(tiny_gemma2, tmp_path, apron_home):
     """vLLM's own validation refuses a max_model_len past the model's: a model failure, with its words."""
-    from engine_env import engine_lock, vllm_venv
+    from engine_env import engine_lock, shared_vllm_cache, vllm_venv
 
     records = tmp_path / "records"
     with engine_lock():
         result = run_cli("boot", str(PLAN_FILE), "--on", "local", "--venv", str(vllm_venv()), "--weights",
                          str(tiny_gemma2), "--profile", "cpu", "--extra-args", "--max-model-len 999999",
+                         "--env", f"VLLM_CACHE_ROOT={shared_vllm_cache()}",
                          "--records", str(records), "--json")
     assert result.returncode == 1
     document = json.loads(result.stdout)

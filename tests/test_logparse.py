@@ -18,7 +18,7 @@ LOGS = FIXTURES / "logs"
 
 
 def test_cpu_explicit_kv_boot():
-    parsed = parse_file(LOGS / "cpu-0.32.0-a_healthy_fast_uni.log")
+    parsed = parse_file(LOGS / "a_healthy_fast_uni.log")
     assert parsed.engine_version == "0.32.0"
     assert parsed.platform == "cpu" and parsed.kv_cache_source == "explicit"
     assert parsed.available_kv_bytes == round(0.06 * GIB)  # "Explicitly set (0.06/10.96) GiB for KV cache"
@@ -38,7 +38,7 @@ def test_cpu_explicit_kv_boot():
 
 
 def test_cpu_auto_kv_boot_reads_non_kv_usage():
-    parsed = parse_file(LOGS / "cpu-0.32.0-c_auto_kv_util_005.log")
+    parsed = parse_file(LOGS / "c_auto_kv_util_005.log")
     assert parsed.kv_cache_source == "auto"
     assert parsed.available_kv_bytes == round(0.01 * GIB)
     assert parsed.requested_bytes == round(0.55 * GIB)
@@ -47,7 +47,7 @@ def test_cpu_auto_kv_boot_reads_non_kv_usage():
 
 
 def test_worker_process_lines_are_read_in_multiprocess_mode():
-    parsed = parse_file(LOGS / "cpu-0.32.0-b_healthy_mp_eager.log")  # KV line from "(Worker pid=..)"
+    parsed = parse_file(LOGS / "b_healthy_mp_eager.log")  # KV line from "(Worker pid=..)"
     assert parsed.available_kv_bytes == round(0.06 * GIB) and parsed.kv_tokens == 131072
 
 
@@ -60,21 +60,21 @@ def test_worker_process_lines_are_read_in_multiprocess_mode():
     ("g_no_weight_files", "RuntimeError: Cannot find any model weights"),
 ])
 def test_refusals_keep_the_engines_error(name, expected):
-    parsed = parse_file(LOGS / f"cpu-0.32.0-{name}.log")
+    parsed = parse_file(LOGS / f"{name}.log")
     assert any(expected in line for line in parsed.errors), parsed.errors
     assert all(not line.startswith(("File ", "Traceback", " ")) for line in parsed.errors)
 
 
 def test_errors_after_shutdown_are_kept_apart():
     # A healthy boot stopped by SIGTERM logs EngineDeadError after "[shutdown]": not an error of the boot.
-    text = (LOGS / "cpu-0.32.0-a_healthy_fast_uni.log").read_text()
+    text = (LOGS / "a_healthy_fast_uni.log").read_text()
     text += ("(APIServer pid=1) ERROR 11-30 06:26:26 [async_llm.py:906] vllm.v1.engine.exceptions.EngineDeadError: "
              "EngineCore encountered an issue. See stack trace (above) for the root cause.\n")
     parsed = parse_log(text)
     assert parsed.errors == ()
     assert any("EngineDeadError" in e for e in parsed.errors_after_shutdown)
     # The API server refusing a tool parser stops the engine core first: the cause follows [shutdown].
-    refused = parse_file(LOGS / "cpu-0.32.0-tool_parser_refused.log")
+    refused = parse_file(LOGS / "tool_parser_refused.log")
     assert refused.errors == ()
     assert any("Llama3JsonToolParser could not locate the bot token" in e for e in refused.errors_after_shutdown)
 
@@ -196,7 +196,7 @@ def test_torch_compile_seconds_sum_tagged_submodels():
 
 def test_cli_log_parse_json(tmp_path):
     result = subprocess.run([sys.executable, "-m", "apron.cli", "log", "parse", "--json",
-                             str(LOGS / "cpu-0.32.0-a_healthy_fast_uni.log")], capture_output=True, text=True)
+                             str(LOGS / "a_healthy_fast_uni.log")], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     document = json.loads(result.stdout)
     assert document["kv_tokens"] == 131072 and document["weights_bytes"] is None
@@ -239,8 +239,8 @@ def facts_log_formats(version: str) -> list[dict]:
         known = []
     if version not in known:
         pytest.fail(f"engine facts for vLLM {version} are not installed: these tests need the facts files "
-                    "(src/apron/engine/data/vllm-X.json.gz from branch `facts`)")
-    return load_facts(version).data["log_formats"]
+                    "(src/apron/engine/data/vllm-X.json.gz)")
+    return load_facts(version).log_formats
 
 
 def render(fmt: str, values) -> str:

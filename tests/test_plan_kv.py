@@ -149,3 +149,12 @@ def test_eager_mode_has_no_graphs_and_no_compile_transient(apron_home_with_facts
     assert plan.quantities["cudagraph_bytes"].value == 0
     assert plan.details["activation"]["peak"] != "compile transient"
     assert plan.settings["cudagraph_capture_sizes"] == []
+
+
+def test_registered_stateful_architecture_without_a_modelled_family_is_unknown(apron_home_with_facts):
+    doc = snapshot_document("meta-llama/Llama-3.1-8B-Instruct")
+    doc["files"]["config.json"]["architectures"] = ["FalconH1ForCausalLM"]
+    plan = plan_checkpoint(load_snapshot("falcon-h1.json", document=doc), resolve_gpu("H100"),
+                           UserSettings(max_model_len=8192))
+    assert plan.verdict == "unknown"
+    assert any("recurrent state" in u for u in plan.unknowns)

@@ -83,7 +83,6 @@ def test_plan_against_measured_boots(capsys):
 def test_engine_formula_reproduces_logged_tokens_from_logged_budget(boot):
     """With the measured budget in place of the predicted one, the block planner must give the
     engine's logged token count and concurrency (the budget is only known to 0.005 GiB)."""
-    from dataclasses import replace
 
     from apron.plan.kv.layouts import build_layout
     from apron.plan.kv.planning import plan_kv

@@ -69,7 +69,6 @@ def plan_command(source, gpu, gpu_memory_bytes, gpu_capability, tp, engine, revi
                           max_num_batched_tokens=max_num_batched_tokens, kv_cache_dtype=kv_cache_dtype,
                           dtype=dtype, enforce_eager=enforce_eager, language_model_only=language_model_only),
         engine_version=_engine_option(engine), revision=revision, use_catalog=not no_catalog)
-    from dataclasses import replace
 
     from apron.checkpoint import load_checkpoint
     from apron.plan.planner import engine_diff as diff_plans, plan_checkpoint
@@ -307,6 +306,215 @@ def records_compare_command(record_id, records, as_json) -> None:
         emit_json(table)
     else:
         click.echo(render_compare(table))
+
+
+@cli.command("diagnose")
+@click.argument("logfile", type=click.Path(dir_okay=False))
+@click.option("--plan", "plan_ref", help="The plan the boot ran: a plan JSON file (apron plan --json) or a record id.")
+@click.option("--engine", "engine", help="vLLM release of the boot, e.g. vllm==0.32.0 (default: the plan's, else the log's banner).")
+@click.option("--json", "as_json", is_flag=True, help="Print the apron.diagnosis/1 JSON document.")
+def diagnose_command(logfile, plan_ref, engine, as_json) -> None:
+    """Find the decisive error in a failed boot's LOGFILE, the rule that corrects it, and whether the plan knew."""
+    from apron.report.diagnosis import render_diagnosis
+    from apron.rules import diagnose
+    from apron.rules.plans import load_plan_ref, read_log
+
+    plan = load_plan_ref(plan_ref) if plan_ref else None
+    diagnosis = diagnose(read_log(logfile), plan_json=plan, engine_version=_engine_option(engine))
+    if as_json:
+        emit_json(diagnosis.to_json())
+        return
+    click.echo(render_diagnosis(diagnosis, logfile))
+
+
+@cli.group("rules")
+def rules_group() -> None:
+    """Correction rules and their status (hypothesis or proven) per vLLM release."""
+
+
+@rules_group.command("list")
+@click.option("--engine", "engine", help="Show each rule's status on this release, e.g. vllm==0.32.0.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def rules_list_command(engine, as_json) -> None:
+    """Every correction rule, the failure families it answers, and where it is proven."""
+    from apron.report.diagnosis import render_rules, rule_json
+    from apron.rules import StatusStore, all_rules
+
+    store, version = StatusStore(), _engine_option(engine)
+    statuses = {rule.id: store.statuses(rule.id) for rule in all_rules()}
+    if version:
+        statuses = {rid: {version: store.status(rid, version)} for rid in statuses}
+    if as_json:
+        emit_json([rule_json(rule, statuses[rule.id]) for rule in all_rules()])
+        return
+    click.echo(render_rules(all_rules(), statuses, version))
+
+
+@rules_group.command("show")
+@click.argument("rule_id")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def rules_show_command(rule_id, as_json) -> None:
+    """One rule: what it changes, why, and its status and evidence on every release."""
+    from apron.report.diagnosis import render_rule, rule_json
+    from apron.rules import StatusStore, get_rule
+
+    rule = get_rule(rule_id)
+    statuses = StatusStore().statuses(rule.id)
+    if as_json:
+        emit_json(rule_json(rule, statuses))
+        return
+    click.echo(render_rule(rule, statuses))
+
+
+@cli.group("engine")
+def engine_group() -> None:
+    """Engine facts: what each vLLM release supports and defaults to, read from its own source."""
+
+
+@engine_group.command("sync")
+@click.argument("spec", metavar="vllm==X|WHEEL|TREE")
+@click.option("--out-dir", type=click.Path(file_okay=False), default=None,
+              help="Write the facts file here instead of Apron's cache.")
+@click.option("--jobs", type=click.IntRange(min=1), default=None, help="Parser processes (default: CPUs).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def engine_sync_command(spec: str, out_dir: str | None, jobs: int | None, as_json: bool) -> None:
+    """Read a release's facts from its wheel (pip download) or a local wheel or source tree."""
+    from pathlib import Path
+
+    from apron.engine.sync import sync
+
+    result = sync(spec, Path(out_dir) if out_dir else None, say=say, jobs=jobs)
+    row = {"version": result.version, "path": str(result.path), "sha256": result.facts["source"]["sha256"],
+           "num_architectures": len(result.facts["registry"]["architectures"]),
+           "extract_seconds": round(result.extract_seconds, 2), "gaps": result.facts["gaps"]}
+    if as_json:
+        emit_json(row)
+    else:
+        click.echo(str(result.path))
+
+
+@engine_group.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def engine_list_command(as_json: bool) -> None:
+    """List the releases Apron has facts for (shipped and synced)."""
+    from apron.engine.summary import list_rows
+
+    rows = list_rows()
+    if as_json:
+        emit_json(rows)
+        return
+    for r in rows:
+        click.echo(f"{r['version']:<10} {r['origin']:<8} {r['num_architectures']:>4} architectures  "
+                   f"{r['torch'] or '':<14} {r['filename']}")
+
+
+@engine_group.command("show")
+@click.argument("version", metavar="X")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (a summary; --full for everything).")
+@click.option("--full", is_flag=True, help="With --json: the whole facts document.")
+def engine_show_command(version: str, as_json: bool, full: bool) -> None:
+    """Show one release's facts: counts, pins, defaults and gaps."""
+    from apron.engine.facts import load_facts, parse_engine_spec
+    from apron.engine.summary import render_summary, summary
+
+    facts = load_facts(parse_engine_spec(version))
+    if as_json:
+        emit_json(facts.full_data if full else summary(facts))
+        return
+    for line in render_summary(summary(facts)):
+        click.echo(line)
+
+
+@engine_group.command("diff")
+@click.argument("old", metavar="X")
+@click.argument("new", metavar="Y")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def engine_diff_command(old: str, new: str, as_json: bool) -> None:
+    """What changed from release X to release Y, and which mirrored functions need re-checking."""
+    from apron.engine.diff import diff_facts
+    from apron.engine.facts import load_facts, parse_engine_spec
+    from apron.engine.summary import render_diff
+
+    diff = diff_facts(load_facts(parse_engine_spec(old)).full_data, load_facts(parse_engine_spec(new)).full_data)
+    if as_json:
+        emit_json(diff)
+        return
+    for line in render_diff(diff):
+        click.echo(line)
+
+
+@cli.command("check")
+@click.argument("url")
+@click.option("--model", required=True, help="The served model name (as /v1/models lists it).")
+@click.option("--suite", type=click.Choice(["short", "deploy"]), default="short", show_default=True,
+              help="short: three exact questions; deploy: needle, tool call, JSON schema, image, reasoning.")
+@click.option("--only", multiple=True, help="Run only this check (repeatable), e.g. --only tool_call.")
+@click.option("--multimodal", is_flag=True, help="The model takes images: run the image check.")
+@click.option("--reasoning-effort", type=click.Choice(["none", "minimal", "low", "medium", "high", "xhigh", "max"]),
+              help="Send reasoning_effort (for chat templates that read it; low keeps answers short).")
+@click.option("--reasoning/--no-reasoning", default=None,
+              help="The model thinks before answering (default: judge from its replies).")
+@click.option("--reasoning-parser", help="The model's reasoning parser, named in fixes.")
+@click.option("--tool-parser", help="The model's tool-call parser, named in fixes.")
+@click.option("--tool-choice", type=click.Choice(["auto", "required", "named"]), default="auto", show_default=True,
+              help="auto goes through the server's tool parser; required/named are constrained by the server.")
+@click.option("--answer-budget-tokens", type=int, default=64, show_default=True, help="max_tokens for a short answer.")
+@click.option("--seed", type=int, help="Seed for the needle, its depth and the image colour (default: random).")
+@click.option("--timeout", "timeout_seconds", type=float, default=600, show_default=True, help="Seconds per request.")
+@click.option("--json", "as_json", is_flag=True, help="Print the apron.check/1 JSON document.")
+def check_command(url, model, suite, only, multimodal, reasoning_effort, reasoning, reasoning_parser, tool_parser,
+                  tool_choice, answer_budget_tokens, seed, timeout_seconds, as_json) -> None:
+    """Will the model at URL answer the way users ask? Exit 1 if a check fails."""
+    from apron.errors import Failed
+    from apron.measure.checks import run_checks
+
+    report = run_checks(url, model, suite, multimodal=multimodal, reasoning_effort=reasoning_effort,
+                        reasoning=reasoning, reasoning_parser=reasoning_parser, tool_parser=tool_parser,
+                        tool_choice=tool_choice, answer_budget_tokens=answer_budget_tokens, seed=seed,
+                        timeout_seconds=timeout_seconds, only=tuple(only) or None, progress=say)
+    if as_json:
+        emit_json(report.to_json())
+    else:
+        from apron.report.answers import render_check_report
+
+        click.echo(render_check_report(report))
+    if report.verdict != "answered":
+        failed = [r.name for r in report.results if r.status == "fail"]
+        raise Failed(f"not answered: {len(failed)} of {len(report.results)} checks failed ({', '.join(failed)})")
+
+
+@cli.command("serve-test")
+@click.argument("url")
+@click.option("--model", required=True, help="The served model name (as /v1/models lists it).")
+@click.option("--vllm", "vllm_executable", help="The `vllm` executable (default: the one on PATH).")
+@click.option("--num-prompts", type=int, default=50, show_default=True)
+@click.option("--input-len", type=int, default=512, show_default=True, help="Tokens in per request.")
+@click.option("--output-len", type=int, default=128, show_default=True, help="Tokens out per request.")
+@click.option("--concurrency", type=int, default=4, show_default=True, help="Requests in flight at once.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--tokenizer", help="Tokenizer for the prompts (default: the served model's root from /v1/models).")
+@click.option("--result-dir", type=click.Path(file_okay=False),
+              help="Where the result JSON goes (default: Apron's data dir).")
+@click.option("--timeout", "timeout_seconds", type=float, default=1800, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the apron.serve_test/1 JSON document.")
+def serve_test_command(url, model, vllm_executable, num_prompts, input_len, output_len, concurrency, seed, tokenizer,
+                       result_dir, timeout_seconds, as_json) -> None:
+    """How fast does the model at URL serve? vLLM's own `vllm bench serve`; exit 1 if requests fail."""
+    from apron.errors import Failed
+    from apron.measure.servetest import run_serve_test
+
+    report = run_serve_test(url, model, vllm_executable=vllm_executable, num_prompts=num_prompts,
+                            input_len=input_len, output_len=output_len, concurrency=concurrency, seed=seed,
+                            tokenizer=tokenizer, result_dir=result_dir, timeout_seconds=timeout_seconds,
+                            progress=say)
+    if as_json:
+        emit_json(report.to_json())
+    else:
+        from apron.report.answers import render_serve_report
+
+        click.echo(render_serve_report(report))
+    if report.verdict != "served":
+        raise Failed(f"not served: {report.reason}")
 
 
 def main(argv: list[str] | None = None) -> int:

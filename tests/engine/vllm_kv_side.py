@@ -23,7 +23,7 @@ os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
 import torch  # noqa: E402
 from vllm.config import VllmConfig  # noqa: E402
 from vllm.model_executor.layers.mamba.mamba_utils import (  # noqa: E402
-    MambaStateDtypeCalculator, MambaStateShapeCalculator)
+    MambaStateShapeCalculator)
 from vllm.v1.attention.backend import MultipleOf  # noqa: E402
 from vllm.v1.core import kv_cache_utils as ku  # noqa: E402
 from vllm.v1.kv_cache_interface import (FullAttentionSpec, MambaSpec, MLAAttentionSpec,  # noqa: E402

@@ -207,7 +207,10 @@ class BootRun:
         return vllm_path, python, resolved
 
     def _identity(self, python: str) -> dict:
-        result = self._check(self.host.run(f"{q(python)} -", 120, stdin=IDENTITY.encode()), "identity")
+        # The engine's --env values reach the probe too: APRON_IMAGE_DIGEST names a container image.
+        env = " ".join(f"{k}={q(v)}" for k, v in sorted(self.options.extra_env.items()))
+        script = f"env {env} {q(python)} -" if env else f"{q(python)} -"
+        result = self._check(self.host.run(script, 120, stdin=IDENTITY.encode()), "identity")
         return json.loads(result.stdout.strip().splitlines()[-1])
 
     def _weights(self, python: str, workdir: str) -> str:

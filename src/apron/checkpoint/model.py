@@ -45,9 +45,17 @@ class Checkpoint:
     def model_type(self) -> str:
         return str(self.config.get("model_type") or "")
 
-    @property
+    @cached_property
     def total_tensor_bytes(self) -> int:
-        return sum(t.num_bytes for t in self.tensors)
+        return sum(self.shard_bytes.values())
+
+    @cached_property
+    def shard_bytes(self) -> dict[str, int]:
+        """Data bytes per safetensors file (what vLLM reads from each shard)."""
+        sizes: dict[str, int] = {}
+        for tensor in self.tensors:
+            sizes[tensor.file] = sizes.get(tensor.file, 0) + tensor.num_bytes
+        return sizes
 
     @property
     def label(self) -> str:

@@ -1,29 +1,88 @@
 """Load an engine facts file and answer the planner's questions from it.
 
 The files are written by `apron engine sync` (see docs/engine-facts.md); shipped ones live in
-`apron/engine/data/`, synced ones in Apron's cache folder. Nothing here hard-codes an engine default.
+`apron/engine/data/`, synced ones in Apron's cache folder (a synced file wins over a shipped one of
+the same version). Nothing here hard-codes an engine default: every answer comes from the facts of
+the release asked about, and where the facts say "not statically resolvable" the answer is None.
 """
 from __future__ import annotations
 
+import gzip
 import json
 import re
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from importlib import resources
 from pathlib import Path
 
+from apron.engine import templates
 from apron.errors import BadInput
 
 FACTS_SCHEMA = "apron.engine-facts/1"
+_FILE_NAME = re.compile(r"vllm-(.+?)\.json(\.gz)?")
+REGISTRY_FUNCTION = "_ModelRegistry._raise_for_unsupported"
+QUANT_FUNCTION = "VllmConfig._get_quantization_config"
 
 
 def _version_key(version: str) -> tuple[int, ...]:
     return tuple(int(x) for x in re.findall(r"\d+", version)[:4])
 
 
+def capability_int(capability) -> int:
+    """(8, 9), "8.9" or 89 -> 89, as vLLM's DeviceCapability.to_int()."""
+    if isinstance(capability, str):
+        major, _, minor = capability.partition(".")
+        return int(major) * 10 + int(minor or 0)
+    if isinstance(capability, (tuple, list)):
+        return int(capability[0]) * 10 + int(capability[1])
+    return int(capability)
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A message the engine would raise, rendered from the release's own template."""
+
+    message: str
+    exception: str
+    file: str
+    function: str
+    is_exact: bool  # every field of the template was filled from known values
+
+
+@dataclass(frozen=True)
+class BatchDefaults:
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    tier_index: int
+    basis: str
+
+
+@dataclass(frozen=True)
+class VersionChoice:
+    version: str | None
+    reason: str
+
+
+# The planner reads everything but these two tables, which are most of a facts file; each facts
+# file therefore has a "core" companion without them (core/vllm-X.json), and the tables load lazily.
+MESSAGE_KEYS = ("log_formats", "refusals")
+
+
 @dataclass(frozen=True)
 class EngineFacts:
     data: dict
+    full_path: str | None = None   # where the full file is, when `data` is the core companion
+
+    @cached_property
+    def _messages(self) -> dict:
+        if all(key in self.data for key in MESSAGE_KEYS) or self.full_path is None:
+            return self.data
+        return _read_facts(self.full_path)
+
+    @property
+    def full_data(self) -> dict:
+        """The whole facts file, message tables included (for show --full, diff and summaries)."""
+        return {**self.data, **{key: self._messages.get(key) for key in MESSAGE_KEYS}}
 
     @property
     def version(self) -> str:
@@ -53,20 +112,155 @@ class EngineFacts:
     def out_of_tree(self, arch: str) -> str | None:
         return self.data["registry"].get("out_of_tree", {}).get(arch)
 
+    def config_hook(self, arch: str) -> str | None:
+        return (self.data.get("config_hooks") or {}).get(arch)
+
     def quantization(self, method: str) -> dict | None:
-        return self.data.get("quantization", {}).get(method)
+        return (self.data.get("quantization") or {}).get(method)
 
     @property
     def reasoning_parsers(self) -> dict[str, dict]:
-        return self.data.get("parsers", {}).get("reasoning", {})
+        return (self.data.get("parsers") or {}).get("reasoning") or {}
 
     @property
     def tool_parsers(self) -> dict[str, dict]:
-        return self.data.get("parsers", {}).get("tool", {})
+        return (self.data.get("parsers") or {}).get("tool") or {}
+
+    def reasoning_parser(self, name: str) -> dict | None:
+        return self.reasoning_parsers.get(name)
+
+    def tool_parser(self, name: str) -> dict | None:
+        return self.tool_parsers.get(name)
+
+    @property
+    def tokenizer_modes(self) -> dict[str, dict]:
+        return (self.data.get("tokenizer") or {}).get("modes") or {}
+
+    def has_tokenizer_mode(self, mode: str) -> bool:
+        """Whether `--tokenizer-mode mode` names a tokenizer this release has."""
+        literal = (self.data.get("tokenizer") or {}).get("literal") or []
+        return mode in self.tokenizer_modes or mode in literal
+
+    def default_tokenizer_mode(self, arch: str) -> str | None:
+        """The mode `tokenizer_mode="auto"` becomes for this architecture, None if it stays auto."""
+        return ((self.data.get("tokenizer") or {}).get("arch_defaults") or {}).get(arch)
 
     def env_default(self, name: str, fallback=None):
         return self.defaults.get("env", {}).get(name, fallback)
 
+    def attention_backend(self, name: str) -> dict | None:
+        return (self.data.get("attention_backends") or {}).get(name)
+
+    def backend_priority(self, compute_capability, use_mla: bool = False) -> list[str] | None:
+        """Backends in the order platforms/cuda.py tries them for this GPU (unconditional entries)."""
+        table = (self.data.get("backend_priority") or {}).get("mla" if use_mla else "default") or {}
+        major = str(capability_int(compute_capability) // 10)
+        return table.get(major, table.get("default"))
+
+    # ------------------------------------------------------------ batch and graph defaults
+
+    def batch_defaults(self, device_total_bytes: int, device_name: str, compute_capability,
+                       usage_context: str = "OPENAI_API_SERVER") -> BatchDefaults | None:
+        """max_num_seqs / max_num_batched_tokens as EngineArgs.get_batch_defaults picks them for this
+        GPU (before the post rules that cap them by max_model_len); None if the tiers are not static."""
+        tiers = self.defaults.get("batch_tiers")
+        if not tiers:
+            return None
+        name = device_name.lower() if self.defaults.get("batch_device_name_lowercased") else device_name
+        capability = capability_int(compute_capability)
+        for index, tier in enumerate(tiers):
+            if tier.get("unparsed_conditions"):
+                return None
+            excluded = {capability_int(c) for c in tier["excluded_capabilities"]}
+            if (device_total_bytes >= tier["min_device_memory_bytes"]
+                    and not any(word in name for word in tier["name_excludes"])
+                    and capability not in excluded):
+                seqs = tier["max_num_seqs"].get(usage_context)
+                tokens = tier["max_num_batched_tokens"].get(usage_context)
+                if seqs is None or tokens is None:
+                    return None
+                return BatchDefaults(seqs, tokens, index, _tier_basis(self.version, tier, usage_context))
+        return None
+
+    def cudagraph_default_max_size(self, compute_capability) -> int | None:
+        """`default_max_graph_size` of VllmConfig._set_cudagraph_sizes for this GPU."""
+        rules = self.defaults.get("cudagraph")
+        if not rules:
+            return None
+        capability = capability_int(compute_capability)
+        for family, size in rules.get("max_graph_size_by_capability_family", {}).items():
+            if capability // 10 == int(family) // 10:
+                return size
+        for exact, size in rules.get("max_graph_size_by_capability", {}).items():
+            if capability == int(exact):
+                return size
+        return rules.get("default_max_graph_size")
+
+    # ------------------------------------------------------------ log lines and refusals
+
+    @property
+    def log_formats(self) -> list[dict]:
+        """[{file, function, level, format}] of every logger call (see docs/engine-facts.md)."""
+        return self._messages.get("log_formats") or []
+
+    @property
+    def refusals(self) -> list[dict]:
+        """[{file, function, exception, template}] of every raise with a message."""
+        return self._messages.get("refusals") or []
+
+    @property
+    def mirrored_functions(self) -> dict[str, str]:
+        return self.data.get("mirrored_functions") or {}
+
+    def refusals_in(self, function: str) -> list[dict]:
+        return [r for r in self.refusals if r["function"] == function]
+
+    def _render(self, function: str, values: dict, required: str) -> Refusal | None:
+        """Render the template in `function` that uses the field `required`."""
+        for refusal in self.refusals_in(function):
+            if required in templates.fields(refusal["template"]):
+                message, exact = templates.render(refusal["template"], values)
+                return Refusal(message, refusal["exception"], refusal["file"], function, exact)
+        return None
+
+    def unregistered_architecture_refusal(self, architectures: list[str]) -> Refusal | None:
+        """What `_ModelRegistry._raise_for_unsupported` raises when no architecture is registered;
+        None if one is. (The engine may first try its Transformers backend; that is the planner's call.)"""
+        if any(self.architecture(arch) for arch in architectures):
+            return None
+        for arch in architectures:
+            version = self.previously_supported(arch)
+            if version is not None:
+                return self._render(REGISTRY_FUNCTION, {"arch": arch, "previous_version": version},
+                                    "previous_version")
+            url = self.out_of_tree(arch)
+            if url is not None:
+                return self._render(REGISTRY_FUNCTION, {"arch": arch, "plugin_url": url}, "plugin_url")
+        values = {"architectures": list(architectures)}
+        if self.data["registry"].get("supported_archs_expr") == "self.models.keys()":
+            values["all_supported_archs"] = dict.fromkeys(self.data["registry"]["order"]).keys()
+        return self._render(REGISTRY_FUNCTION, values, "all_supported_archs")
+
+    def quantization_capability_refusal(self, method: str, compute_capability) -> Refusal | None:
+        """The "not supported for the current GPU. Minimum capability" refusal, if this GPU is below
+        the method's minimum; None if it is not (or the minimum is not static)."""
+        minimum = (self.quantization(method) or {}).get("min_capability")
+        capability = capability_int(compute_capability)
+        if minimum is None or capability >= minimum:
+            return None
+        values = {"model_config.quantization": method, "quant_config.get_min_capability()": minimum,
+                  "capability": capability}
+        return self._render(QUANT_FUNCTION, values, "quant_config.get_min_capability()")
+
+
+def _tier_basis(version: str, tier: dict, usage_context: str) -> str:
+    parts = [f"device memory >= {tier['min_device_memory_bytes'] / 2**30:g} GiB"]
+    parts += [f"{word!r} not in device name" for word in tier["name_excludes"]]
+    parts += ["compute capability != %d.%d" % tuple(c) for c in tier["excluded_capabilities"]]
+    return f"vllm {version} EngineArgs.get_batch_defaults ({' and '.join(parts)}; {usage_context})"
+
+
+# ------------------------------------------------------------------ finding and loading files
 
 def facts_dirs() -> list[Path]:
     """Synced facts (cache) first, then the shipped ones."""
@@ -79,20 +273,30 @@ def facts_dirs() -> list[Path]:
 def _shipped_files() -> dict[str, str]:
     root = resources.files("apron.engine").joinpath("data")
     out = {}
-    for entry in root.iterdir():
-        match = re.fullmatch(r"vllm-(.+)\.json", entry.name)
+    for entry in (root.iterdir() if root.is_dir() else []):
+        match = _FILE_NAME.fullmatch(entry.name)
         if match:
-            out[match.group(1)] = entry.name
+            out.setdefault(match.group(1), entry.name)
     return out
 
 
 def _synced_files() -> dict[str, Path]:
+    folders = tuple((f, f.stat().st_mtime_ns if f.is_dir() else 0) for f in facts_dirs())
+    return dict(_synced_listing(folders))
+
+
+@lru_cache(maxsize=8)
+def _synced_listing(folders: tuple[tuple[Path, int], ...]) -> tuple[tuple[str, Path], ...]:
+    """Keyed by each folder's mtime: a sync (a rename into the folder) changes it, so the listing is
+    re-read exactly when it can have changed, not on every plan."""
     out = {}
-    for folder in facts_dirs():
+    for folder, _ in folders:
         if folder.is_dir():
-            for path in folder.glob("vllm-*.json"):
-                out.setdefault(path.name[5:-5], path)
-    return out
+            for path in sorted(folder.glob("vllm-*.json*")):
+                match = _FILE_NAME.fullmatch(path.name)
+                if match:
+                    out.setdefault(match.group(1), path)
+    return tuple(out.items())
 
 
 def known_versions() -> list[str]:
@@ -100,26 +304,58 @@ def known_versions() -> list[str]:
     return sorted(versions, key=_version_key)
 
 
-@lru_cache(maxsize=None)
-def _load(version: str, path: str | None) -> EngineFacts:
-    if path is not None:
-        text = Path(path).read_text()
-    else:
-        text = resources.files("apron.engine").joinpath("data", _shipped_files()[version]).read_text()
-    data = json.loads(text)
+def facts_origin(version: str) -> str | None:
+    """"synced" or "shipped" for a known version, else None."""
+    if version in _synced_files():
+        return "synced"
+    return "shipped" if version in _shipped_files() else None
+
+
+def _decode(name: str, raw: bytes) -> dict:
+    if name.endswith(".gz"):
+        raw = gzip.decompress(raw)
+    return json.loads(raw.decode("utf-8"))
+
+
+def core_path(path: Path) -> Path:
+    return path.parent / "core" / (_FILE_NAME.fullmatch(path.name).group(0).split(".json")[0] + ".json")
+
+
+def core_bytes(facts: dict) -> bytes:
+    core = {key: value for key, value in facts.items() if key not in MESSAGE_KEYS}
+    return (json.dumps(core, sort_keys=True, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
+
+
+def _read_facts(path: str) -> dict:
+    try:
+        data = _decode(path, Path(path).read_bytes())
+    except (OSError, ValueError, EOFError) as exc:
+        raise BadInput(f"engine facts {path}: unreadable ({exc}); run `apron engine sync` for it again") from None
     if data.get("schema") != FACTS_SCHEMA:
-        raise BadInput(f"engine facts for vllm {version}: schema {data.get('schema')!r} is not "
-                       f"{FACTS_SCHEMA}; run `apron engine sync vllm=={version}` again")
-    return EngineFacts(data)
+        raise BadInput(f"engine facts {path}: schema {data.get('schema')!r} is not {FACTS_SCHEMA}; run "
+                       f"`apron engine sync vllm=={data.get('version')}` again")
+    return data
+
+
+@lru_cache(maxsize=None)
+def _load(version: str, path: str, mtime_ns: int = 0) -> EngineFacts:
+    core = core_path(Path(path))
+    if core.is_file() and core.stat().st_mtime_ns >= mtime_ns:
+        return EngineFacts(_read_facts(str(core)), full_path=path)
+    return EngineFacts(_read_facts(path))
+
+
+def _shipped_path(version: str) -> str:
+    return str(resources.files("apron.engine").joinpath("data", _shipped_files()[version]))
 
 
 def load_facts(version: str) -> EngineFacts:
     version = version.removeprefix("v")
     synced = _synced_files()
     if version in synced:
-        return _load(version, str(synced[version]))
+        return _load(version, str(synced[version]), synced[version].stat().st_mtime_ns)
     if version in _shipped_files():
-        return _load(version, None)
+        return _load(version, _shipped_path(version))
     known = ", ".join(known_versions()) or "none"
     raise BadInput(f"--engine vllm=={version}: no facts for this release (known: {known}); run "
                    f"`apron engine sync vllm=={version}` first")
@@ -131,3 +367,31 @@ def parse_engine_spec(spec: str) -> str:
     if not match:
         raise BadInput(f"--engine '{spec}' must look like vllm==0.33.0")
     return match.group(1)
+
+
+def choose_version(architecture: str, versions: list[str] | None = None) -> VersionChoice:
+    """The newest known release whose registry holds `architecture`, and why."""
+    ordered = sorted(versions if versions is not None else known_versions(), key=_version_key)
+    if not ordered:
+        return VersionChoice(None, "no engine facts are known; run `apron engine sync vllm==X`")
+    newest = load_facts(ordered[-1])
+    for version in reversed(ordered):
+        if load_facts(version).architecture(architecture) is not None:
+            if version == ordered[-1]:
+                return VersionChoice(version, f"vllm {version} is the newest known release and registers "
+                                              f"{architecture}")
+            return VersionChoice(version, f"vllm {version} is the newest known release that registers "
+                                          f"{architecture}; vllm {ordered[-1]} does not "
+                                          f"({_absence(newest, architecture)})")
+    return VersionChoice(None, f"no known release ({', '.join(ordered)}) registers {architecture} "
+                               f"({_absence(newest, architecture)})")
+
+
+def _absence(facts: EngineFacts, arch: str) -> str:
+    version = facts.previously_supported(arch)
+    if version is not None:
+        return f"its registry says it was supported until v{version}"
+    url = facts.out_of_tree(arch)
+    if url is not None:
+        return f"its registry points to the out-of-tree plugin at {url}"
+    return "not in its registry"

@@ -174,7 +174,7 @@ def _kv_quantities(layout: KVLayout, kv: KVPlan | None, unknown: list[str],
                                    "largest group's pages"),
         "num_kv_blocks": Quantity(kv.num_blocks, "blocks", "predicted", "available // bytes per block"),
         "kv_tokens": Quantity(kv.kv_tokens, "tokens", "predicted",
-                              f"int(max_concurrency x max_model_len), as vLLM logs 'KV cache size'"),
+                              "int(max_concurrency x max_model_len), as vLLM logs 'KV cache size'"),
         "max_concurrency": Quantity(round(kv.max_concurrency, 4), "sequences", "predicted",
                                     f"num_blocks / {kv.blocks_per_request} blocks per request at "
                                     f"max_model_len {settings.max_model_len}"),
@@ -244,10 +244,7 @@ def host_ram(checkpoint: Checkpoint, settings: EngineSettings, layout: KVLayout)
     """Host memory the boot needs: the V2 runner's pinned token table (gpu/states.py all_token_ids,
     int32 [max_num_seqs, max_model_len], UVA) and one checkpoint shard read at a time while loading."""
     pinned = 4 * settings.max_num_seqs * settings.max_model_len
-    shards: dict[str, int] = {}
-    for tensor in checkpoint.tensors:
-        shards[tensor.file] = shards.get(tensor.file, 0) + tensor.num_bytes
-    largest = max(shards.values(), default=0)
+    largest = max(checkpoint.shard_bytes.values(), default=0)
     unmodelled = [k for k in ("ngram_vocab_size_ratio", "hidden_size_per_layer_input") if checkpoint.config.get(k)
                   or (checkpoint.config.get("text_config") or {}).get(k)]
     if unmodelled:

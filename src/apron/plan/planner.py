@@ -6,7 +6,7 @@ import shlex
 from dataclasses import dataclass
 
 from apron.checkpoint import Checkpoint, load_checkpoint
-from apron.engine.facts import EngineFacts, known_versions, load_facts
+from apron.engine.facts import EngineFacts, choose_version, known_versions, load_facts
 from apron.errors import BadInput
 from apron.hardware import Gpu
 from apron.plan import memory
@@ -14,7 +14,7 @@ from apron.plan.model_config import ModelConfig
 from apron.plan.parsers import parser_flags
 from apron.plan.quantity import Problem, Quantity
 from apron.plan.result import ModelIdentity, Plan
-from apron.plan.settings import EngineSettings, UserSettings, resolve_settings
+from apron.plan.settings import EngineSettings, UserSettings, resolve_settings, user_flags
 from apron.plan.weights import WeightSettings, WeightsEstimate, estimate_weights
 
 
@@ -64,8 +64,9 @@ def plan_checkpoint(checkpoint: Checkpoint, gpu: Gpu, user: UserSettings,
         engine_version=facts.version, gpu_name=gpu.name, gpu_count=settings.tensor_parallel_size,
         total_bytes_per_gpu=gpu.total_bytes, settings=settings.to_json(),
         verdict=verdict(problems, budget.verdict), quantities=quantities, flags=tuple(flags),
-        command=serve_command(checkpoint, flags), problems=tuple(problems), unknowns=tuple(unknowns),
-        notes=tuple(n for n in notes if n), details={"weights": weights_details(weights), **budget.details},
+        command=serve_command(checkpoint, flags, user.env_dict), problems=tuple(problems), unknowns=tuple(unknowns),
+        notes=tuple(n for n in notes if n),
+        details={"weights": weights_details(weights), "model_shape": model_shape(config), **budget.details},
     )
 
 
@@ -73,34 +74,32 @@ def choose_engine(architecture: str, requested: str | None) -> tuple[EngineFacts
     """A pinned version, or the newest known release whose registry holds the architecture."""
     if requested:
         return load_facts(requested), f"engine pinned with --engine vllm=={requested}"
+    choice = choose_version(architecture)
+    if choice.version is not None:
+        return load_facts(choice.version), choice.reason
     versions = known_versions()
     if not versions:
         raise BadInput("no engine facts are installed; run `apron engine sync vllm==X` first")
-    for version in reversed(versions):
-        facts = load_facts(version)
-        if facts.architecture(architecture) is not None:
-            newest = versions[-1]
-            why = "the newest known release" if version == newest else \
-                f"the newest known release whose registry holds {architecture} ({newest} does not)"
-            return facts, f"vLLM {version} chosen: {why}"
-    return load_facts(versions[-1]), f"no known release registers {architecture}; planned against the newest"
+    return load_facts(versions[-1]), choice.reason + "; planned against the newest"
 
 
 def registry_problems(checkpoint: Checkpoint, config: ModelConfig, gpu: Gpu, facts: EngineFacts) -> list[Problem]:
+    """Refusals the release raises before any memory is touched, in the release's own words."""
     problems = []
-    arch = checkpoint.architecture
-    if facts.architecture(arch) is None:
-        problems.append(Problem("architecture_not_supported", unsupported_message(facts, arch, checkpoint),
-                                "proven_constraint"))
+    refusal = facts.unregistered_architecture_refusal(checkpoint.architectures or [checkpoint.architecture])
+    if refusal is not None:
+        problems.append(Problem("architecture_not_supported", _short(refusal.message), "proven_constraint"))
     method = config.quant_method
     if method:
-        info = facts.quantization(_facts_quant_name(method))
-        need = info.get("min_capability") if info else None
-        if need is not None and gpu.capability_int < need:
-            problems.append(Problem("quantization_capability", f"The quantization method {method} is not "
-                                    f"supported for the current GPU. Minimum capability: {need}. Current "
-                                    f"capability: {gpu.capability_int}.", "proven_constraint"))
+        refusal = facts.quantization_capability_refusal(_facts_quant_name(method), gpu.compute_capability)
+        if refusal is not None:
+            problems.append(Problem("quantization_capability", refusal.message, "proven_constraint"))
     return problems
+
+
+def _short(message: str, limit: int = 600) -> str:
+    """The 'not supported' refusal lists every registered architecture; keep the message readable."""
+    return message if len(message) <= limit else message[:limit] + " ...]"
 
 
 def _facts_quant_name(method: str) -> str:
@@ -109,18 +108,10 @@ def _facts_quant_name(method: str) -> str:
     return {"gpt_oss_mxfp4": "mxfp4"}.get(method, method)
 
 
-def unsupported_message(facts: EngineFacts, arch: str, checkpoint: Checkpoint) -> str:
-    """registry.py _raise_for_unsupported, rendered for this architecture."""
-    last = facts.previously_supported(arch)
-    if last:
-        return (f"Model architecture {arch} was supported in vLLM until v{last}, and is not supported "
-                "anymore. Please use an older version of vLLM if you want to use this model architecture.")
-    plugin = facts.out_of_tree(arch)
-    if plugin:
-        return (f"Model architecture {arch} is not supported in-tree anymore. Please install the plugin "
-                f"at {plugin} to use this model architecture.")
-    return (f"Model architectures {checkpoint.architectures} are not supported for now. (vLLM "
-            f"{facts.version} registers {len(facts.architectures)} architectures.)")
+def model_shape(config: ModelConfig) -> dict:
+    """What correction rules need to pick a tensor-parallel size the engine accepts."""
+    return {"num_attention_heads": config.num_heads, "num_key_value_heads": config.num_kv_heads,
+            "vocab_size": config.vocab_size}
 
 
 def weights_quantity(weights: WeightsEstimate) -> Quantity:
@@ -147,30 +138,24 @@ _ADVISORY = {"max_num_seqs_exceeds_state_blocks", "reasoning_parser_missing", "t
 
 
 def required_flags(settings: EngineSettings, extra: tuple[str, ...]) -> list[str]:
-    """vllm serve arguments beyond the release's defaults that this plan depends on."""
+    """vllm serve arguments beyond the release's defaults that this plan depends on. The plan's own
+    flags (--max-num-seqs for hybrids, parsers) give way to the same option set by the user."""
     user = settings.user
-    flags = []
-    if settings.tensor_parallel_size > 1:
-        flags.append(f"--tensor-parallel-size {settings.tensor_parallel_size}")
-    pairs = (("--max-model-len", user.max_model_len), ("--gpu-memory-utilization", user.gpu_memory_utilization),
-             ("--max-num-batched-tokens", user.max_num_batched_tokens))
-    flags += [f"{flag} {value}" for flag, value in pairs if value is not None]
-    if user.max_num_seqs is not None and not any(f.startswith("--max-num-seqs") for f in extra):
-        flags.append(f"--max-num-seqs {user.max_num_seqs}")
-    if user.dtype != "auto":
-        flags.append(f"--dtype {user.dtype}")
-    if user.kv_cache_dtype != "auto":
-        flags.append(f"--kv-cache-dtype {user.kv_cache_dtype}")
-    if user.enforce_eager:
-        flags.append("--enforce-eager")
-    if user.language_model_only:
-        flags.append("--language-model-only")
-    return flags + list(extra)
+    flags = user_flags(user)
+    if any(f.startswith("--max-num-seqs") for f in extra):
+        flags = [f for f in flags if not f.startswith("--max-num-seqs")]
+    mine = set().union(*(_option_names(f) for f in user.extra_flags))
+    return flags + [f for f in extra if not _option_names(f) & mine]
 
 
-def serve_command(checkpoint: Checkpoint, flags: list[str]) -> str:
+def _option_names(flag: str) -> frozenset[str]:
+    return frozenset(word for word in flag.split() if word.startswith("--"))
+
+
+def serve_command(checkpoint: Checkpoint, flags: list[str], env: dict[str, str] | None = None) -> str:
     model = checkpoint.repo_id or checkpoint.source
-    parts = ["vllm", "serve", shlex.quote(model)]
+    parts = [f"{name}={shlex.quote(value)}" for name, value in (env or {}).items()]
+    parts += ["vllm", "serve", shlex.quote(model)]
     if checkpoint.repo_id and checkpoint.revision:
         parts += ["--revision", checkpoint.revision]
     return " ".join(parts + flags)

@@ -7,6 +7,7 @@ _set_default_max_num_seqs_and_batched_tokens_args), CUDA-graph capture sizes
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from apron.checkpoint import Checkpoint
@@ -40,6 +41,11 @@ class UserSettings:
     dtype: str = "auto"
     enforce_eager: bool = False
     language_model_only: bool = False
+    # `vllm serve` arguments with no field of their own (--tokenizer-mode mistral, --reasoning-parser
+    # X), each one string; and environment variables for the engine process (NCCL_NVLS_ENABLE=0).
+    # Correction rules set these; the plan carries them into its flags and command.
+    extra_flags: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         if self.tensor_parallel_size < 1:
@@ -54,6 +60,35 @@ class UserSettings:
             raise BadInput(f"--dtype {self.dtype!r} is not one of {', '.join(DTYPE_ALIASES)}")
         if self.kv_cache_dtype not in KV_CACHE_DTYPES:
             raise BadInput(f"--kv-cache-dtype {self.kv_cache_dtype!r} is not one of {', '.join(KV_CACHE_DTYPES)}")
+        for flag in self.extra_flags:
+            if not flag.startswith("--"):
+                raise BadInput(f"extra flag {flag!r} must start with --")
+        for name, _ in self.env:
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+                raise BadInput(f"environment variable name {name!r} is not valid")
+
+    @property
+    def env_dict(self) -> dict[str, str]:
+        return dict(self.env)
+
+
+def user_flags(user: UserSettings) -> list[str]:
+    """The `vllm serve` arguments that carry what the user set, beyond the engine's defaults."""
+    flags = []
+    if user.tensor_parallel_size > 1:
+        flags.append(f"--tensor-parallel-size {user.tensor_parallel_size}")
+    pairs = (("--max-model-len", user.max_model_len), ("--gpu-memory-utilization", user.gpu_memory_utilization),
+             ("--max-num-batched-tokens", user.max_num_batched_tokens), ("--max-num-seqs", user.max_num_seqs))
+    flags += [f"{flag} {value}" for flag, value in pairs if value is not None]
+    if user.dtype != "auto":
+        flags.append(f"--dtype {user.dtype}")
+    if user.kv_cache_dtype != "auto":
+        flags.append(f"--kv-cache-dtype {user.kv_cache_dtype}")
+    if user.enforce_eager:
+        flags.append("--enforce-eager")
+    if user.language_model_only:
+        flags.append("--language-model-only")
+    return flags + list(user.extra_flags)
 
 
 @dataclass(frozen=True)
@@ -83,7 +118,8 @@ class EngineSettings:
                 "max_num_batched_tokens": self.max_num_batched_tokens, "kv_cache_dtype": self.kv_cache_dtype,
                 "dtype": self.dtype, "enforce_eager": self.enforce_eager,
                 "language_model_only": self.language_model_only,
-                "cudagraph_capture_sizes": list(self.cudagraph_capture_sizes)}
+                "cudagraph_capture_sizes": list(self.cudagraph_capture_sizes),
+                "extra_flags": list(self.user.extra_flags), "env": self.user.env_dict}
 
 
 def resolve_settings(checkpoint: Checkpoint, config: ModelConfig, gpu: Gpu, facts: EngineFacts,
@@ -184,30 +220,17 @@ def _long_max_model_len(requested: int, derived: int, config: ModelConfig) -> Pr
 
 def batch_defaults(gpu: Gpu, facts: EngineFacts, user: UserSettings, max_model_len: int) -> tuple[int, int]:
     """max_num_seqs and max_num_batched_tokens for `vllm serve` (UsageContext.OPENAI_API_SERVER)."""
-    tier = batch_tier(gpu, facts)
+    tier = facts.batch_defaults(gpu.total_bytes, gpu.name, gpu.compute_capability, "OPENAI_API_SERVER")
     scheduler = facts.defaults["scheduler"]
-    mnbt = user.max_num_batched_tokens or tier["max_num_batched_tokens"].get(
-        "OPENAI_API_SERVER", scheduler["max_num_batched_tokens"])
-    mns = user.max_num_seqs or tier["max_num_seqs"].get("OPENAI_API_SERVER", scheduler["max_num_seqs"])
+    mnbt = user.max_num_batched_tokens or (tier.max_num_batched_tokens if tier else
+                                           scheduler["max_num_batched_tokens"])
+    mns = user.max_num_seqs or (tier.max_num_seqs if tier else scheduler["max_num_seqs"])
     if user.max_num_batched_tokens is None:
         # chunked prefill is on for generative models, so only the model-limit clamp applies
         mnbt = min(mns * max_model_len, mnbt)
     if user.max_num_seqs is None:
         mns = min(mns, mnbt)
     return mns, mnbt
-
-
-def batch_tier(gpu: Gpu, facts: EngineFacts) -> dict:
-    name = gpu.name.lower()
-    for tier in facts.defaults["batch_tiers"]:
-        if gpu.total_bytes < tier["min_device_memory_bytes"]:
-            continue
-        if any(part in name for part in tier.get("name_excludes", [])):
-            continue
-        if list(gpu.compute_capability) in [list(c) for c in tier.get("excluded_capabilities", [])]:
-            continue
-        return tier
-    return facts.defaults["batch_tiers"][-1]
 
 
 def _capture_ceiling(checkpoint: Checkpoint, facts: EngineFacts) -> int | None:
@@ -225,9 +248,8 @@ def capture_sizes(gpu: Gpu, facts: EngineFacts, max_num_seqs: int, max_num_batch
     rules = facts.defaults["cudagraph"]
     uniform: list[int] = []
     if ceiling is None:
-        family_max = rules.get("max_graph_size_by_capability_family", {}).get(
-            str(gpu.compute_capability[0] * 10), rules["default_max_graph_size"])
-        ceiling = min(max_num_seqs * 2, family_max)
+        family_max = facts.cudagraph_default_max_size(gpu.compute_capability)
+        ceiling = min(max_num_seqs * rules.get("max_num_seqs_multiplier", 2), family_max)
         if rules.get("adds_max_num_seqs") and max_num_seqs <= ceiling:
             uniform = [max_num_seqs]
     largest = min(max_num_batched_tokens, ceiling)

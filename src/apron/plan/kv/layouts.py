@@ -8,7 +8,7 @@ Config fields that describe a cache layout no family here reads make the KV side
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from apron.engine.facts import EngineFacts
 from apron.plan.kv.backends import BackendChoice, choose_backend
@@ -338,6 +338,7 @@ def unread_layout_fields(config: ModelConfig) -> list[str]:
 def build_layout(arch: str, config: ModelConfig, settings: EngineSettings, facts: EngineFacts,
                  *, capability: tuple[int, int], is_attention_free: bool) -> KVLayout:
     f = _Family(config, settings, facts)
+    entry = facts.architecture(arch) or {}
     for key in unread_layout_fields(config):
         f.unknowns.append(f"config field '{key}' describes a cache or attention layout Apron does not model")
     try:
@@ -348,6 +349,10 @@ def build_layout(arch: str, config: ModelConfig, settings: EngineSettings, facts
     except _Refusal as exc:
         f.unknowns.append(f"tensor parallel size does not divide the {exc.what} ({exc}); vLLM refuses at start-up")
         layers, family = [], "unknown"
+    if family == "decoder" and (entry.get("is_hybrid") or entry.get("is_attention_free")
+                                or entry.get("has_inner_state")):
+        f.unknowns.append(f"vLLM {facts.version} registers {arch} as a model with recurrent state, whose "
+                          "state layout Apron does not model")
     if config.is_mla and family not in ("mla", "unknown"):
         f.unknowns.append(f"kv_lora_rank on a {config.text_model_type!r} model: vLLM's MLA path is keyed by "
                           "model type, and Apron does not know which cache this model builds")

@@ -1,0 +1,84 @@
+"""`apron engine sync`: fetch a release, extract its facts, write them atomically and deterministically."""
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import os
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from apron.engine.extract import extract_facts
+from apron.engine.facts import core_bytes, core_path
+from apron.engine.source import EngineSource, download_wheel, open_local, parse_spec
+
+
+@dataclass(frozen=True)
+class SyncResult:
+    version: str
+    path: Path
+    facts: dict
+    extract_seconds: float
+    download_seconds: float
+
+
+def facts_bytes(facts: dict) -> bytes:
+    """The facts file's bytes: sorted keys, compact JSON, gzip with no name or time stamp, so the
+    same input always gives the same bytes."""
+    text = json.dumps(facts, sort_keys=True, ensure_ascii=False, separators=(",", ":")) + "\n"
+    buffer = io.BytesIO()
+    with gzip.GzipFile(filename="", mode="wb", fileobj=buffer, mtime=0, compresslevel=9) as handle:
+        handle.write(text.encode("utf-8"))
+    return buffer.getvalue()
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write to a temp file in the same folder, then rename: readers never see half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    umask = os.umask(0)
+    os.umask(umask)
+    try:
+        os.chmod(temp, 0o666 & ~umask)  # mkstemp makes it private; a facts file is ordinary data
+        with os.fdopen(handle, "wb") as out:
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temp, path)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
+
+
+def facts_path(out_dir: Path, version: str) -> Path:
+    return out_dir / f"vllm-{version}.json.gz"
+
+
+def resolve_source(spec: str, wheel_dir: Path, say: Callable[[str], None]) -> tuple[EngineSource, str | None]:
+    """(source, the version the spec pins or None for a local path)."""
+    version = parse_spec(spec)
+    if version is not None:
+        wheel = download_wheel(version, wheel_dir, say)
+        return EngineSource("wheel", wheel, from_user=False), version
+    return open_local(Path(spec).expanduser()), None
+
+
+def sync(spec: str, out_dir: Path | None = None, say: Callable[[str], None] = lambda _: None,
+         jobs: int | None = None) -> SyncResult:
+    from apron.paths import cache_dir, engine_facts_dir
+
+    started = time.perf_counter()
+    source, version = resolve_source(spec, cache_dir() / "wheels", say)
+    downloaded = time.perf_counter()
+    facts = extract_facts(source, say=say, expected_version=version, jobs=jobs)
+    path = facts_path(out_dir or engine_facts_dir(), facts["version"])
+    write_atomic(path, facts_bytes(facts))
+    write_atomic(core_path(path), core_bytes(facts))
+    path.with_suffix("").with_suffix(".json").unlink(missing_ok=True)  # an older uncompressed copy would shadow it
+    finished = time.perf_counter()
+    say(f"wrote {path} ({len(facts['registry']['architectures'])} architectures, "
+        f"{finished - downloaded:.1f} s to extract)")
+    return SyncResult(facts["version"], path, facts, finished - downloaded, downloaded - started)

@@ -1,0 +1,84 @@
+"""What rules read besides the fingerprint: the values the failed boot ran with, and the plan."""
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+from apron.plan.settings import UserSettings
+from apron.rules import logtext
+
+
+def ran_with(name: str, log_text: str, plan: dict | None):
+    """The value of an engine setting the failed boot used: the `non-default args` line vLLM logged,
+    else the plan's resolved settings, else None (the rule then says nothing)."""
+    args = logtext.non_default_args(logtext.read_lines(log_text[:200_000])) or {}
+    if args.get(name) is not None:
+        return args[name]
+    return ((plan or {}).get("settings") or {}).get(name)
+
+
+def engine_default(name: str, engine_version: str | None):
+    """The release's default for a setting (from its engine facts), None when unknown."""
+    if not engine_version:
+        return None
+    from apron.engine.facts import load_facts
+    from apron.errors import ApronError
+
+    try:
+        return load_facts(engine_version).defaults.get(name)
+    except (ApronError, OSError, KeyError):
+        return None
+
+
+def model_shape(plan: dict | None) -> dict:
+    return ((plan or {}).get("details") or {}).get("model_shape") or {}
+
+
+def total_bytes_per_gpu(plan: dict | None) -> int | None:
+    return ((plan or {}).get("hardware") or {}).get("total_bytes_per_gpu")
+
+
+def gpu_capability(plan: dict | None) -> int | None:
+    """The plan's GPU compute capability as an int (89 for 8.9), from the GPU catalog."""
+    name = ((plan or {}).get("hardware") or {}).get("gpu")
+    if not name:
+        return None
+    from apron.errors import ApronError
+    from apron.hardware import resolve_gpu
+
+    try:
+        return resolve_gpu(name).capability_int
+    except ApronError:
+        return None
+
+
+def plan_flag_value(plan: dict | None, option: str) -> str | None:
+    """`--reasoning-parser qwen3` in the plan's flags -> "qwen3"."""
+    for flag in (plan or {}).get("flags") or []:
+        words = flag.split()
+        if option in words and words.index(option) + 1 < len(words):
+            return words[words.index(option) + 1]
+    return None
+
+
+def with_flag(settings: UserSettings, option: str, value: str | None) -> UserSettings:
+    """The settings with `option value` among the extra flags (replacing any earlier value), or
+    without the option when value is None."""
+    kept = tuple(f for f in settings.extra_flags if option not in f.split())
+    added = (f"{option} {value}",) if value is not None else ()
+    return replace(settings, extra_flags=kept + added)
+
+
+def with_env(settings: UserSettings, name: str, value: str) -> UserSettings:
+    env = dict(settings.env)
+    env[name] = value
+    return replace(settings, env=tuple(sorted(env.items())))
+
+
+def ceil_hundredth(value: float) -> float:
+    # round first: 0.05 * 100 is 5.000000000000001 and must not become 0.06
+    return math.ceil(round(value * 100, 6)) / 100
+
+
+def floor_hundredth(value: float) -> float:
+    return math.floor(round(value * 100, 6)) / 100

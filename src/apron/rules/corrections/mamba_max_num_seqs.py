@@ -1,0 +1,25 @@
+"""A hybrid's max_num_seqs exceeds its state blocks: lower --max-num-seqs to the block count.
+
+config/compilation.py resolve_cudagraph_mode_and_sizes refuses FULL graph capture when more
+sequences may run than there are Mamba/state blocks (one per running sequence) and prints both.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+FAMILIES = ("mamba_blocks_below_max_num_seqs",)
+SUMMARY = "lower --max-num-seqs to the hybrid's state-block count"
+PRIORITY = 10
+
+
+def match(fingerprint, log_text, plan):
+    seqs, blocks = fingerprint.fields.get("max_num_seqs"), fingerprint.fields.get("num_blocks")
+    if not isinstance(blocks, int) or blocks < 1:
+        return None  # no block at all: fewer sequences cannot help
+    if isinstance(seqs, int) and blocks >= seqs:
+        return None
+    return {"max_num_seqs": blocks, "previous_max_num_seqs": seqs}
+
+
+def correction(settings, fields):
+    return replace(settings, max_num_seqs=fields["max_num_seqs"])

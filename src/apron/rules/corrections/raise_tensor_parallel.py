@@ -1,0 +1,50 @@
+"""Out of memory while loading the weights: spread them over more GPUs (--tensor-parallel-size).
+
+The next tensor-parallel size is the next power of two above the current one that divides the
+number of attention heads (vLLM refuses a size that does not: "Total number of attention heads (H)
+must be divisible by tensor parallel size (T)"). The heads come from the plan (details.model_shape);
+without a plan the rule does not match rather than guess.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from apron.rules.corrections._context import model_shape, ran_with
+
+FAMILIES = ("cuda_oom",)
+SUMMARY = "raise --tensor-parallel-size to the next power of two that divides the heads"
+PRIORITY = 20
+MAX_TENSOR_PARALLEL = 64
+
+
+def match(fingerprint, log_text, plan):
+    if fingerprint.phase != "weights_loading" and not _plan_says_weights_exceed(plan):
+        return None
+    heads = model_shape(plan).get("num_attention_heads")
+    if not isinstance(heads, int) or heads < 1:
+        return None
+    current = int(ran_with("tensor_parallel_size", log_text, plan) or 1)
+    wanted = next_tensor_parallel(current, heads)
+    if wanted is None:
+        return None
+    return {"tensor_parallel_size": wanted, "previous_tensor_parallel_size": current,
+            "num_attention_heads": heads}
+
+
+def correction(settings, fields):
+    return replace(settings, tensor_parallel_size=fields["tensor_parallel_size"])
+
+
+def next_tensor_parallel(current: int, heads: int) -> int | None:
+    size = 1
+    while size <= current:
+        size *= 2
+    while size <= MAX_TENSOR_PARALLEL:
+        if heads % size == 0:
+            return size
+        size *= 2
+    return None
+
+
+def _plan_says_weights_exceed(plan) -> bool:
+    return any(p.get("kind") == "weights_exceed_request" for p in (plan or {}).get("problems") or [])

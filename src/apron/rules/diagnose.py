@@ -1,0 +1,163 @@
+"""One failed log, diagnosed: fingerprint, the rules that apply with the corrected settings, each
+rule's status on this release, and whether the plan could have known."""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+from apron.errors import BadInput
+from apron.plan.settings import UserSettings, user_flags
+from apron.rules import logtext
+from apron.rules.fingerprint import Fingerprint, fingerprint as make_fingerprint
+from apron.rules.known import KnownReport, could_have_known
+from apron.rules.registry import RuleError, RuleFailed, RuleMatch, run_rules
+from apron.rules.status import RuleStatus, StatusStore
+
+# vLLM argument names (its `non-default args` line) -> UserSettings fields
+_ARG_FIELDS = ("tensor_parallel_size", "max_model_len", "gpu_memory_utilization", "max_num_seqs",
+               "max_num_batched_tokens", "kv_cache_dtype", "dtype", "enforce_eager", "language_model_only")
+_EXTRA_ARGS = {"tokenizer_mode": "--tokenizer-mode", "reasoning_parser": "--reasoning-parser"}
+_FLAG_FIELDS = {"--tensor-parallel-size": ("tensor_parallel_size", int), "--max-model-len": ("max_model_len", int),
+                "--gpu-memory-utilization": ("gpu_memory_utilization", float),
+                "--max-num-seqs": ("max_num_seqs", int), "--max-num-batched-tokens": ("max_num_batched_tokens", int),
+                "--kv-cache-dtype": ("kv_cache_dtype", str), "--dtype": ("dtype", str)}
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A rule that matched, what it makes of the settings, and what is known of it on this release."""
+
+    match: RuleMatch
+    status: RuleStatus | None
+    corrected: UserSettings | None = None
+    error: str | None = None  # the correction raised or changed nothing
+
+    def changes(self, before: UserSettings) -> list[str]:
+        if self.corrected is None:
+            return []
+        old, new = _by_option(settings_flags(before)), _by_option(settings_flags(self.corrected))
+        changed = [flag if key not in old else f"{flag} (was {_value_of(old[key])})"
+                   for key, flag in new.items() if old.get(key) != flag]
+        return changed + [f"without {flag}" for key, flag in old.items() if key not in new]
+
+    def to_json(self, before: UserSettings) -> dict:
+        return {**self.match.to_json(), "status": self.status.to_json() if self.status else None,
+                "evidence": self.status.evidence() if self.status else None,
+                "corrected_flags": settings_flags(self.corrected) if self.corrected else None,
+                "changes": self.changes(before), "error": self.error}
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    fingerprint: Fingerprint | None
+    log_id: str  # sha256 of the log text: the motivating id when no boot record exists
+    engine_version: str | None
+    settings: UserSettings  # what the failed boot ran (from the plan, else the log's non-default args)
+    settings_source: str
+    candidates: tuple[Candidate, ...] = ()
+    known: KnownReport | None = None
+    rule_errors: tuple[RuleError, ...] = field(default=())
+
+    @property
+    def applicable(self) -> tuple[Candidate, ...]:
+        """Candidates whose correction produced new settings, in the order to try them."""
+        return tuple(c for c in self.candidates if c.corrected is not None)
+
+    def to_json(self) -> dict:
+        return {"schema": "apron.diagnosis/1", "log_id": self.log_id, "engine_version": self.engine_version,
+                "fingerprint": self.fingerprint.to_json() if self.fingerprint else None,
+                "settings": {"source": self.settings_source, "flags": settings_flags(self.settings)},
+                "rules": [c.to_json(self.settings) for c in self.candidates],
+                "could_have_known": self.known.to_json() if self.known else None,
+                "rule_errors": [{"rule": e.rule_id, "error": e.error} for e in self.rule_errors]}
+
+
+def diagnose(log_text: str, *, plan_json: dict | None = None, user_settings: UserSettings | None = None,
+             engine_version: str | None = None, store: StatusStore | None = None) -> Diagnosis:
+    lines = logtext.read_lines(log_text)
+    version = engine_version or (plan_json or {}).get("engine", {}).get("version") or logtext.engine_version_in(lines)
+    settings, source = _settings(user_settings, plan_json, lines)
+    log_id = "sha256:" + hashlib.sha256(log_text.encode("utf-8", "replace")).hexdigest()
+    found = make_fingerprint(log_text, engine_version=version)
+    if found is None:
+        return Diagnosis(None, log_id, version, settings, source)
+    matches, errors = run_rules(found, log_text, plan_json)
+    store = store or StatusStore()
+    candidates = tuple(_candidate(m, settings, store, version) for m in matches)
+    return Diagnosis(found, log_id, version, settings, source, candidates, could_have_known(plan_json, found),
+                     tuple(errors))
+
+
+def _candidate(match: RuleMatch, settings: UserSettings, store: StatusStore, version: str | None) -> Candidate:
+    status = store.status(match.rule_id, version) if version else None
+    try:
+        return Candidate(match, status, match.correction(settings))
+    except RuleFailed as exc:
+        return Candidate(match, status, None, exc.message)
+
+
+def _settings(given: UserSettings | None, plan: dict | None, lines) -> tuple[UserSettings, str]:
+    if given is not None:
+        return given, "given"
+    if plan is not None:
+        return settings_from_plan(plan), "plan"
+    args = logtext.non_default_args(lines)
+    if args is not None:
+        return settings_from_args(args), "log (non-default args)"
+    return UserSettings(), "engine defaults (the log names no settings)"
+
+
+def settings_from_args(args: dict) -> UserSettings:
+    """The UserSettings of vLLM's `non-default args` line; values Apron does not model are left out."""
+    values = {}
+    for name in _ARG_FIELDS:
+        if args.get(name) is None:
+            continue
+        try:  # a value Apron cannot hold ("auto" lengths, other dtypes) stays the engine's business
+            UserSettings(**{name: args[name]})
+        except (BadInput, TypeError, ValueError):
+            continue
+        values[name] = args[name]
+    extra = tuple(f"{flag} {args[name]}" for name, flag in _EXTRA_ARGS.items() if args.get(name))
+    return UserSettings(**values, extra_flags=extra)
+
+
+def settings_from_plan(plan: dict) -> UserSettings:
+    """The UserSettings a plan was made from: its flags beyond defaults, its extra flags and env.
+    Flags the plan derives itself (parsers, a hybrid's --max-num-seqs) come back when it is re-made."""
+    settings = plan.get("settings") or {}
+    values: dict = {}
+    for flag in plan.get("flags") or []:
+        words = flag.split()
+        if words[0] in _FLAG_FIELDS and len(words) == 2:
+            name, kind = _FLAG_FIELDS[words[0]]
+            values[name] = kind(words[1])
+    if "--enforce-eager" in (plan.get("flags") or []):
+        values["enforce_eager"] = True
+    if "--language-model-only" in (plan.get("flags") or []):
+        values["language_model_only"] = True
+    values["tensor_parallel_size"] = int(settings.get("tensor_parallel_size") or 1)
+    extra = tuple(settings.get("extra_flags") or ())
+    env = tuple(sorted((settings.get("env") or {}).items()))
+    if _hybrid_flag(plan):
+        values.pop("max_num_seqs", None)
+    return UserSettings(**values, extra_flags=extra, env=env)
+
+
+def _hybrid_flag(plan: dict) -> bool:
+    return any(p.get("kind") == "max_num_seqs_exceeds_state_blocks" for p in plan.get("problems") or [])
+
+
+def _by_option(flags: list[str]) -> dict[str, str]:
+    """`--max-model-len 512` under `--max-model-len`, `NCCL_NVLS_ENABLE=0` under `NCCL_NVLS_ENABLE`."""
+    return {flag.split()[0].split("=")[0]: flag for flag in flags}
+
+
+def _value_of(flag: str) -> str:
+    words = flag.replace("=", " ").split()
+    return " ".join(words[1:]) or "set"
+
+
+def settings_flags(settings: UserSettings) -> list[str]:
+    """`vllm serve` flags and environment assignments for these settings."""
+    return [f"{k}={v}" for k, v in settings.env] + user_flags(settings)

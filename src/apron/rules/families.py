@@ -1,0 +1,505 @@
+"""Failure families: what kind of failure an error line is, and the typed values it carries.
+
+Three sources, tried in this order:
+1. Wrappers: errors that only report an earlier one ("Engine core initialization failed. See root
+   cause above"). They are never the decisive error while another error exists.
+2. The engine's own refusal templates, read from the pinned release's source by the engine facts
+   (`refusals`). Every template is a family; a new release brings its messages without code. The
+   families rules and reports talk about get a stable name through a signature (a literal phrase of
+   the template, stable across releases); the others are named after their first words. A named
+   family also carries the template as of the releases we read, used only when the facts of the
+   version at hand lack it (no facts installed, or a message raised through a variable).
+3. Observed failures that no vLLM template produces: PyTorch's caching-allocator OOM, CUDA and NCCL
+   errors, graph-capture failures, and the harness's own (download, machine never started).
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
+
+from apron.rules.pattern import TemplatePattern, anchor_of, coerce, compile_template, split
+
+BLAMES = ("model", "host", "harness", "input", "unknown")
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str
+    blame: str  # whose failure it is: the model with these settings, the host, Apron's harness, the input
+    summary: str
+    signatures: tuple[str, ...] = ()  # literal phrases of the engine's template
+    fallback_templates: tuple[tuple[str, str], ...] = ()  # (exception, template) as of vLLM 0.29-0.33
+    renames: tuple[tuple[str, str], ...] = ()  # template group name -> typed field name
+
+
+@dataclass(frozen=True)
+class Classification:
+    family: str
+    blame: str
+    fields: dict = field(compare=False)
+    source: str  # where the family's text comes from
+    template: str | None = None
+    exact: bool = True  # the whole template matched (False: the message was cut short)
+    literal_chars: int = 0  # how much of the message the template's own words account for
+
+
+_KV_HINT = ("Try increasing `gpu_memory_utilization` (which also controls CPU memory on the CPU backend) or "
+            "decreasing `max_model_len` when initializing the engine. See "
+            "https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details.")
+
+NAMED: tuple[Family, ...] = (
+    Family("kv_cache_too_small", "model", "one request at max_model_len needs more KV cache than is left",
+           ("To serve at least one request with the model's max seq len",),
+           (("ValueError", "To serve at least one request with the model's max seq len ({max_model_len}), "
+             "({format_gib(needed_memory)} GiB KV cache is needed, which is larger than the available KV cache "
+             "memory ({format_gib(available_memory)} GiB). {estimated_msg}" + _KV_HINT),),
+           (("needed_memory_gib", "needed_gib"), ("available_memory_gib", "available_gib"))),
+    Family("no_kv_cache_memory", "model", "nothing is left for the KV cache after weights and activations",
+           ("No available memory for the cache blocks",),
+           (("ValueError", "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when "
+             "initializing the engine (this flag also controls CPU memory reservation on the CPU backend, despite "
+             "its name). See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details."),)),
+    Family("auto_fit_no_memory", "model", "--max-model-len auto found no memory for a single token",
+           ("Cannot auto-fit max_model_len",),
+           (("ValueError", "Cannot auto-fit max_model_len: not enough GPU memory available to serve even a single "
+             "token. Try increasing `gpu_memory_utilization`."),)),
+    Family("mamba_blocks_below_max_num_seqs", "model", "max_num_seqs exceeds the hybrid's state blocks",
+           ("exceeds available Mamba cache blocks",),
+           (("ValueError", "max_num_seqs ({max_num_reqs}) exceeds available Mamba cache blocks "
+             "({kv_cache_config.num_blocks}). Each decode sequence requires one Mamba cache block, so CUDA graph "
+             "capture cannot proceed. Please lower max_num_seqs to at most {kv_cache_config.num_blocks} or "
+             "increase gpu_memory_utilization."),),
+           (("max_num_reqs", "max_num_seqs"),)),
+    Family("max_model_len_over_derived", "model", "--max-model-len is above the model's derived maximum",
+           ("To allow overriding this maximum",),
+           (("ValueError", "{msg} To allow overriding this maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1. "
+             "{warning}"),)),
+    Family("float16_unsupported", "model", "the model type refuses float16",
+           ("does not support float16",),
+           (("ValueError", "The model type {model_type!r} does not support float16. Reason: {reason}"),)),
+    Family("bfloat16_unsupported", "model", "bfloat16 needs compute capability 8.0",
+           ("Bfloat16 is only supported on GPUs with compute capability of at least 8.0",),
+           (("ValueError", "Bfloat16 is only supported on GPUs with compute capability of at least 8.0. Your "
+             "{gpu_name} GPU {compute_str}. You can use float16 instead by explicitly setting the `dtype` flag in "
+             "CLI, for example: --dtype=half."),)),
+    Family("architecture_unsupported", "model", "this vLLM release does not register the architecture",
+           ("are not supported for now. Supported architectures", "was supported in vLLM until",
+            "is not supported in-tree anymore"),
+           (("ValueError", "Model architectures {architectures} are not supported for now. Supported "
+             "architectures: {all_supported_archs}"),)),
+    Family("quantization_capability", "model", "the GPU is below the quantization method's minimum capability",
+           ("is not supported for the current GPU. Minimum capability",),
+           (("ValueError", "The quantization method {model_config.quantization} is not supported for the current "
+             "GPU. Minimum capability: {quant_config.get_min_capability()}. Current capability: {capability}."),)),
+    Family("tp_heads_indivisible", "model", "the attention heads do not divide by the tensor-parallel size",
+           ("Total number of attention heads (",),
+           (("ValueError", "Total number of attention heads ({total_num_attention_heads}) must be divisible by "
+             "tensor parallel size ({tensor_parallel_size})."),)),
+    Family("batched_tokens_below_max_model_len", "model", "max_num_batched_tokens is below max_model_len",
+           ("is smaller than max_model_len",),
+           (("ValueError", "max_num_batched_tokens ({self.max_num_batched_tokens}) is smaller than max_model_len "
+             "({max_model_len}). This effectively limits the maximum sequence length to max_num_batched_tokens and "
+             "makes vLLM reject longer sequences. Please increase max_num_batched_tokens or decrease "
+             "max_model_len."),)),
+    Family("batched_tokens_below_max_num_seqs", "model", "max_num_batched_tokens is below max_num_seqs",
+           ("must be greater than or equal to max_num_seqs",),
+           (("ValueError", "max_num_batched_tokens ({self.max_num_batched_tokens}) must be greater than or equal to "
+             "max_num_seqs ({self.max_num_seqs})."),)),
+    Family("mm_item_over_batched_tokens", "model", "one multimodal item needs more tokens than a batch holds",
+           ("Chunked MM input disabled but max_tokens_per_mm_item",),
+           (("ValueError", "Chunked MM input disabled but max_tokens_per_mm_item ({max_tokens_per_mm_item}) is "
+             "larger than max_num_batched_tokens ({scheduler_config.max_num_batched_tokens}). Please increase "
+             "max_num_batched_tokens."),)),
+    Family("sampler_warmup_oom", "model", "out of memory warming up the sampler over max_num_seqs rows",
+           ("CUDA out of memory occurred when warming up sampler",),
+           (("RuntimeError", "CUDA out of memory occurred when warming up sampler with {num_reqs} dummy requests. "
+             "Please try lowering `max_num_seqs` or `gpu_memory_utilization` when initializing the engine."),)),
+    Family("pooler_warmup_oom", "model", "out of memory warming up the pooler over max_num_seqs rows",
+           ("CUDA out of memory occurred when warming up pooler",),
+           (("RuntimeError", "CUDA out of memory occurred when warming up pooler (task={task!r}) with {num_reqs} "
+             "dummy requests. Please try lowering `max_num_seqs` or `gpu_memory_utilization` when initializing "
+             "the engine."),)),
+    Family("tokenizer_mode_mistral_required", "model", "the model needs the Mistral tokenizer",
+           ("requires `--tokenizer-mode mistral`", "mistral_format=True is not supported with tokenizer_mode='hf'"),
+           (("ValueError", "This model requires `--tokenizer-mode mistral`"),)),
+    Family("invalid_reasoning_parser", "model", "the reasoning parser named is not registered",
+           ("invalid reasoning parser:", "reasoning_parser_name="),
+           (("KeyError", "invalid reasoning parser: {reasoning_parser} (chose from {{ "
+             "{','.join(valid_reasoning_parsers)} }})"),)),
+    Family("reasoning_parser_required", "model", "a request asked for thinking control without a reasoning parser",
+           ("Please set --reasoning-parser",),
+           (("VLLMValidationError", "thinking_token_budget is set but reasoning_config is not configured. Please "
+             "set --reasoning-parser and/or --reasoning-config to use thinking_token_budget."),)),
+    Family("gpu_startup_free_memory", "host", "the GPU had less free memory at start-up than requested",
+           ("on startup is less than desired GPU memory utilization",),
+           (("ValueError", "Free memory on device {init_snapshot.device_} ({format_gib(init_snapshot.free_memory)}/"
+             "{format_gib(init_snapshot.total_memory)} GiB) on startup is less than desired GPU memory utilization "
+             "({cache_config.gpu_memory_utilization}, {format_gib(requested_memory)} GiB). Decrease GPU memory "
+             "utilization or reduce GPU memory used by other processes."),),
+           (("free_memory_gib", "free_gib"), ("total_memory_gib", "total_gib"),
+            ("requested_memory_gib", "requested_gib"))),
+    Family("cpu_startup_memory", "host", "the CPU node had less free memory at start-up than requested",
+           ("on startup is less than desired CPU memory utilization",),
+           (("ValueError", "Available memory on node {cpu_core.numa_node} ({format_gib(available_memory)}/"
+             "{format_gib(memory_status.total_memory)} GiB) on startup is less than desired CPU memory utilization "
+             "({vllm_config.cache_config.gpu_memory_utilization}, {format_gib(self.requested_cpu_memory)} GiB). On "
+             "the CPU backend, the `--gpu-memory-utilization` flag controls the fraction of CPU memory reserved "
+             "(despite its name). To resolve: decrease `--gpu-memory-utilization` (e.g. `--gpu-memory-utilization "
+             "0.5`) or reduce CPU memory used by other processes."),),
+           (("available_memory_gib", "free_gib"), ("total_memory_gib", "total_gib"),
+            ("requested_cpu_memory_gib", "requested_gib"))),
+    Family("cpu_kv_allocation", "model", "the CPU engine's KV share of its memory request is negative or too small",
+           ("on kv cache allocation is less than requested memory for kv",),
+           (("ValueError", "Available memory on node {cpu_core.numa_node} ({format_gib(available_memory)}/"
+             "{format_gib(memory_status.total_memory)} GiB) on kv cache allocation is less than requested memory for "
+             "kv ({format_gib(requested_memory_for_kv)}/{format_gib(self.requested_cpu_memory)} GiB). Reduce CPU "
+             "memory used by other processes."),),
+           (("available_memory_gib", "free_gib"), ("total_memory_gib", "total_gib"),
+            ("requested_memory_for_kv_gib", "kv_gib"), ("requested_cpu_memory_gib", "requested_gib"))),
+    Family("model_weights_missing", "input", "the model folder holds no weights vLLM can load",
+           ("Cannot find any model weights",),
+           (("RuntimeError", "Cannot find any model weights with `{model_name_or_path}`"),)),
+    Family("nccl_error", "host", "NCCL failed (start-up or collective)",
+           ("NCCL error: ",),
+           (("RuntimeError", "NCCL error: {error_str}"),)),
+)
+
+
+@dataclass(frozen=True)
+class Observed:
+    """A failure no vLLM template produces, recognised by a regex over `Exception: message`."""
+
+    name: str
+    blame: str
+    summary: str
+    regex: re.Pattern
+
+
+def _observed(name: str, blame: str, summary: str, regex: str) -> Observed:
+    return Observed(name, blame, summary, re.compile(regex, re.I))
+
+
+# Wrappers only point at an earlier error; the decisive error is never one of these while another exists.
+WRAPPERS: tuple[Observed, ...] = (
+    _observed("engine_core_init_failed", "unknown", "the engine core did not start (see the error before it)",
+              r"Engine core initialization failed|EngineCore failed to start"),
+    _observed("engine_dead", "unknown", "the engine core died (see the error before it)",
+              r"EngineDeadError|EngineCore encountered an issue"),
+    _observed("worker_died", "unknown", "a worker process died (see the error before it)",
+              r"died unexpectedly|Worker failed with error|check the stack trace above|WorkerProc initialization failed"),
+    _observed("process_exit", "unknown", "a process exited or was cancelled",
+              r"^(?:SystemExit|KeyboardInterrupt|(?:asyncio\.)?CancelledError|BrokenPipeError)\b"),
+)
+
+OBSERVED: tuple[Observed, ...] = (
+    _observed("cudagraph_capture_failed", "model", "CUDA-graph capture failed",
+              r"stream is capturing|cudaErrorStreamCapture\w*|graph capture failed|failed to capture cuda ?graph"
+              r"|during (?:cuda ?graph )?capture\b"),
+    _observed("cuda_oom", "model", "the CUDA caching allocator ran out of memory",
+              r"CUDA out of memory|OutOfMemoryError|\bCUDA OOM\b"),
+    _observed("nccl_error", "host", "NCCL failed (start-up or collective)",
+              r"\bNCCL error\b|\bnccl(?:UnhandledCuda|System|Internal|InvalidUsage|Remote)Error\b|DistBackendError"
+              r"|NCCL WARN"),
+    _observed("cuda_illegal_memory_access", "model", "a kernel made an illegal memory access (opaque kernel error)",
+              r"illegal memory access"),
+    _observed("no_kernel_image", "model", "the wheel has no kernel for this GPU's architecture",
+              r"no kernel image is available"),
+    _observed("ecc_error", "host", "the GPU reported an ECC error", r"\bECC error|uncorrectable ECC"),
+    _observed("cuda_error", "unknown", "a CUDA runtime error", r"CUDA error: (?P<cuda_error>[^.\n]+)"),
+    _observed("disk_full", "host", "the disk is full", r"No space left on device"),
+    _observed("instances_unavailable", "host", "no machine with the requested GPU could be rented",
+              r"no longer any instances available|no instances available"),
+    _observed("download_incomplete", "harness", "the weights download was incomplete", r"DOWNLOAD_INCOMPLETE"),
+    _observed("weights_corrupt", "harness", "a safetensors file is truncated or corrupt",
+              r"SafetensorError|incomplete metadata, file not fully covered|HeaderTooLarge"),
+    _observed("model_path_invalid", "input", "the model path or repo id does not resolve",
+              r"Repo id must be in the form|is not a local folder and is not a valid model identifier"
+              r"|does not appear to have a file named"),
+    _observed("config_invalid_json", "input", "a config file is not valid JSON", r"is not a valid JSON file"),
+    _observed("engine_startup_stall", "unknown", "the engine never reported ready (start-up stall)",
+              r"Waiting for \d+ local, \d+ remote core engine proc\(s\) to start"),
+)
+
+_BY_NAME = {f.name: f for f in NAMED}
+_OBSERVED_BY_NAME = {o.name: o for o in OBSERVED + WRAPPERS}
+
+
+def family_blame(name: str) -> str:
+    if name in _BY_NAME:
+        return _BY_NAME[name].blame
+    if name in _OBSERVED_BY_NAME:
+        return _OBSERVED_BY_NAME[name].blame
+    return "model" if name.startswith("refusal.") else "unknown"
+
+
+def family_summary(name: str) -> str:
+    if name in _BY_NAME:
+        return _BY_NAME[name].summary
+    if name in _OBSERVED_BY_NAME:
+        return _OBSERVED_BY_NAME[name].summary
+    if name.startswith("refusal."):
+        return "a refusal of the engine (from its source)"
+    return "an error Apron does not classify"
+
+
+def is_wrapper(name: str) -> bool:
+    return any(w.name == name for w in WRAPPERS)
+
+
+def known_family_names() -> list[str]:
+    return [f.name for f in NAMED] + [o.name for o in OBSERVED if o.name not in _BY_NAME]
+
+
+# ------------------------------------------------------------------ the catalog of templates
+
+
+@dataclass(frozen=True)
+class CatalogEntry:
+    family: str
+    exception: str
+    template: str
+    anchor: str  # the template's longest literal run: a message without it cannot match
+    source: str  # "vllm 0.30.0 v1/core/kv_cache_utils.py _check_enough_kv_cache_memory"
+
+    @property
+    def pattern(self) -> TemplatePattern:
+        return _compiled(self.template)
+
+
+@lru_cache(maxsize=4096)
+def _compiled(template: str) -> TemplatePattern:
+    # Compiling ~7,000 regexes per release costs seconds; only templates whose anchor is in a
+    # message are ever compiled.
+    return compile_template(template)
+
+
+def template_family(template: str) -> str:
+    """The family of an engine template: a named one through its signature, else its first words."""
+    for family in NAMED:
+        if any(sig in template for sig in family.signatures):
+            return family.name
+    words = re.findall(r"[a-z0-9]+", re.sub(r"\{[^{}]*\}", " ", template).lower())
+    return "refusal." + "-".join(words[:7] or ["unnamed"])
+
+
+@lru_cache(maxsize=16)
+def catalog(engine_version: str | None) -> tuple[CatalogEntry, ...]:
+    """The templates of this release (or of every known release when None or unknown), then the
+    fallback templates of the named families those facts lack."""
+    entries: list[CatalogEntry] = []
+    seen: set[tuple[str, str]] = set()
+    for version, refusals in _refusals(engine_version):
+        for refusal in refusals:
+            key = (refusal.get("exception", ""), refusal.get("template", ""))
+            anchor = _anchor(key[1])
+            if key in seen or anchor is None:
+                continue
+            seen.add(key)
+            source = f"vllm {version} {refusal.get('file', '?')} {refusal.get('function', '?')}"
+            entries.append(CatalogEntry(template_family(key[1]), key[0], key[1], anchor, source))
+    present = {e.family for e in entries}
+    for family in NAMED:
+        if family.name in present:
+            continue
+        for exception, template in family.fallback_templates:
+            entries.append(CatalogEntry(family.name, exception, template, _anchor(template),
+                                        "apron fallback template (vLLM 0.29-0.33 source)"))
+    return tuple(entries)
+
+
+def _anchor(template: str) -> str | None:
+    return anchor_of(split(template))
+
+
+def _refusals(engine_version: str | None) -> list[tuple[str, list[dict]]]:
+    """(version, refusals) from the engine facts; empty when no facts are installed."""
+    from apron.engine.facts import known_versions, load_facts
+    from apron.errors import ApronError
+
+    try:
+        versions = known_versions()
+    except (ApronError, OSError):
+        return []
+    if engine_version in versions:
+        versions = [engine_version]
+    out = []
+    for version in versions:
+        try:
+            out.append((version, facts_refusals(load_facts(version))))
+        except (ApronError, OSError, ValueError):
+            continue
+    return out
+
+
+def facts_refusals(facts) -> list[dict]:
+    """The refusal templates of a facts file: the `refusals` table, which the loader may keep out of
+    the core data it reads for plans and load on first use."""
+    if hasattr(type(facts), "refusals"):
+        return list(facts.refusals)
+    return list(facts.data.get("refusals") or [])
+
+
+# ------------------------------------------------------------------ classifying one error
+
+
+def classify(exception: str | None, message: str, engine_version: str | None = None, *,
+             wrappers: bool = True) -> Classification:
+    text = f"{exception}: {message}" if exception else message
+    for wrapper in WRAPPERS if wrappers else ():
+        if wrapper.regex.search(text):
+            return Classification(wrapper.name, wrapper.blame, {}, "observed")
+    by_template = _by_template(message, engine_version)
+    observed = _by_observed(text)
+    if by_template is not None and observed is not None and observed.family == by_template.family:
+        return replace(by_template, fields={**observed.fields, **by_template.fields})
+    if by_template is not None and (observed is None or _covers(by_template, message)):
+        return by_template
+    if observed is not None:
+        return observed
+    return Classification("unclassified", "unknown", {}, "none")
+
+
+def _covers(found: Classification, message: str) -> bool:
+    """A template that is mostly a field ("Error in profiling: {e}") must not hide the observed
+    failure inside the field."""
+    return found.literal_chars >= 0.4 * len(message)
+
+
+def _by_template(message: str, engine_version: str | None) -> Classification | None:
+    best: tuple[tuple, CatalogEntry, dict] | None = None
+    for entry in catalog(engine_version):
+        if entry.anchor not in message:
+            continue
+        result = entry.pattern.match(message)
+        if result is None:
+            continue
+        raw, exact = result
+        score = (exact, entry.pattern.literal_chars)
+        if best is None or score > best[0]:
+            best = (score, entry, raw)
+    if best is None:
+        return None
+    (exact, _), entry, raw = best
+    fields = typed_fields(entry.family, raw)
+    return Classification(entry.family, family_blame(entry.family), fields, entry.source,
+                          entry.template, exact, entry.pattern.literal_chars)
+
+
+def _by_observed(text: str) -> Classification | None:
+    for observed in OBSERVED:
+        m = observed.regex.search(text)
+        if m:
+            fields = {k: coerce(v) for k, v in m.groupdict().items() if v is not None}
+            fields.update(_OBSERVED_FIELDS.get(observed.name, lambda t: {})(text))
+            return Classification(observed.name, observed.blame, fields, "observed")
+    return None
+
+
+# ------------------------------------------------------------------ typed fields
+
+
+def typed_fields(family: str, raw: dict[str, str]) -> dict:
+    renames = dict(_BY_NAME[family].renames) if family in _BY_NAME else {}
+    fields = {renames.get(k, k): coerce(v) for k, v in raw.items()}
+    extra = _TEMPLATE_FIELDS.get(family)
+    if extra is not None:
+        fields = extra(fields)
+    return fields
+
+
+def _kv_fields(fields: dict) -> dict:
+    """`estimated_msg` is "Based on the available memory, the estimated maximum model length is N. "
+    or empty (no block fits at all)."""
+    estimate = fields.pop("estimated_msg", None)
+    m = re.search(r"estimated maximum model length is (\d+)", str(estimate or ""))
+    fields["estimated_max_model_len"] = int(m.group(1)) if m else None
+    return fields
+
+
+def _max_len_fields(fields: dict) -> dict:
+    """`msg`: "User-specified max_model_len (N) is greater than the derived max_model_len
+    (key=D or model_max_length=M in model's config.json)."""
+    msg = str(fields.pop("msg", ""))
+    fields.pop("warning", None)
+    m = re.search(r"max_model_len \((\d+)\) is greater than the derived max_model_len \((\w+)=([\d.]+|inf)"
+                  r"(?: or model_max_length=(\w+|[\d.]+))?", msg)
+    if m:
+        fields["max_model_len"] = int(m.group(1))
+        fields["derived_key"] = m.group(2)
+        derived = float(m.group(3))
+        fields["derived_max_model_len"] = int(derived) if math.isfinite(derived) else None
+        fields["model_max_length"] = coerce(m.group(4)) if m.group(4) not in (None, "None") else None
+    return fields
+
+
+def _bf16_fields(fields: dict) -> dict:
+    m = re.search(r"(\d+)\.(\d+)", str(fields.get("compute_str", "")))
+    if m:
+        fields["compute_capability"] = f"{m.group(1)}.{m.group(2)}"
+    return fields
+
+
+def _list_field(name: str):
+    def parse(fields: dict) -> dict:
+        value = fields.get(name)
+        if isinstance(value, str):
+            fields[name] = [v.strip(" '\"") for v in re.split(r"[,\s]+", value.strip("{}[]() ")) if v.strip(" '\"")]
+        return fields
+    return parse
+
+
+def _arch_fields(fields: dict) -> dict:
+    value = str(fields.get("architectures", fields.get("arch", "")))
+    fields["architectures"] = re.findall(r"[A-Za-z_]\w*", value) if value else []
+    fields.pop("arch", None)
+    if "all_supported_archs" in fields:  # hundreds of names: count them, keep the output readable
+        fields["num_supported_architectures"] = len(re.findall(r"'([^']+)'", str(fields.pop("all_supported_archs"))))
+    return fields
+
+
+_TEMPLATE_FIELDS = {
+    "kv_cache_too_small": _kv_fields,
+    "max_model_len_over_derived": _max_len_fields,
+    "bfloat16_unsupported": _bf16_fields,
+    "invalid_reasoning_parser": _list_field("valid_reasoning_parsers"),
+    "architecture_unsupported": _arch_fields,
+    "nccl_error": lambda fields: {**fields, "nccl_error": fields.get("error_str")},
+}
+
+_SIZE = r"([\d.]+)\s*([KMGT]i?B|bytes)"
+_UNITS = {"B": 1, "bytes": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40, "KB": 2**10, "MB": 2**20,
+          "GB": 2**30, "TB": 2**40}
+
+
+def _bytes(number: str, unit: str) -> int:
+    return int(float(number) * _UNITS[unit])
+
+
+def _oom_fields(text: str) -> dict:
+    """PyTorch's allocator message (c10/cuda/CUDACachingAllocator.cpp): "Tried to allocate 2.00 GiB.
+    GPU 0 has a total capacity of 23.55 GiB of which 1.06 GiB is free. ... Of the allocated memory
+    20.08 GiB is allocated by PyTorch, and 1.19 GiB is reserved by PyTorch but unallocated."""
+    fields: dict = {}
+    for name, regex in (("tried_bytes", r"Tried to allocate " + _SIZE),
+                        ("total_capacity_bytes", r"total capacity of " + _SIZE),
+                        ("free_bytes", r"of which " + _SIZE + r" is free"),
+                        ("allocated_by_pytorch_bytes", _SIZE + r" is allocated by PyTorch"),
+                        ("reserved_unallocated_bytes", _SIZE + r" is reserved by PyTorch but unallocated")):
+        m = re.search(regex, text)
+        if m:
+            fields[name] = _bytes(m.group(1), m.group(2))
+    m = re.search(r"\bGPU (\d+)\b", text)
+    if m:
+        fields["gpu_index"] = int(m.group(1))
+    return fields
+
+
+def _nccl_fields(text: str) -> dict:
+    m = re.search(r"(unhandled (?:cuda|system) error|internal error|invalid usage|remote process exited[^,.]*"
+                  r"|invalid argument|operation not supported)", text, re.I)
+    return {"nccl_error": m.group(1)} if m else {}
+
+
+_OBSERVED_FIELDS = {"cuda_oom": _oom_fields, "nccl_error": _nccl_fields}

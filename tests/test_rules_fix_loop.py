@@ -1,0 +1,48 @@
+"""The `apron boot --fix` loop of apron.rules' docstring, run over real CPU-engine boots.
+
+The lab booted each failing command and its correction; here a stand-in `boot` returns the lab log of
+the boot with that model and those settings, so the loop runs without an engine. The integration
+with issue 5's runner and records replaces `boot` and the log ids with record ids.
+"""
+from __future__ import annotations
+
+import pytest
+from rules_text import log_index, log_text
+
+from apron.rules import StatusStore, diagnose, fingerprint, logtext, promote, settings_from_args
+
+
+def lab_boots() -> dict:
+    boots = {}
+    for name in log_index():
+        args = logtext.non_default_args(logtext.read_lines(log_text(name)))
+        boots.setdefault((args["model"], settings_from_args(args)), name)
+    return boots
+
+
+def boot(model: str, settings) -> str:
+    return lab_boots()[(model, settings)]
+
+
+@pytest.mark.parametrize("failed,rule,healthy", [
+    ("c_auto_kv_util_004_refused", "raise_gpu_memory_utilization", "c_auto_kv_util_005"),
+    ("g_gemma2_float16", "dtype_bfloat16", "g_gemma2_bfloat16_healthy"),
+])
+def test_fix_loop_proves_the_rule_on_its_release(tmp_path, failed, rule, healthy):
+    store = StatusStore(tmp_path)
+    text = log_text(failed)
+    model = logtext.non_default_args(logtext.read_lines(text))["model"]
+    diagnosis = diagnose(text, store=store)
+    candidate = diagnosis.applicable[0]
+    assert candidate.match.rule_id == rule and candidate.status.status == "untested"
+    store.note_hypothesis(rule, diagnosis.engine_version, failed)
+    assert store.status(rule, "0.32.0").status == "hypothesis"
+
+    second = boot(model, candidate.corrected)
+    assert second == healthy
+    assert fingerprint(log_text(second)) is None and log_index()[second]["outcome"] == "healthy"
+    promote(rule, diagnosis.engine_version, failed, second, store=store)
+
+    assert store.status(rule, "0.32.0").is_proven
+    assert store.status(rule, "0.33.0").status == "untested"  # proof does not carry across releases
+    assert diagnose(text, store=store).applicable[0].status.is_proven
