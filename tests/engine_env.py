@@ -49,14 +49,26 @@ def vllm_python() -> str:
     return str(vllm_venv() / "bin" / "python")
 
 
+_lock_held = False
+
+
 @contextlib.contextmanager
 def engine_lock():
+    """One engine at a time on this machine. Taking it twice in one process would wait forever (the
+    session `cpu_engine` holds it until the session ends): that is a test-ordering bug, said at once.
+    conftest.py runs the tests that boot their own engine before those that use `cpu_engine`."""
+    global _lock_held
+    if _lock_held:
+        raise RuntimeError("engine_lock is already held by this test process (the session cpu_engine?): a test "
+                           "that boots its own engine must run before the tests that use cpu_engine")
     path = os.environ.get("APRON_ENGINE_LOCK", os.path.join(tempfile.gettempdir(), "apron-engine.lock"))
     with open(path, "w") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
+        _lock_held = True
         try:
             yield
         finally:
+            _lock_held = False
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 

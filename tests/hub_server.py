@@ -302,6 +302,8 @@ class _Handler(BaseHTTPRequestHandler):
         path = urlsplit(self.path).path
         if self.role == "cdn":
             return self._cdn(path, method, fault)
+        if path.startswith("/api/models/") and "/tree/" in path:
+            return self._tree(path[len("/api/models/"):], method)
         if path.startswith("/api/models/"):
             return self._model_info(path[len("/api/models/"):], method)
         if "/resolve/" in path:
@@ -322,6 +324,22 @@ class _Handler(BaseHTTPRequestHandler):
                 "private": repo.private, "gated": "manual" if repo.gated else False, "disabled": False,
                 "lastModified": "2025-01-01T00:00:00.000Z", "tags": [], "siblings": siblings}
         self._send_bytes(200, json.dumps(body).encode(), method, {"Content-Type": "application/json"})
+
+    def _tree(self, rest: str, method: str) -> None:
+        """GET /api/models/{repo}/tree/{revision}: the file listing snapshot_download reads (flat repos only)."""
+        repo_id, _, revision = rest.partition("/tree/")
+        repo = self._repo(unquote(repo_id), method, for_files=False)
+        if repo is None:
+            return
+        if self._commit(repo, unquote(revision.split("/", 1)[0]), method) is None:
+            return
+        entries = []
+        for name, vf in sorted(repo.files.items()):
+            entry = {"type": "file", "oid": vf.git_sha1, "size": vf.size, "path": name}
+            if vf.is_lfs:
+                entry["lfs"] = {"oid": vf.lfs_sha256, "size": vf.size, "pointerSize": 135}
+            entries.append(entry)
+        self._send_bytes(200, json.dumps(entries).encode(), method, {"Content-Type": "application/json"})
 
     @staticmethod
     def _sibling(name: str, vf: VirtualFile, blobs: bool) -> dict:

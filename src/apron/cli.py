@@ -10,7 +10,7 @@ import sys
 
 import click
 
-from apron.errors import ApronError, BadInput
+from apron.errors import ApronError, BadInput, Failed
 
 
 def emit_json(data) -> None:
@@ -114,6 +114,198 @@ def gpus_command(as_json: bool) -> None:
         mark = "" if r["is_total_exact"] else " (approx.)"
         click.echo(f"{r['name']:<34} {r['total_bytes'] / 2**30:8.2f} GiB{mark:<10} cc {r['compute_capability']:<5} "
                    f"{', '.join(r['aliases'])}")
+
+
+def _store(records: str | None):
+    from apron.records.store import RecordStore
+
+    return RecordStore(records)
+
+
+@cli.command("boot")
+@click.argument("source_or_plan")
+@click.option("--on", "targets", multiple=True, required=True,
+              help="local | ssh://user@host[:port] | sky[:cloud]. Repeat to name machines to retry a host fault on.")
+@click.option("--gpu", help="When SOURCE is a model: the GPU to plan for (as in `apron plan`).")
+@click.option("--tp", "tp", type=int, default=1, show_default=True)
+@click.option("--engine", "engine", help="vLLM release to plan for, e.g. vllm==0.32.0.")
+@click.option("--revision", help="Hub revision (branch, tag or commit).")
+@click.option("--max-model-len", type=int)
+@click.option("--gpu-memory-utilization", type=float)
+@click.option("--max-num-seqs", type=int)
+@click.option("--max-num-batched-tokens", type=int)
+@click.option("--kv-cache-dtype", default="auto", show_default=True)
+@click.option("--dtype", default="auto", show_default=True)
+@click.option("--enforce-eager", is_flag=True)
+@click.option("--vllm", "vllm_path", help="The vllm executable on the target (default: vllm on PATH).")
+@click.option("--venv", help="A venv on the target that holds vllm (DIR/bin/vllm).")
+@click.option("--profile", type=click.Choice(["gpu", "cpu"]), default="gpu", show_default=True,
+              help="cpu adds the vLLM CPU build's flags: a 64 MiB KV cache, one process.")
+@click.option("--extra-args", help="More vllm serve arguments, appended last (e.g. \"--kv-cache-memory-bytes 1e8\").")
+@click.option("--env", "env_pairs", multiple=True, help="KEY=VALUE for the engine's environment (repeatable).")
+@click.option("--log-level", type=click.Choice(["INFO", "DEBUG"], case_sensitive=False), default="INFO",
+              show_default=True, help="The engine's VLLM_LOGGING_LEVEL.")
+@click.option("--health-timeout", type=float, default=1800, show_default=True, help="Seconds to wait for /health.")
+@click.option("--weights", help="A local checkpoint folder to boot instead of the plan's source.")
+@click.option("--served-model-name", help="Default: the repo id or the folder name.")
+@click.option("--workdir", help="Folder on the target for runs and downloads (default ~/.cache/apron).")
+@click.option("--keep-run-dir", is_flag=True, help="Leave the run folder on the target (debugging).")
+@click.option("--retries", type=click.IntRange(0, 10), default=2, show_default=True,
+              help="Further attempts after a host fault, on the next --on target.")
+@click.option("--identity", "identity_file", type=click.Path(exists=True, dir_okay=False), help="ssh: private key.")
+@click.option("--known-hosts", "known_hosts_file", type=click.Path(exists=True, dir_okay=False),
+              help="ssh: known_hosts file to check the host key against.")
+@click.option("--ssh-option", "ssh_options", multiple=True, help="ssh: an extra -o Key=Value (repeatable).")
+@click.option("--records", type=click.Path(file_okay=False), help="Record store folder (default: Apron's data dir).")
+@click.option("--json", "as_json", is_flag=True, help="Print the boot record as JSON.")
+def boot_command(source_or_plan, targets, gpu, tp, engine, revision, max_model_len, gpu_memory_utilization,
+                 max_num_seqs, max_num_batched_tokens, kv_cache_dtype, dtype, enforce_eager, vllm_path, venv,
+                 profile, extra_args, env_pairs, log_level, health_timeout, weights, served_model_name, workdir,
+                 keep_run_dir, retries, identity_file, known_hosts_file, ssh_options, records, as_json) -> None:
+    """Boot a plan on a real engine, measure it, and record prediction beside measurement.
+
+    SOURCE_OR_PLAN: a saved plan (apron.plan/1 JSON, a plan record file or id) or a model SOURCE,
+    which is planned first (then --gpu is needed)."""
+    from apron.boot.command import parse_extra_args
+    from apron.boot.runner import SshSettings, boot, load_plan_input
+    from apron.boot.session import BootOptions
+    from apron.boot.targets import parse_target
+
+    store = _store(records)
+    specs = [parse_target(t) for t in targets]
+    plan = load_plan_input(source_or_plan, store)
+    if plan is None:
+        if not gpu:
+            raise BadInput(f"{source_or_plan} is a model, not a saved plan: give --gpu to plan it first")
+        from apron.hardware import resolve_gpu
+        from apron.plan.planner import PlanRequest, make_plan
+        from apron.plan.settings import UserSettings
+
+        say(f"planning {source_or_plan} for {gpu}")
+        plan = make_plan(PlanRequest(
+            source=source_or_plan, gpu=resolve_gpu(gpu),
+            user=UserSettings(tensor_parallel_size=tp, max_model_len=max_model_len,
+                              gpu_memory_utilization=gpu_memory_utilization, max_num_seqs=max_num_seqs,
+                              max_num_batched_tokens=max_num_batched_tokens, kv_cache_dtype=kv_cache_dtype,
+                              dtype=dtype, enforce_eager=enforce_eager),
+            engine_version=_engine_option(engine), revision=revision)).to_json()
+    env = {}
+    for pair in env_pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise BadInput(f"--env '{pair}' must be KEY=VALUE")
+        env[key] = value
+    options = BootOptions(vllm=vllm_path, venv=venv, profile=profile, extra_args=parse_extra_args(extra_args),
+                          extra_env=env, log_level=log_level.upper(), health_timeout_seconds=health_timeout,
+                          workdir=workdir, weights=weights, served_model_name=served_model_name,
+                          keep_run_dir=keep_run_dir, retries=retries, hf_token=os.environ.get("HF_TOKEN"))
+    result = boot(plan, specs, options, store, after_healthy=None,
+                  ssh=SshSettings(identity_file, known_hosts_file, tuple(ssh_options)),
+                  progress=lambda m: say(f"apron: {m}"))
+    if as_json:
+        emit_json({"id": result.record_id, **result.record})
+    else:
+        from apron.records.report import render_boot
+        from apron.records.store import StoredRecord
+
+        click.echo(render_boot(StoredRecord(result.record_id, result.record)))
+    fault = result.record.get("fault")
+    if result.record["outcome"] != "healthy" or fault:
+        what = "healthy, but" if result.record["outcome"] == "healthy" else result.record["outcome"]
+        raise Failed(f"boot {what}: {fault.get('reason')}: {str(fault.get('evidence'))[:300]} "
+                     f"(record {result.record_id[:12]})")
+
+
+@cli.group("log")
+def log_group() -> None:
+    """Read vLLM logs."""
+
+
+@log_group.command("parse")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Print every field as JSON.")
+def log_parse_command(file, as_json) -> None:
+    """What a vLLM start-up log says: memory accounting, timings, config, errors (null when not printed)."""
+    from apron.measure.logparse import parse_file
+
+    parsed = parse_file(file).to_json()
+    if as_json:
+        emit_json(parsed)
+        return
+    for name, value in parsed.items():
+        if name in ("sources", "per_rank") or value in (None, [], {}):
+            continue
+        if name == "errors":
+            for line in value:
+                click.echo(f"error: {line[:300]}")
+            continue
+        click.echo(f"{name:<36} {value}")
+
+
+@cli.group("records")
+def records_group() -> None:
+    """Plans and boots kept side by side (content-addressed JSON)."""
+
+
+@records_group.command("list")
+@click.option("--records", type=click.Path(file_okay=False), help="Record store folder.")
+@click.option("--kind", type=click.Choice(["plan", "boot"]))
+@click.option("--json", "as_json", is_flag=True)
+def records_list_command(records, kind, as_json) -> None:
+    """Every record in the store, newest boots last."""
+    from apron.records.report import render_list, summary_row
+
+    rows = [summary_row(r) for r in _store(records).all()]
+    rows = [r for r in rows if kind is None or r["kind"] == kind]
+    rows.sort(key=lambda r: (r["kind"] != "plan", r["created_at"] or "", r["id"]))
+    if as_json:
+        emit_json(rows)
+    else:
+        click.echo(render_list(rows))
+
+
+@records_group.command("show")
+@click.argument("record_id")
+@click.option("--records", type=click.Path(file_okay=False))
+@click.option("--log", "with_log", is_flag=True, help="Print the engine log stored with a boot record.")
+@click.option("--json", "as_json", is_flag=True)
+def records_show_command(record_id, records, with_log, as_json) -> None:
+    """One record (a unique id prefix is enough)."""
+    from apron.records.report import render_boot
+
+    store = _store(records)
+    record = store.get(record_id)
+    if with_log:
+        sha = record.document.get("log", {}).get("sha256")
+        if not sha:
+            raise BadInput(f"record {record.id[:12]} has no log")
+        sys.stdout.write(store.get_blob(sha).decode("utf-8", errors="replace"))
+        return
+    if as_json or record.kind == "plan":
+        emit_json({"id": record.id, **record.document})
+    else:
+        click.echo(render_boot(record))
+
+
+@records_group.command("compare")
+@click.argument("record_id")
+@click.option("--records", type=click.Path(file_okay=False))
+@click.option("--json", "as_json", is_flag=True)
+def records_compare_command(record_id, records, as_json) -> None:
+    """Predicted (the linked plan) beside measured (the boot), with the error per quantity."""
+    from apron.records.documents import compare
+    from apron.records.report import render_compare
+
+    store = _store(records)
+    boot_record = store.get(record_id)
+    if boot_record.kind != "boot":
+        raise BadInput(f"record {boot_record.id[:12]} is a {boot_record.kind}, not a boot: compare takes a boot id")
+    plan_record = store.get(boot_record.document["plan_id"])
+    table = compare(plan_record.document["plan"], boot_record.document)
+    if as_json:
+        emit_json(table)
+    else:
+        click.echo(render_compare(table))
 
 
 @cli.command("diagnose")

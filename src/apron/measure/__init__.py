@@ -1,8 +1,19 @@
-"""Measure a served model: deployment checks (will it answer) and the serving test (how fast)."""
+"""Measure a served model: deployment checks (will it answer) and the serving test (how fast), and
+read what the engine logged (apron.measure.logparse).
+
+The names below load on first use: `checks` imports the openai client (~1 s), which `apron log parse`
+and `apron boot` should not pay for.
+"""
 from __future__ import annotations
 
-from apron.measure.checks import CheckReport, CheckResult, run_checks, template_reads_reasoning_effort
-from apron.measure.servetest import ServeReport, run_serve_test
+import importlib
 
-__all__ = ["CheckReport", "CheckResult", "ServeReport", "run_checks", "run_serve_test",
-           "template_reads_reasoning_effort"]
+_LAZY = {"CheckReport": "checks", "CheckResult": "checks", "run_checks": "checks",
+         "template_reads_reasoning_effort": "checks", "ServeReport": "servetest", "run_serve_test": "servetest"}
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        return getattr(importlib.import_module(f"apron.measure.{_LAZY[name]}"), name)
+    raise AttributeError(f"module 'apron.measure' has no attribute {name!r}")

@@ -1,0 +1,118 @@
+"""`--on sky[:cloud]`: rent the plan's GPUs through SkyPilot (`pip install 'apron[sky]'`).
+
+The task is built with SkyPilot's own Task/Resources API: the accelerator named from the plan's GPU,
+count = tensor-parallel size, a disk sized from the checkpoint, a setup that installs the pinned vLLM
+in a venv. Apron then reaches the cluster over SSH (SkyPilot writes a `Host <cluster>` entry to the
+user's SSH config) and boots it like any ssh target. Autostop (down) is the safety net if Apron
+dies; `down()` runs in every outcome. SkyPilot is imported only here, only when used.
+"""
+from __future__ import annotations
+
+import math
+import shlex
+import uuid
+from dataclasses import dataclass
+
+from apron.errors import BadInput, HostFault
+
+GIB = 2**30
+# PyTorch device name (the plan's GPU) -> SkyPilot accelerator name.
+ACCELERATORS = {
+    "NVIDIA H100 80GB HBM3": "H100", "NVIDIA H100 PCIe": "H100", "NVIDIA H100 NVL": "H100-NVL",
+    "NVIDIA H200": "H200", "NVIDIA B200": "B200",
+    "NVIDIA A100-SXM4-80GB": "A100-80GB", "NVIDIA A100 80GB PCIe": "A100-80GB", "NVIDIA A100-SXM4-40GB": "A100",
+    "NVIDIA L4": "L4", "NVIDIA L40S": "L40S", "NVIDIA L40": "L40", "NVIDIA A10G": "A10G", "NVIDIA A10": "A10",
+    "NVIDIA GeForce RTX 4090": "RTX4090", "NVIDIA GeForce RTX 3090": "RTX3090", "NVIDIA GeForce RTX 5090": "RTX5090",
+    "NVIDIA RTX A6000": "A6000", "NVIDIA RTX 6000 Ada Generation": "RTX6000-Ada", "Tesla T4": "T4",
+    "Tesla V100-SXM2-32GB": "V100-32GB",
+}
+VENV = "$HOME/apron-vllm"
+AUTOSTOP_MINUTES = 30
+
+
+def import_sky():
+    try:
+        import sky  # noqa: PLC0415 - optional, heavy: only when a sky target is used
+    except ImportError:
+        raise BadInput("--on sky needs SkyPilot: pip install 'apron[sky]' (then `sky check`)") from None
+    return sky
+
+
+def accelerator_for(gpu_name: str) -> str:
+    try:
+        return ACCELERATORS[gpu_name]
+    except KeyError:
+        raise BadInput(f"no SkyPilot accelerator name is known for '{gpu_name}'; boot it over ssh:// instead") from None
+
+
+def disk_gib_for(plan: dict) -> int:
+    """The checkpoint (downloaded once), the vLLM venv and compile caches, with room to spare."""
+    checkpoint = (plan.get("details", {}).get("weights", {}) or {}).get("checkpoint_bytes") or 0
+    return max(100, int(math.ceil(checkpoint * 1.2 / GIB)) + 80)
+
+
+@dataclass
+class SkyCluster:
+    name: str
+    plan: dict
+    cloud: str | None = None
+    launched: bool = False
+
+    @classmethod
+    def for_plan(cls, plan: dict, cloud: str | None = None) -> "SkyCluster":
+        return cls(name=f"apron-{uuid.uuid4().hex[:8]}", plan=plan, cloud=cloud)
+
+    def describe(self) -> str:
+        hw = self.plan["hardware"]
+        return f"{hw['count']} x {accelerator_for(hw['gpu'])}, {disk_gib_for(self.plan)} GiB disk, {self.cloud or 'any cloud'}"
+
+    def setup_script(self) -> str:
+        version = self.plan["engine"]["version"]
+        return "\n".join([
+            "set -e",
+            f"python3 -m venv {VENV} || (sudo apt-get update && sudo apt-get install -y python3-venv && python3 -m venv {VENV})",
+            f"{VENV}/bin/pip install -q --upgrade pip",
+            f"{VENV}/bin/pip install -q {shlex.quote('vllm==' + version)} huggingface_hub",
+        ])
+
+    def task(self, sky=None):
+        """The SkyPilot Task for this plan (built, not launched)."""
+        sky = sky or import_sky()
+        hw = self.plan["hardware"]
+        cloud = None
+        if self.cloud:
+            cloud = sky.CLOUD_REGISTRY.from_str(self.cloud) if hasattr(sky, "CLOUD_REGISTRY") else None
+        resources = sky.Resources(cloud=cloud, accelerators={accelerator_for(hw["gpu"]): int(hw["count"])},
+                                  disk_size=disk_gib_for(self.plan))
+        task = sky.Task(name=self.name, setup=self.setup_script(), run=None)
+        task.set_resources(resources)
+        return task
+
+    def launch(self, ssh_settings):
+        from apron.boot.hosts import SshHost, SshTarget
+
+        sky = import_sky()
+        try:
+            _wait(sky, sky.launch(self.task(sky), cluster_name=self.name, idle_minutes_to_autostop=AUTOSTOP_MINUTES,
+                                  down=True))
+        except Exception as exc:  # noqa: BLE001 - any provisioning failure is the machine's, not the model's
+            self.launched = True  # a half-made cluster must still be taken down
+            raise HostFault(f"SkyPilot could not start {self.name}: {type(exc).__name__}: {exc}") from None
+        self.launched = True
+        # SkyPilot adds `Host <cluster>` to ~/.ssh/config with its own key and known host.
+        return SshHost(SshTarget(self.name, options=ssh_settings.options))
+
+    def down(self) -> None:
+        if not self.launched:
+            return
+        sky = import_sky()
+        _wait(sky, sky.down(self.name))
+
+
+def _wait(sky, request):
+    """SkyPilot >= 0.10 returns a request id from its client calls; older versions the result."""
+    if hasattr(sky, "stream_and_get") and isinstance(request, str):
+        return sky.stream_and_get(request)
+    if hasattr(sky, "get") and request is not None and type(request).__name__ == "RequestId":
+        return sky.get(request)
+    return request
