@@ -288,12 +288,22 @@ def test_boot_ssh_real_engine_through_the_cli(tiny_gemma2, ssh_server, tmp_path,
     with engine_lock():
         result = run_cli("boot", str(PLAN_FILE), "--on", ssh_server.target, *ssh_server.ssh_args(),
                          "--venv", str(vllm_venv()), "--weights", str(tiny_gemma2), "--profile", "cpu",
-                         "--env", f"VLLM_CACHE_ROOT={shared_vllm_cache()}",
+                         "--env", f"VLLM_CACHE_ROOT={shared_vllm_cache()}", "--suite", "short",
+                         "--serve-prompts", "8", "--serve-input-len", "64", "--serve-output-len", "16",
                          "--workdir", str(tmp_path / "remote"), "--records", str(records), "--json")
-    assert result.returncode == 0, result.stderr[-3000:]
+    # Random weights: the engine boots, answers with tokens and serves, but the short questions fail
+    # honestly, so the boot exits 1 naming what it missed.
+    assert result.returncode == 1, result.stderr[-3000:]
+    assert result.stderr.strip().splitlines()[-1].startswith("apron: error: booted, but not answered:")
     document = json.loads(result.stdout)
     store = RecordStore(records)
     assert store.get(document["id"]).document["outcome"] == "healthy"
+    verdicts = document["after_healthy"]["verdicts"]
+    assert verdicts == {"booted": True, "responded": True, "answered": False, "served": True}
+    assert [c["status"] for c in document["answers"]["checks"]] == ["fail", "fail", "fail"]
+    figures = document["serving"]["figures"]  # vllm bench serve ran on the target, over ssh
+    assert figures["completed"] == 8 and figures["failed"] == 0
+    assert figures["ttft"]["p99_seconds"] >= figures["ttft"]["p50_seconds"] > 0
     assert_measured_from_the_cpu_log(document, store)
     assert document["target"] == ssh_server.target
     assert document["model_path"].startswith(str(tmp_path / "remote" / "boots"))  # copied over ssh

@@ -158,3 +158,19 @@ def test_registered_stateful_architecture_without_a_modelled_family_is_unknown(a
                            UserSettings(max_model_len=8192))
     assert plan.verdict == "unknown"
     assert any("recurrent state" in u for u in plan.unknowns)
+
+
+def test_parsers_follow_the_checkpoints_chat_template(apron_home_with_facts):
+    from dataclasses import replace
+
+    from apron.plan.parsers import family_parsers
+
+    llama = load_snapshot(snapshot_path("meta-llama/Llama-3.1-8B-Instruct"))
+    assert family_parsers(llama).tool == "llama3_json"   # no template shipped: the family's format
+    chatml = replace(llama, chat_template="{% for m in messages %}<|im_start|>{{ m.content }}<|im_end|>{% endfor %}")
+    assert family_parsers(chatml).tool is None
+    hermes = replace(llama, chat_template=chatml.chat_template + "{% if tools %}<tool_call>{% endif %}")
+    assert family_parsers(hermes).tool == "hermes"
+    qwen = load_snapshot(snapshot_path("Qwen/Qwen3-8B"))
+    assert family_parsers(replace(qwen, chat_template="<think></think><tool_call>")).reasoning == "qwen3"
+    assert family_parsers(replace(qwen, chat_template="plain")).reasoning is None

@@ -156,18 +156,32 @@ def _store(records: str | None):
 @click.option("--known-hosts", "known_hosts_file", type=click.Path(exists=True, dir_okay=False),
               help="ssh: known_hosts file to check the host key against.")
 @click.option("--ssh-option", "ssh_options", multiple=True, help="ssh: an extra -o Key=Value (repeatable).")
+@click.option("--suite", type=click.Choice(["short", "deploy", "none"]),
+              help="Checks after /health (default: short on one GPU, deploy on several).")
+@click.option("--serve-test/--no-serve-test", default=True, show_default=True,
+              help="Run vllm bench serve next to the engine after the checks.")
+@click.option("--serve-prompts", type=int, default=50, show_default=True)
+@click.option("--serve-input-len", type=int, default=512, show_default=True)
+@click.option("--serve-output-len", type=int, default=128, show_default=True)
+@click.option("--serve-concurrency", type=int, default=4, show_default=True)
+@click.option("--reasoning-effort", help="Sent with the checks where the chat template reads it (e.g. low).")
+@click.option("--fix", is_flag=True, help="On a model failure, apply the matching correction rule and boot again.")
+@click.option("--fix-attempts", type=click.IntRange(1, 5), default=2, show_default=True,
+              help="Corrected boots at most.")
 @click.option("--records", type=click.Path(file_okay=False), help="Record store folder (default: Apron's data dir).")
 @click.option("--json", "as_json", is_flag=True, help="Print the boot record as JSON.")
 def boot_command(source_or_plan, targets, gpu, tp, engine, revision, max_model_len, gpu_memory_utilization,
                  max_num_seqs, max_num_batched_tokens, kv_cache_dtype, dtype, enforce_eager, vllm_path, venv,
                  profile, extra_args, env_pairs, log_level, health_timeout, weights, served_model_name, workdir,
-                 keep_run_dir, retries, identity_file, known_hosts_file, ssh_options, records, as_json) -> None:
+                 keep_run_dir, retries, identity_file, known_hosts_file, ssh_options, suite, serve_test,
+                 serve_prompts, serve_input_len, serve_output_len, serve_concurrency, reasoning_effort, fix,
+                 fix_attempts, records, as_json) -> None:
     """Boot a plan on a real engine, measure it, and record prediction beside measurement.
 
     SOURCE_OR_PLAN: a saved plan (apron.plan/1 JSON, a plan record file or id) or a model SOURCE,
     which is planned first (then --gpu is needed)."""
     from apron.boot.command import parse_extra_args
-    from apron.boot.runner import SshSettings, boot, load_plan_input
+    from apron.boot.runner import SshSettings, load_plan_input
     from apron.boot.session import BootOptions
     from apron.boot.targets import parse_target
 
@@ -199,9 +213,18 @@ def boot_command(source_or_plan, targets, gpu, tp, engine, revision, max_model_l
                           extra_env=env, log_level=log_level.upper(), health_timeout_seconds=health_timeout,
                           workdir=workdir, weights=weights, served_model_name=served_model_name,
                           keep_run_dir=keep_run_dir, retries=retries, hf_token=os.environ.get("HF_TOKEN"))
-    result = boot(plan, specs, options, store, after_healthy=None,
-                  ssh=SshSettings(identity_file, known_hosts_file, tuple(ssh_options)),
-                  progress=lambda m: say(f"apron: {m}"))
+    from apron.boot.answers import AnswerSettings
+    from apron.boot.fix import boot_with_fix, replan_from_plan
+
+    answers = AnswerSettings(suite, serve_test, serve_prompts, serve_input_len, serve_output_len,
+                             serve_concurrency, reasoning_effort)
+    outcome = boot_with_fix(plan, specs, options, store, answers, replan_from_plan,
+                            ssh=SshSettings(identity_file, known_hosts_file, tuple(ssh_options)),
+                            max_attempts=fix_attempts if fix else 0, progress=lambda m: say(f"apron: {m}"))
+    if fix:
+        say(f"apron: --fix: {len(outcome.boots)} boot(s); {outcome.stopped_because}"
+            + (f"; fix records {', '.join(f[:12] for f in outcome.fixes)}" if outcome.fixes else ""))
+    result = outcome.final
     if as_json:
         emit_json({"id": result.record_id, **result.record})
     else:
@@ -214,6 +237,10 @@ def boot_command(source_or_plan, targets, gpu, tp, engine, revision, max_model_l
         what = "healthy, but" if result.record["outcome"] == "healthy" else result.record["outcome"]
         raise Failed(f"boot {what}: {fault.get('reason')}: {str(fault.get('evidence'))[:300]} "
                      f"(record {result.record_id[:12]})")
+    verdicts = (result.record.get("after_healthy") or {}).get("verdicts") or {}
+    missed = [name for name, value in verdicts.items() if value is False]
+    if missed:
+        raise Failed(f"booted, but not {' / '.join(missed)}: see the checks in record {result.record_id[:12]}")
 
 
 @cli.group("log")
@@ -249,7 +276,7 @@ def records_group() -> None:
 
 @records_group.command("list")
 @click.option("--records", type=click.Path(file_okay=False), help="Record store folder.")
-@click.option("--kind", type=click.Choice(["plan", "boot"]))
+@click.option("--kind", type=click.Choice(["plan", "boot", "fix"]))
 @click.option("--json", "as_json", is_flag=True)
 def records_list_command(records, kind, as_json) -> None:
     """Every record in the store, newest boots last."""
@@ -281,7 +308,7 @@ def records_show_command(record_id, records, with_log, as_json) -> None:
             raise BadInput(f"record {record.id[:12]} has no log")
         sys.stdout.write(store.get_blob(sha).decode("utf-8", errors="replace"))
         return
-    if as_json or record.kind == "plan":
+    if as_json or record.kind in ("plan", "fix"):
         emit_json({"id": record.id, **record.document})
     else:
         click.echo(render_boot(record))
@@ -332,15 +359,25 @@ def rules_group() -> None:
     """Correction rules and their status (hypothesis or proven) per vLLM release."""
 
 
+def _status_store(records: str | None):
+    """Rule statuses live beside the boot records that prove them (RECORDS/rules)."""
+    from pathlib import Path
+
+    from apron.rules import StatusStore
+
+    return StatusStore(Path(records) / "rules" if records else None)
+
+
 @rules_group.command("list")
 @click.option("--engine", "engine", help="Show each rule's status on this release, e.g. vllm==0.32.0.")
+@click.option("--records", type=click.Path(file_okay=False), help="Record store folder (default: Apron's data dir).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def rules_list_command(engine, as_json) -> None:
+def rules_list_command(engine, records, as_json) -> None:
     """Every correction rule, the failure families it answers, and where it is proven."""
     from apron.report.diagnosis import render_rules, rule_json
-    from apron.rules import StatusStore, all_rules
+    from apron.rules import all_rules
 
-    store, version = StatusStore(), _engine_option(engine)
+    store, version = _status_store(records), _engine_option(engine)
     statuses = {rule.id: store.statuses(rule.id) for rule in all_rules()}
     if version:
         statuses = {rid: {version: store.status(rid, version)} for rid in statuses}
@@ -352,14 +389,15 @@ def rules_list_command(engine, as_json) -> None:
 
 @rules_group.command("show")
 @click.argument("rule_id")
+@click.option("--records", type=click.Path(file_okay=False), help="Record store folder (default: Apron's data dir).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def rules_show_command(rule_id, as_json) -> None:
+def rules_show_command(rule_id, records, as_json) -> None:
     """One rule: what it changes, why, and its status and evidence on every release."""
     from apron.report.diagnosis import render_rule, rule_json
-    from apron.rules import StatusStore, get_rule
+    from apron.rules import get_rule
 
     rule = get_rule(rule_id)
-    statuses = StatusStore().statuses(rule.id)
+    statuses = _status_store(records).statuses(rule.id)
     if as_json:
         emit_json(rule_json(rule, statuses))
         return

@@ -53,13 +53,29 @@ def family_parsers(checkpoint: Checkpoint) -> FamilyParsers:
     return _with_template(checkpoint, FamilyParsers(None, None, "no reasoning or tool format known for this family"))
 
 
+# What a chat template of each format contains. A checkpoint whose template lacks the marker does not
+# speak that format (a fine-tune with another template), and the parser would refuse or misparse.
+_TOOL_MARKERS = {"hermes": ("<tool_call>",), "qwen3_coder": ("<tool_call>", "<function="),
+                 "llama3_json": ("<|python_tag|>", "ipython", "<|eot_id|>"), "mistral": ("[TOOL_CALLS]", "[AVAILABLE_TOOLS]"),
+                 "openai": ("<|channel|>", "<|call|>")}
+_REASONING_MARKERS = {"qwen3": ("<think>", "enable_thinking"), "deepseek_r1": ("<think>",)}
+
+
 def _with_template(checkpoint: Checkpoint, parsers: FamilyParsers) -> FamilyParsers:
-    """A chat template that emits <tool_call> blocks needs a tool parser even where the family
-    rule has none (Hermes format, the common default)."""
-    template = checkpoint.chat_template or ""
-    if parsers.tool is None and "<tool_call>" in template:
-        return FamilyParsers(parsers.reasoning, "hermes", parsers.why + "; chat template emits <tool_call>")
-    return parsers
+    """Check the family's formats against the checkpoint's chat template where it ships one: drop a
+    parser whose format the template does not speak, and add Hermes where the template emits
+    <tool_call> blocks but the family rule names no tool parser."""
+    template = checkpoint.chat_template
+    if not template:
+        return parsers
+    reasoning, tool, why = parsers.reasoning, parsers.tool, parsers.why
+    if tool in _TOOL_MARKERS and not any(m in template for m in _TOOL_MARKERS[tool]):
+        tool, why = None, why + f"; the chat template has no {tool} tool-call markup"
+    if reasoning in _REASONING_MARKERS and not any(m in template for m in _REASONING_MARKERS[reasoning]):
+        reasoning, why = None, why + f"; the chat template has no {reasoning} reasoning markup"
+    if tool is None and "<tool_call>" in template:
+        tool, why = "hermes", why + "; the chat template emits <tool_call>"
+    return FamilyParsers(reasoning, tool, why)
 
 
 def parser_flags(checkpoint: Checkpoint, facts: EngineFacts) -> tuple[list[str], list[Problem], str]:

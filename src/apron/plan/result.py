@@ -41,6 +41,7 @@ class Plan:
     unknowns: tuple[str, ...]
     notes: tuple[str, ...] = ()
     details: dict = field(default_factory=dict, compare=False)  # --explain material, extra JSON fields
+    compute_capability: str | None = None
 
     def __post_init__(self) -> None:
         if self.verdict not in VERDICTS:
@@ -57,7 +58,8 @@ class Plan:
                       "source_kind": self.model.source_kind},
             "engine": {"name": "vllm", "version": self.engine_version},
             "hardware": {"gpu": self.gpu_name, "count": self.gpu_count,
-                         "total_bytes_per_gpu": self.total_bytes_per_gpu},
+                         "total_bytes_per_gpu": self.total_bytes_per_gpu,
+                         "compute_capability": self.compute_capability},
             "settings": self.settings,
             "verdict": self.verdict,
             "quantities": {name: q.to_json() for name, q in self.quantities.items()},

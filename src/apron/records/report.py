@@ -13,6 +13,10 @@ def summary_row(record: StoredRecord) -> dict:
                 or plan.get("model", {}).get("source"), "engine": plan.get("engine", {}).get("version"),
                 "hardware": f"{plan.get('hardware', {}).get('count')} x {plan.get('hardware', {}).get('gpu')}",
                 "outcome": plan.get("verdict"), "created_at": None, "plan_id": None}
+    if record.kind == "fix":
+        return {"id": record.id, "kind": "fix", "model": doc.get("rule"), "engine": doc.get("engine_version"),
+                "hardware": f"{doc.get('failed_boot', '')[:12]} -> {str(doc.get('corrected_boot'))[:12]}",
+                "outcome": doc.get("status"), "created_at": None, "plan_id": None}
     hw = doc.get("hardware", {})
     hardware = (f"{hw.get('gpu_count')} x {hw.get('gpu_name')}" if hw.get("gpu_name")
                 else f"CPU {hw.get('cpu_model') or '?'}" if hw.get("platform") == "cpu" else "?")
@@ -48,12 +52,34 @@ def render_boot(record: StoredRecord) -> str:
     lines.append("  measured")
     for name, q in doc.get("measured", {}).items():
         lines.append(f"    {name:<28} {format_value(q.get('value'), q.get('unit'))}")
+    lines += _answer_lines(doc)
     log = doc.get("log", {})
     lines.append(f"  log       {log.get('bytes')} bytes, sha256 {log.get('sha256')}")
     for attempt in doc.get("attempts", []):
         lines.append(f"  earlier attempt on {attempt['target']}: {attempt['fault']['kind']} fault, "
                      f"{attempt['fault']['reason']}")
     return "\n".join(lines)
+
+
+def _answer_lines(doc: dict) -> list[str]:
+    hook = doc.get("after_healthy") or {}
+    verdicts = hook.get("verdicts")
+    if not verdicts:
+        return []
+    shown = ", ".join(f"{name} {'yes' if value else 'no'}" for name, value in verdicts.items() if value is not None)
+    lines = [f"  verdicts  {shown}"]
+    for check in (doc.get("answers") or {}).get("checks", []):
+        lines.append(f"    check {check['name']:<14} {check['status']:<5} {check['reason'][:100]}")
+    serving = doc.get("serving") or {}
+    figures = serving.get("figures") or {}
+    if figures:
+        ttft = figures.get("ttft") or {}
+        lines.append(f"    serving   {figures.get('completed')} completed, {figures.get('failed')} failed; TTFT p50 "
+                     f"{ttft.get('p50_seconds')} s, p99 {ttft.get('p99_seconds')} s; "
+                     f"{figures.get('output_tokens_per_second_per_user')} tokens/s per user")
+    elif serving.get("error"):
+        lines.append(f"    serving   failed: {serving['error'][:120]}")
+    return lines
 
 
 def render_compare(table: dict) -> str:

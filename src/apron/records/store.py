@@ -22,7 +22,7 @@ from pathlib import Path
 from apron.errors import BadInput, Failed
 
 SCHEMA_VERSION = 1
-KINDS = ("plan", "boot")
+KINDS = ("plan", "boot", "fix")  # fix: a correction rule applied between two boots (apron.boot.fix)
 
 
 def canonical_bytes(document: dict) -> bytes:

@@ -156,7 +156,7 @@ def family_layers(arch: str, f: _Family) -> tuple[list[_Layer], str]:
 
 
 def _nemotron_h(f: _Family) -> list[_Layer]:
-    t, config = f.t, f.config
+    t = f.t
     ssm_dtype = t.get("mamba_ssm_cache_dtype") or "float32"  # models/config.py NemotronHForCausalLMConfig
     mamba = mamba2_layer(f, int(t["mamba_num_heads"]) * int(t["mamba_head_dim"]), int(t["n_groups"]),
                          int(t["mamba_num_heads"]), int(t["mamba_head_dim"]), int(t["ssm_state_size"]),
