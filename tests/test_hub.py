@@ -242,14 +242,16 @@ def test_invalid_repo_id_is_bad_input(hub):
     dict(match="/api/models/", status=502, times=2),
     dict(match="model-00003-of-00005", kind="reset", times=2, server="cdn"),
     dict(match="model-00003-of-00005", kind="cut", times=1, server="cdn"),
-    dict(match="model-00003-of-00005", kind="slow", delay_seconds=1.0, times=1, server="cdn"),
+    dict(match="model-00003-of-00005", kind="slow", delay_seconds=6.0, times=1, server="cdn"),
     dict(match="config.json", status=503, times=1, method="HEAD"),
     dict(match="config.json", status=503, times=2, method="GET"),
     dict(match="config.json", kind="reset", times=1, method="GET"),
 ], ids=["503-twice", "500-on-resolve", "502-on-model-info", "reset", "cut-body", "timeout",
         "config-head-503", "config-get-503", "config-get-reset"])
 def test_transient_faults_are_retried(hub, monkeypatch, fault):
-    monkeypatch.setenv("APRON_HUB_TIMEOUT_SECONDS", "0.3")
+    # Short enough that the slow answer (6 s) times out, long enough that a loaded 2-core machine
+    # answers every other request in time (0.3 s made untouched requests time out and retry).
+    monkeypatch.setenv("APRON_HUB_TIMEOUT_SECONDS", "3")
     serve_snapshot(hub, "Qwen/Qwen3-8B")
     injected = hub.fault(**fault)
     checkpoint = load_hub("Qwen/Qwen3-8B")
