@@ -1,17 +1,20 @@
 """A stand-in `vllm serve` for the runner's own plumbing tests (log volume, retries, Ctrl-C), where a
 real engine would add a minute per case without testing anything more: it prints the real CPU
 engine's start-up log (tests/fixtures/logs), padded to FAKE_VLLM_LOG_MB megabytes, then answers
-/health on --port. FAKE_VLLM_MODE=fail prints a real refusal and exits 1; hang never answers.
+/health on --port, and any chat completion with a reply the real engine gave (tests/fixtures/responses).
+FAKE_VLLM_MODE=fail prints a real refusal and exits 1; hang never answers.
 The real engine is booted by tests/test_boot.py's engine tests."""
 from __future__ import annotations
 
 import http.server
+import json
 import os
 import sys
 import time
 from pathlib import Path
 
 LOGS = Path(__file__).parent / "fixtures" / "logs"
+REPLY = Path(__file__).parent / "fixtures" / "responses" / "arithmetic_wrong.json"
 
 
 def main() -> int:
@@ -39,6 +42,19 @@ def main() -> int:
         def do_GET(self):  # noqa: N802 - the stdlib's name
             self.send_response(200 if self.path == "/health" else 404)
             self.end_headers()
+
+        def do_POST(self):  # noqa: N802
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            if self.path != "/v1/chat/completions":
+                self.send_response(404)
+                self.end_headers()
+                return
+            body = json.dumps(json.loads(REPLY.read_text())["body"]).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
 
         def log_message(self, *a):
             pass

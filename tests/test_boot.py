@@ -370,7 +370,7 @@ def test_a_source_is_planned_first_then_booted(fake_vllm, tmp_path, apron_home_w
     records = tmp_path / "records"
     result = run_cli("boot", str(folder), "--gpu", "L4", "--engine", "vllm==0.32.0", "--max-model-len", "4096",
                      "--on", "local", "--vllm", fake_vllm, "--workdir", str(tmp_path / "work"),
-                     "--records", str(records), "--json")
+                     "--suite", "none", "--no-serve-test", "--records", str(records), "--json")
     assert result.returncode == 0, result.stderr[-2000:]
     document = json.loads(result.stdout)
     plan = RecordStore(records).get(document["plan_id"]).document["plan"]
