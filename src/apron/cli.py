@@ -34,41 +34,57 @@ def _engine_option(value: str | None) -> str | None:
     return parse_engine_spec(value) if value else None
 
 
+def settings_options(command):
+    """The engine settings a plan is made for (apron plan, apron boot SOURCE)."""
+    options = [
+        click.option("--tp", "tp", type=int, default=1, show_default=True, help="Tensor-parallel size (GPUs)."),
+        click.option("--engine", "engine", help="vLLM release, e.g. vllm==0.33.0 (default: newest that supports "
+                     "the model)."),
+        click.option("--revision", help="Hub revision (branch, tag or commit)."),
+        click.option("--max-model-len", type=int),
+        click.option("--gpu-memory-utilization", type=float),
+        click.option("--max-num-seqs", type=int),
+        click.option("--max-num-batched-tokens", type=int),
+        click.option("--kv-cache-dtype", default="auto", show_default=True),
+        click.option("--dtype", default="auto", show_default=True),
+        click.option("--enforce-eager", is_flag=True),
+        click.option("--language-model-only", is_flag=True, help="Skip the vision/audio tower (text-only serving)."),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def plan_request(source: str, gpu, settings: dict, use_catalog: bool = True):
+    from apron.plan.planner import PlanRequest
+    from apron.plan.settings import UserSettings
+
+    user = UserSettings(tensor_parallel_size=settings["tp"], max_model_len=settings["max_model_len"],
+                        gpu_memory_utilization=settings["gpu_memory_utilization"],
+                        max_num_seqs=settings["max_num_seqs"], max_num_batched_tokens=settings["max_num_batched_tokens"],
+                        kv_cache_dtype=settings["kv_cache_dtype"], dtype=settings["dtype"],
+                        enforce_eager=settings["enforce_eager"], language_model_only=settings["language_model_only"])
+    return PlanRequest(source=source, gpu=gpu, user=user, engine_version=_engine_option(settings["engine"]),
+                       revision=settings["revision"], use_catalog=use_catalog)
+
+
 @cli.command("plan")
 @click.argument("source")
 @click.option("--gpu", required=True, help='PyTorch device name ("NVIDIA H100 80GB HBM3") or alias (H100, 4090).')
 @click.option("--gpu-memory-bytes", type=int, help="Total bytes per GPU as PyTorch reports them (overrides the catalog).")
 @click.option("--gpu-capability", help="Compute capability (e.g. 8.9) for a GPU not in the catalog.")
-@click.option("--tp", "tp", type=int, default=1, show_default=True, help="Tensor-parallel size (GPUs).")
-@click.option("--engine", "engine", help="vLLM release, e.g. vllm==0.33.0 (default: newest that supports the model).")
-@click.option("--revision", help="Hub revision (branch, tag or commit).")
-@click.option("--max-model-len", type=int)
-@click.option("--gpu-memory-utilization", type=float)
-@click.option("--max-num-seqs", type=int)
-@click.option("--max-num-batched-tokens", type=int)
-@click.option("--kv-cache-dtype", default="auto", show_default=True)
-@click.option("--dtype", default="auto", show_default=True)
-@click.option("--enforce-eager", is_flag=True)
-@click.option("--language-model-only", is_flag=True, help="Skip the vision/audio tower (text-only serving).")
+@settings_options
 @click.option("--no-catalog", is_flag=True, help="Fetch from the Hub even for models in the bundled catalog.")
 @click.option("--explain", is_flag=True, help="Show the memory breakdown and the tensors behind the peak.")
 @click.option("--engine-diff", "engine_diff", help="Also plan on this vLLM release and show how the numbers move.")
 @click.option("--json", "as_json", is_flag=True, help="Print the apron.plan/1 JSON document.")
-def plan_command(source, gpu, gpu_memory_bytes, gpu_capability, tp, engine, revision, max_model_len,
-                 gpu_memory_utilization, max_num_seqs, max_num_batched_tokens, kv_cache_dtype, dtype,
-                 enforce_eager, language_model_only, no_catalog, explain, engine_diff, as_json) -> None:
+def plan_command(source, gpu, gpu_memory_bytes, gpu_capability, no_catalog, explain, engine_diff, as_json,
+                 **settings) -> None:
     """Will SOURCE fit, boot and answer on this GPU? SOURCE: a Hub repo id, a folder or a snapshot file."""
     from apron.hardware import resolve_gpu
-    from apron.plan.planner import PlanRequest
-    from apron.plan.settings import UserSettings
 
-    request = PlanRequest(
-        source=source, gpu=resolve_gpu(gpu, memory_bytes=gpu_memory_bytes, capability=gpu_capability),
-        user=UserSettings(tensor_parallel_size=tp, max_model_len=max_model_len,
-                          gpu_memory_utilization=gpu_memory_utilization, max_num_seqs=max_num_seqs,
-                          max_num_batched_tokens=max_num_batched_tokens, kv_cache_dtype=kv_cache_dtype,
-                          dtype=dtype, enforce_eager=enforce_eager, language_model_only=language_model_only),
-        engine_version=_engine_option(engine), revision=revision, use_catalog=not no_catalog)
+    request = plan_request(source, resolve_gpu(gpu, memory_bytes=gpu_memory_bytes, capability=gpu_capability),
+                           settings, use_catalog=not no_catalog)
 
     from apron.checkpoint import load_checkpoint
     from apron.plan.planner import engine_diff as diff_plans, plan_checkpoint
@@ -127,16 +143,7 @@ def _store(records: str | None):
 @click.option("--on", "targets", multiple=True, required=True,
               help="local | ssh://user@host[:port] | sky[:cloud]. Repeat to name machines to retry a host fault on.")
 @click.option("--gpu", help="When SOURCE is a model: the GPU to plan for (as in `apron plan`).")
-@click.option("--tp", "tp", type=int, default=1, show_default=True)
-@click.option("--engine", "engine", help="vLLM release to plan for, e.g. vllm==0.32.0.")
-@click.option("--revision", help="Hub revision (branch, tag or commit).")
-@click.option("--max-model-len", type=int)
-@click.option("--gpu-memory-utilization", type=float)
-@click.option("--max-num-seqs", type=int)
-@click.option("--max-num-batched-tokens", type=int)
-@click.option("--kv-cache-dtype", default="auto", show_default=True)
-@click.option("--dtype", default="auto", show_default=True)
-@click.option("--enforce-eager", is_flag=True)
+@settings_options
 @click.option("--vllm", "vllm_path", help="The vllm executable on the target (default: vllm on PATH).")
 @click.option("--venv", help="A venv on the target that holds vllm (DIR/bin/vllm).")
 @click.option("--profile", type=click.Choice(["gpu", "cpu"]), default="gpu", show_default=True,
@@ -170,12 +177,10 @@ def _store(records: str | None):
               help="Corrected boots at most.")
 @click.option("--records", type=click.Path(file_okay=False), help="Record store folder (default: Apron's data dir).")
 @click.option("--json", "as_json", is_flag=True, help="Print the boot record as JSON.")
-def boot_command(source_or_plan, targets, gpu, tp, engine, revision, max_model_len, gpu_memory_utilization,
-                 max_num_seqs, max_num_batched_tokens, kv_cache_dtype, dtype, enforce_eager, vllm_path, venv,
-                 profile, extra_args, env_pairs, log_level, health_timeout, weights, served_model_name, workdir,
-                 keep_run_dir, retries, identity_file, known_hosts_file, ssh_options, suite, serve_test,
-                 serve_prompts, serve_input_len, serve_output_len, serve_concurrency, reasoning_effort, fix,
-                 fix_attempts, records, as_json) -> None:
+def boot_command(source_or_plan, targets, gpu, vllm_path, venv, profile, extra_args, env_pairs, log_level,
+                 health_timeout, weights, served_model_name, workdir, keep_run_dir, retries, identity_file,
+                 known_hosts_file, ssh_options, suite, serve_test, serve_prompts, serve_input_len, serve_output_len,
+                 serve_concurrency, reasoning_effort, fix, fix_attempts, records, as_json, **settings) -> None:
     """Boot a plan on a real engine, measure it, and record prediction beside measurement.
 
     SOURCE_OR_PLAN: a saved plan (apron.plan/1 JSON, a plan record file or id) or a model SOURCE,
@@ -192,17 +197,10 @@ def boot_command(source_or_plan, targets, gpu, tp, engine, revision, max_model_l
         if not gpu:
             raise BadInput(f"{source_or_plan} is a model, not a saved plan: give --gpu to plan it first")
         from apron.hardware import resolve_gpu
-        from apron.plan.planner import PlanRequest, make_plan
-        from apron.plan.settings import UserSettings
+        from apron.plan.planner import make_plan
 
         say(f"planning {source_or_plan} for {gpu}")
-        plan = make_plan(PlanRequest(
-            source=source_or_plan, gpu=resolve_gpu(gpu),
-            user=UserSettings(tensor_parallel_size=tp, max_model_len=max_model_len,
-                              gpu_memory_utilization=gpu_memory_utilization, max_num_seqs=max_num_seqs,
-                              max_num_batched_tokens=max_num_batched_tokens, kv_cache_dtype=kv_cache_dtype,
-                              dtype=dtype, enforce_eager=enforce_eager),
-            engine_version=_engine_option(engine), revision=revision)).to_json()
+        plan = make_plan(plan_request(source_or_plan, resolve_gpu(gpu), settings)).to_json()
     env = {}
     for pair in env_pairs:
         key, sep, value = pair.partition("=")

@@ -84,10 +84,10 @@ def _field(text: str) -> Field:
             depth -= 1
         elif depth == 0 and char == "!" and body[i + 1:i + 2] in ("r", "s", "a") \
                 and body[i + 2:i + 3] in ("", ":"):
-            return Field(text, body[:i], body[i + 1], body[i + 3:])
-        elif depth == 0 and char == ":":
-            return Field(text, body[:i], None, body[i + 1:])
-    return Field(text, body, None, "")
+            return Field(text, body[:i].strip(), body[i + 1], body[i + 3:])
+        elif depth == 0 and char == ":" and body[i + 1:i + 2] != "=":  # not a walrus
+            return Field(text, body[:i].strip(), None, body[i + 1:])
+    return Field(text, body.strip(), None, "")
 
 
 def render(template: str, values: dict[str, object]) -> tuple[str, bool]:

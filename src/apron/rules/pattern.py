@@ -13,81 +13,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-_OPEN, _CLOSE = "([{", ")]}"
+from apron.engine.templates import Field, split
 _WRAPPERS = re.compile(r"^(?:format_gib|str|repr|int|float|round|len)\((.*)\)$")
 _GIB_CALL = re.compile(r"^format_gib\(")
 _QUOTED = re.compile(r"""^(['"])(.*)\1$""", re.S)
 _INT = re.compile(r"^-?\d{1,3}(?:,\d{3})+$|^-?\d+$")
 _FLOAT = re.compile(r"^-?(?:\d+\.\d*|\.\d+)(?:[eE][-+]?\d+)?$|^-?\d+[eE][-+]?\d+$")
-
-
-@dataclass(frozen=True)
-class Field:
-    expr: str
-    conversion: str | None
-    spec: str
-
-
-def split(template: str) -> list[str | Field]:
-    """Literal text and fields, in order."""
-    parts: list[str | Field] = []
-    literal: list[str] = []
-    i = 0
-    while i < len(template):
-        pair = template[i:i + 2]
-        if pair in ("{{", "}}"):
-            literal.append(pair[0])
-            i += 2
-            continue
-        if template[i] == "{":
-            end = _field_end(template, i)
-            if literal:
-                parts.append("".join(literal))
-                literal = []
-            parts.append(_field(template[i + 1:end]))
-            i = end + 1
-            continue
-        literal.append(template[i])
-        i += 1
-    if literal:
-        parts.append("".join(literal))
-    return parts
-
-
-def _field_end(text: str, start: int) -> int:
-    """Index of the `}` closing the field opened at `start`; brackets and quotes nest."""
-    depth, quote = 0, None
-    for i in range(start + 1, len(text)):
-        char = text[i]
-        if quote:
-            quote = None if char == quote else quote
-        elif char in "'\"":
-            quote = char
-        elif char in _OPEN:
-            depth += 1
-        elif char in _CLOSE:
-            if depth == 0 and char == "}":
-                return i
-            depth -= 1
-    return len(text) - 1
-
-
-def _field(body: str) -> Field:
-    depth, quote = 0, None
-    for i, char in enumerate(body):
-        if quote:
-            quote = None if char == quote else quote
-        elif char in "'\"":
-            quote = char
-        elif char in _OPEN:
-            depth += 1
-        elif char in _CLOSE:
-            depth -= 1
-        elif depth == 0 and char == "!" and body[i + 1:i + 2] in ("r", "s", "a") and body[i + 2:i + 3] in ("", ":"):
-            return Field(body[:i].strip(), body[i + 1], body[i + 3:])
-        elif depth == 0 and char == ":" and not body[i + 1:i + 2] == "=":
-            return Field(body[:i].strip(), None, body[i + 1:])
-    return Field(body.strip(), None, "")
 
 
 def field_name(expr: str) -> str:
