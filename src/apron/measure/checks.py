@@ -241,14 +241,19 @@ def _empty_answer(answer: ChatAnswer, question: Question | None, options: CheckO
     return _fail(f"empty answer (finish_reason {answer.finish_reason})")
 
 
-def score_answer(reply: Reply, question: Question, options: CheckOptions, budget_tokens: int) -> Outcome:
-    """An exact answer in the answer channel."""
+def _answer_in_its_channel(reply: Reply, options: CheckOptions) -> ChatAnswer | Outcome:
+    """The reply's answer, or the failure that stops scoring (an HTTP error, a wrong channel)."""
     answer = _answer_or_failure(reply)
     if isinstance(answer, Outcome):
         return answer
-    wrong_channel = _channel_failure(answer, options)
-    if wrong_channel is not None:
-        return wrong_channel
+    return _channel_failure(answer, options) or answer
+
+
+def score_answer(reply: Reply, question: Question, options: CheckOptions, budget_tokens: int) -> Outcome:
+    """An exact answer in the answer channel."""
+    answer = _answer_in_its_channel(reply, options)
+    if isinstance(answer, Outcome):
+        return answer
     if not answer.content:
         return _empty_answer(answer, question, options, budget_tokens)
     details = {"expected": question.expected, "finish_reason": answer.finish_reason}
@@ -287,12 +292,9 @@ def _schema_error(instance, schema: dict) -> str | None:
 
 def score_json(reply: Reply, schema: dict, options: CheckOptions, budget_tokens: int) -> Outcome:
     """The answer is a JSON document valid for the schema."""
-    answer = _answer_or_failure(reply)
+    answer = _answer_in_its_channel(reply, options)
     if isinstance(answer, Outcome):
         return answer
-    wrong_channel = _channel_failure(answer, options)
-    if wrong_channel is not None:
-        return wrong_channel
     text = answer.content.strip()
     if not text:
         return _empty_answer(answer, None, options, budget_tokens)
