@@ -9,6 +9,7 @@ Prints one JSON object: download and extraction wall seconds (each repeat), the 
 extraction used (this process and its parser workers), the CPU count and load average (the figure
 depends on both: the parse is spread over all CPUs), and the facts file size.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -53,13 +54,26 @@ def main() -> int:
         runs.append(round(time.perf_counter() - wall_before, 2))
         cpu.append(round(cpu_seconds() - cpu_before, 2))
     result = sync(str(source.root), home / "facts", jobs=args.jobs)  # the command's own path, end to end
-    print(json.dumps({
-        "spec": args.spec, "version": facts["version"], "wheel": source.root.name,
-        "wheel_bytes": source.root.stat().st_size, "download_seconds": round(download_seconds, 2),
-        "extract_seconds": runs, "extract_cpu_seconds": cpu, "sync_command_extract_seconds":
-            round(result.extract_seconds, 2), "facts_file_bytes": size_bytes, "py_files": facts["counts"]["py_files"],
-        "cpus": os.cpu_count(), "load_average": [round(x, 2) for x in os.getloadavg()],
-        "target_seconds": 10}, indent=1))
+    print(
+        json.dumps(
+            {
+                "spec": args.spec,
+                "version": facts["version"],
+                "wheel": source.root.name,
+                "wheel_bytes": source.root.stat().st_size,
+                "download_seconds": round(download_seconds, 2),
+                "extract_seconds": runs,
+                "extract_cpu_seconds": cpu,
+                "sync_command_extract_seconds": round(result.extract_seconds, 2),
+                "facts_file_bytes": size_bytes,
+                "py_files": facts["counts"]["py_files"],
+                "cpus": os.cpu_count(),
+                "load_average": [round(x, 2) for x in os.getloadavg()],
+                "target_seconds": 10,
+            },
+            indent=1,
+        )
+    )
     return 0
 
 

@@ -8,6 +8,7 @@
 
     python benchmarks/plan_speed.py [--runs 15]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,8 +37,11 @@ def whole_process(folder: Path, runs: int) -> list[float]:
     times = []
     for _ in range(runs):
         start = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "apron.cli", "plan", str(folder), "--gpu", "H100", "--json"],
-                       check=True, capture_output=True)
+        subprocess.run(
+            [sys.executable, "-m", "apron.cli", "plan", str(folder), "--gpu", "H100", "--json"],
+            check=True,
+            capture_output=True,
+        )
         times.append(time.perf_counter() - start)
     return times
 
@@ -57,8 +61,10 @@ def in_process(folder: Path, count: int) -> float:
 
 
 def heavy_imports(folder: Path) -> list[str]:
-    code = ("import sys, apron.cli; apron.cli.main(['plan', sys.argv[1], '--gpu', 'H100', '--json']); "
-            "print([m for m in ('torch', 'transformers', 'vllm') if m in sys.modules], file=sys.stderr)")
+    code = (
+        "import sys, apron.cli; apron.cli.main(['plan', sys.argv[1], '--gpu', 'H100', '--json']); "
+        "print([m for m in ('torch', 'transformers', 'vllm') if m in sys.modules], file=sys.stderr)"
+    )
     out = subprocess.run([sys.executable, "-c", code, str(folder)], capture_output=True, text=True, check=True)
     return eval(out.stderr.strip().splitlines()[-1])  # noqa: S307 - our own list literal
 
@@ -70,8 +76,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder = materialized(Path(tmp))
         times = whole_process(folder, args.runs)
-        print(f"whole-process apron plan: median {statistics.median(times):.3f} s, min {min(times):.3f} s, "
-              f"max {max(times):.3f} s over {args.runs} runs (target: median <= 0.3 s)")
+        print(
+            f"whole-process apron plan: median {statistics.median(times):.3f} s, min {min(times):.3f} s, "
+            f"max {max(times):.3f} s over {args.runs} runs (target: median <= 0.3 s)"
+        )
         elapsed = in_process(folder, 1000)
         print(f"1,000 in-process plans: {elapsed:.2f} s, {elapsed:.2f} ms per plan (target: <= 2 s)")
         print(f"heavy modules imported on the planning path: {heavy_imports(folder) or 'none'}")

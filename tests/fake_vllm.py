@@ -4,6 +4,7 @@ engine's start-up log (tests/fixtures/logs), padded to FAKE_VLLM_LOG_MB megabyte
 /health on --port, and any chat completion with a reply the real engine gave (tests/fixtures/responses).
 FAKE_VLLM_MODE=fail prints a real refusal and exits 1; hang never answers.
 The real engine is booted by tests/test_boot.py's engine tests."""
+
 from __future__ import annotations
 
 import http.server
@@ -32,8 +33,10 @@ def main() -> int:
     filler = b"(EngineCore pid=8014) DEBUG 11-30 07:56:41 [fake.py:1] " + b"x" * 140 + b"\n"
     for _ in range(int(float(os.environ.get("FAKE_VLLM_LOG_MB", "0")) * 2**20) // len(filler)):
         out.write(filler)
-    out.write(b"(EngineCore pid=8014) INFO 11-30 07:56:42 [cpu_worker.py:260] Explicitly set (0.06/10.96) GiB "
-              b"for KV cache on node 0.\n")
+    out.write(
+        b"(EngineCore pid=8014) INFO 11-30 07:56:42 [cpu_worker.py:260] Explicitly set (0.06/10.96) GiB "
+        b"for KV cache on node 0.\n"
+    )
     out.flush()
     if mode == "hang":
         time.sleep(3600)

@@ -19,6 +19,7 @@ Retry-After), a connection reset, a slow answer, a body cut short, or a server t
 The server counts the body bytes it sent, per path and in total, and keeps a log of every request.
 Standard library only.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -51,7 +52,7 @@ class VirtualFile:
     is_lfs: bool = False
 
     @classmethod
-    def of(cls, content: bytes, is_lfs: bool = False) -> "VirtualFile":
+    def of(cls, content: bytes, is_lfs: bool = False) -> VirtualFile:
         return cls(prefix=content, size=len(content), is_lfs=is_lfs)
 
     def chunks(self, start: int, end: int) -> Iterator[bytes]:
@@ -59,9 +60,9 @@ class VirtualFile:
         position = start
         while position < end:
             if position < len(self.prefix):
-                chunk = self.prefix[position:min(end, len(self.prefix), position + CHUNK_BYTES)]
+                chunk = self.prefix[position : min(end, len(self.prefix), position + CHUNK_BYTES)]
             else:
-                chunk = _ZEROS[:min(CHUNK_BYTES, end - position)]
+                chunk = _ZEROS[: min(CHUNK_BYTES, end - position)]
             yield chunk
             position += len(chunk)
 
@@ -83,9 +84,9 @@ class Repo:
     repo_id: str
     sha: str
     files: dict[str, VirtualFile]
-    refs: dict[str, str] = field(default_factory=dict)   # branch or tag -> commit sha
-    gated: bool = False      # model info is public; files need an accepted token (401 without, 403 with another)
-    private: bool = False    # everything answers 401 RepoNotFound without an accepted token
+    refs: dict[str, str] = field(default_factory=dict)  # branch or tag -> commit sha
+    gated: bool = False  # model info is public; files need an accepted token (401 without, 403 with another)
+    private: bool = False  # everything answers 401 RepoNotFound without an accepted token
 
     def commit_for(self, revision: str) -> str | None:
         if revision in self.refs:
@@ -97,15 +98,15 @@ class Repo:
 
 @dataclass
 class Fault:
-    match: str                      # substring of the request path (query included)
-    kind: str                       # "status" | "reset" | "slow" | "cut" | "ignore_range"
+    match: str  # substring of the request path (query included)
+    kind: str  # "status" | "reset" | "slow" | "cut" | "ignore_range"
     status: int = 503
-    times: int | None = 1           # requests it affects; None = all
+    times: int | None = 1  # requests it affects; None = all
     retry_after: str | None = None
     delay_seconds: float = 0.0
-    method: str | None = None       # None = any method
-    server: str | None = None       # "hub" | "cdn" | None = both
-    range_prefix: str | None = None # only requests whose Range header starts with this
+    method: str | None = None  # None = any method
+    server: str | None = None  # "hub" | "cdn" | None = both
+    range_prefix: str | None = None  # only requests whose Range header starts with this
     hits: int = 0
 
 
@@ -123,8 +124,8 @@ class HubServer:
 
     def __init__(self, tokens: tuple[str, ...] = ()):
         self.repos: dict[str, Repo] = {}
-        self.tokens = set(tokens)          # tokens with access to gated and private repos
-        self.unknown_repo_status = 404     # the real Hub says 401 to anonymous callers
+        self.tokens = set(tokens)  # tokens with access to gated and private repos
+        self.unknown_repo_status = 404  # the real Hub says 401 to anonymous callers
         self.ignore_range = False
         self.faults: list[Fault] = []
         self.bytes_sent: Counter[str] = Counter()
@@ -138,7 +139,7 @@ class HubServer:
 
     # --- lifecycle ------------------------------------------------------------------------------
 
-    def __enter__(self) -> "HubServer":
+    def __enter__(self) -> HubServer:
         for server in (self._hub, self._cdn):
             thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
             thread.start()
@@ -160,18 +161,28 @@ class HubServer:
 
     # --- content --------------------------------------------------------------------------------
 
-    def add_repo(self, repo_id: str, files: dict[str, bytes | VirtualFile], sha: str | None = None,
-                 refs: tuple[str, ...] = ("main",), **flags) -> Repo:
+    def add_repo(
+        self,
+        repo_id: str,
+        files: dict[str, bytes | VirtualFile],
+        sha: str | None = None,
+        refs: tuple[str, ...] = ("main",),
+        **flags,
+    ) -> Repo:
         sha = sha or hashlib.sha1(repo_id.encode()).hexdigest()
-        virtual = {name: content if isinstance(content, VirtualFile)
-                   else VirtualFile.of(content, is_lfs=name.endswith(".safetensors"))
-                   for name, content in files.items()}
+        virtual = {
+            name: content
+            if isinstance(content, VirtualFile)
+            else VirtualFile.of(content, is_lfs=name.endswith(".safetensors"))
+            for name, content in files.items()
+        }
         repo = Repo(repo_id, sha, virtual, {ref: sha for ref in refs}, **flags)
         self.repos[repo_id] = repo
         return repo
 
-    def add_snapshot(self, document: dict, *, repo_id: str | None = None, extra_files: dict[str, bytes] | None = None,
-                     **flags) -> Repo:
+    def add_snapshot(
+        self, document: dict, *, repo_id: str | None = None, extra_files: dict[str, bytes] | None = None, **flags
+    ) -> Repo:
         """Serve a fixture snapshot as its repo: files written by tests/fixtures/materialize.py
         (--header-only, so a few KB), each shard extended by its data region as virtual zeros."""
         sys.path.insert(0, str(FIXTURES))
@@ -219,9 +230,13 @@ class HubServer:
     def _take_fault(self, server: str, method: str, path: str, range_header: str) -> Fault | None:
         with self._lock:
             for fault in self.faults:
-                if (fault.match in path and fault.method in (None, method) and fault.server in (None, server)
-                        and (fault.range_prefix is None or range_header.startswith(fault.range_prefix))
-                        and (fault.times is None or fault.hits < fault.times)):
+                if (
+                    fault.match in path
+                    and fault.method in (None, method)
+                    and fault.server in (None, server)
+                    and (fault.range_prefix is None or range_header.startswith(fault.range_prefix))
+                    and (fault.times is None or fault.hits < fault.times)
+                ):
                     fault.hits += 1
                     return fault
         return None
@@ -253,7 +268,7 @@ class _Reset(Exception):
 
 
 class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"   # keep-alive, as the Hub: every answer carries Content-Length
+    protocol_version = "HTTP/1.1"  # keep-alive, as the Hub: every answer carries Content-Length
     hub: HubServer
     role: str
 
@@ -278,8 +293,9 @@ class _Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):  # the client stopped reading: expected
             self.close_connection = True
         finally:
-            self.hub._leave(Seen(self.role, method, self.path, {k.lower(): v for k, v in self.headers.items()},
-                                 self._status))
+            self.hub._leave(
+                Seen(self.role, method, self.path, {k.lower(): v for k, v in self.headers.items()}, self._status)
+            )
 
     def _apply(self, fault: Fault, method: str) -> bool:
         """Act out a fault; True when it answered the request itself."""
@@ -288,7 +304,7 @@ class _Handler(BaseHTTPRequestHandler):
             return False
         if fault.kind == "reset":
             self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-            self.connection.close()   # linger 0: the client sees a reset, not a clean close
+            self.connection.close()  # linger 0: the client sees a reset, not a clean close
             raise _Reset()
         if fault.kind == "status":
             extra = {"Retry-After": fault.retry_after} if fault.retry_after is not None else {}
@@ -303,9 +319,9 @@ class _Handler(BaseHTTPRequestHandler):
         if self.role == "cdn":
             return self._cdn(path, method, fault)
         if path.startswith("/api/models/") and "/tree/" in path:
-            return self._tree(path[len("/api/models/"):], method)
+            return self._tree(path[len("/api/models/") :], method)
         if path.startswith("/api/models/"):
-            return self._model_info(path[len("/api/models/"):], method)
+            return self._model_info(path[len("/api/models/") :], method)
         if "/resolve/" in path:
             return self._resolve(path, method, fault)
         self._error(404, None, "Not found", method)
@@ -320,9 +336,18 @@ class _Handler(BaseHTTPRequestHandler):
             return
         blobs = "blobs=true" in (urlsplit(self.path).query or "").lower()
         siblings = [self._sibling(name, vf, blobs) for name, vf in sorted(repo.files.items())]
-        body = {"_id": repo.sha[:24], "id": repo.repo_id, "modelId": repo.repo_id, "sha": sha,
-                "private": repo.private, "gated": "manual" if repo.gated else False, "disabled": False,
-                "lastModified": "2025-01-01T00:00:00.000Z", "tags": [], "siblings": siblings}
+        body = {
+            "_id": repo.sha[:24],
+            "id": repo.repo_id,
+            "modelId": repo.repo_id,
+            "sha": sha,
+            "private": repo.private,
+            "gated": "manual" if repo.gated else False,
+            "disabled": False,
+            "lastModified": "2025-01-01T00:00:00.000Z",
+            "tags": [],
+            "siblings": siblings,
+        }
         self._send_bytes(200, json.dumps(body).encode(), method, {"Content-Type": "application/json"})
 
     def _tree(self, rest: str, method: str) -> None:
@@ -367,8 +392,14 @@ class _Handler(BaseHTTPRequestHandler):
         headers = {"X-Repo-Commit": sha, "Accept-Ranges": "bytes"}
         if vf.is_lfs:
             location = f"{self.hub.cdn_url}/cdn/{quote(repo.repo_id)}/{sha}/{quote(name)}?X-Sig={vf.lfs_sha256[:16]}"
-            headers.update({"Location": location, "ETag": f'"{vf.lfs_sha256}"', "X-Linked-Etag": f'"{vf.lfs_sha256}"',
-                            "X-Linked-Size": str(vf.size)})
+            headers.update(
+                {
+                    "Location": location,
+                    "ETag": f'"{vf.lfs_sha256}"',
+                    "X-Linked-Etag": f'"{vf.lfs_sha256}"',
+                    "X-Linked-Size": str(vf.size),
+                }
+            )
             return self._send_bytes(302, b"", method, headers)
         headers["ETag"] = f'"{vf.git_sha1}"'
         self._send_file(vf, method, headers, fault)
@@ -387,7 +418,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _token(self) -> str | None:
         auth = self.headers.get("Authorization") or ""
-        return auth[len("Bearer "):] if auth.startswith("Bearer ") else None
+        return auth[len("Bearer ") :] if auth.startswith("Bearer ") else None
 
     def _repo(self, repo_id: str, method: str, for_files: bool) -> Repo | None:
         repo = self.hub.repos.get(repo_id)
@@ -399,8 +430,13 @@ class _Handler(BaseHTTPRequestHandler):
             return None
         if repo.gated and for_files and not allowed:
             status = 403 if token else 401
-            self._error(status, "GatedRepo", f"Access to model {repo_id} is restricted. You must have access to it "
-                                             "and be authenticated to access it. Please log in.", method)
+            self._error(
+                status,
+                "GatedRepo",
+                f"Access to model {repo_id} is restricted. You must have access to it "
+                "and be authenticated to access it. Please log in.",
+                method,
+            )
             return None
         return repo
 
@@ -424,8 +460,11 @@ class _Handler(BaseHTTPRequestHandler):
             self._write(body)
 
     def _send_file(self, vf: VirtualFile, method: str, headers: dict, fault: Fault | None) -> None:
-        wanted = None if self.hub.ignore_range or (fault and fault.kind == "ignore_range") \
+        wanted = (
+            None
+            if self.hub.ignore_range or (fault and fault.kind == "ignore_range")
             else _parse_range(self.headers.get("Range"), vf.size)
+        )
         if wanted == "unsatisfiable":
             return self._send_bytes(416, b"", method, {**headers, "Content-Range": f"bytes */{vf.size}"})
         start, end = wanted if wanted else (0, vf.size)

@@ -1,4 +1,5 @@
 """Shared material for the diagnosis tests: the real logs, the engine's templates, and rendering."""
+
 from __future__ import annotations
 
 import json
@@ -31,7 +32,6 @@ def refusals_or_skip(version: str) -> list[dict]:
     `facts` branch; until it is merged these tests skip (run them again after the merge)."""
     from apron.engine.facts import load_facts
     from apron.errors import ApronError
-
     from apron.rules.families import facts_refusals
 
     try:

@@ -6,6 +6,7 @@ off (tmp folders are group/world readable) and, as root in CI, sshd needs its pr
 folder /run/sshd. Without sshd the tests skip - unless APRON_REQUIRE_SSHD=1 (set by scripts/test.sh,
 which installs openssh-server), where a missing server is a failure.
 """
+
 from __future__ import annotations
 
 import getpass
@@ -54,7 +55,7 @@ class SshServer:
     def target(self) -> str:
         return f"ssh://{self.user}@127.0.0.1:{self.port}"
 
-    def start(self) -> "SshServer":
+    def start(self) -> SshServer:
         sshd = sshd_path()
         self.folder.mkdir(parents=True, exist_ok=True)
         for key in (self.host_key, self.user_key):
@@ -63,17 +64,34 @@ class SshServer:
         host_pub = self.host_key.with_suffix(".pub").read_text().split()
         self.known_hosts.write_text(f"[127.0.0.1]:{self.port} {host_pub[0]} {host_pub[1]}\n")
         config = self.folder / "sshd_config"
-        config.write_text("\n".join([
-            f"Port {self.port}", "ListenAddress 127.0.0.1", f"HostKey {self.host_key}",
-            f"PidFile {self.folder / 'sshd.pid'}", f"AuthorizedKeysFile {self.folder / 'authorized_keys'}",
-            "PubkeyAuthentication yes", "PasswordAuthentication no", "KbdInteractiveAuthentication no",
-            "UsePAM no", "StrictModes no", "PermitRootLogin prohibit-password", "AllowTcpForwarding yes",
-            "MaxSessions 50", "MaxStartups 50", "LogLevel ERROR", ""]))
+        config.write_text(
+            "\n".join(
+                [
+                    f"Port {self.port}",
+                    "ListenAddress 127.0.0.1",
+                    f"HostKey {self.host_key}",
+                    f"PidFile {self.folder / 'sshd.pid'}",
+                    f"AuthorizedKeysFile {self.folder / 'authorized_keys'}",
+                    "PubkeyAuthentication yes",
+                    "PasswordAuthentication no",
+                    "KbdInteractiveAuthentication no",
+                    "UsePAM no",
+                    "StrictModes no",
+                    "PermitRootLogin prohibit-password",
+                    "AllowTcpForwarding yes",
+                    "MaxSessions 50",
+                    "MaxStartups 50",
+                    "LogLevel ERROR",
+                    "",
+                ]
+            )
+        )
         if os.geteuid() == 0:
             os.makedirs("/run/sshd", mode=0o755, exist_ok=True)  # sshd's privilege-separation folder
         self._log = open(self.folder / "sshd.log", "wb")
-        self.proc = subprocess.Popen([sshd, "-D", "-e", "-f", str(config)], stdout=self._log,
-                                     stderr=subprocess.STDOUT, start_new_session=True)
+        self.proc = subprocess.Popen(
+            [sshd, "-D", "-e", "-f", str(config)], stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True
+        )
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

@@ -1,4 +1,5 @@
 """Bad input: one line on stderr naming the file, field or flag and what to do; exit 2; no stdout."""
+
 from __future__ import annotations
 
 import json
@@ -11,15 +12,24 @@ import pytest
 
 from conftest import snapshot_path
 
-GOOD_HEADER = {"__metadata__": {"format": "pt"},
-               "a": {"dtype": "BF16", "shape": [2, 2], "data_offsets": [0, 8]},
-               "b": {"dtype": "F32", "shape": [2], "data_offsets": [8, 16]}}
-CONFIG = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 2,
-          "num_hidden_layers": 1, "num_attention_heads": 1, "vocab_size": 2}
+GOOD_HEADER = {
+    "__metadata__": {"format": "pt"},
+    "a": {"dtype": "BF16", "shape": [2, 2], "data_offsets": [0, 8]},
+    "b": {"dtype": "F32", "shape": [2], "data_offsets": [8, 16]},
+}
+CONFIG = {
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 2,
+    "num_hidden_layers": 1,
+    "num_attention_heads": 1,
+    "vocab_size": 2,
+}
 
 
-def write_shard(path: Path, header, data_bytes: int | None = None, raw: bytes | None = None,
-                length: int | None = None) -> None:
+def write_shard(
+    path: Path, header, data_bytes: int | None = None, raw: bytes | None = None, length: int | None = None
+) -> None:
     body = raw if raw is not None else json.dumps(header).encode()
     with open(path, "wb") as f:
         f.write(struct.pack("<Q", len(body) if length is None else length))
@@ -56,50 +66,86 @@ def _cases(tmp_path: Path):
     snap = tmp_path / "snap.json"
     return {
         "truncated_prefix": lambda: _truncated(tmp_path),
-        "length_past_file": lambda: (d(length=10_000), "safetensors header length 10,000 bytes runs past the end of the file"),
+        "length_past_file": lambda: (
+            d(length=10_000),
+            "safetensors header length 10,000 bytes runs past the end of the file",
+        ),
         "length_over_limit": lambda: (d(length=200_000_000), "over the 100 MB limit"),
         "length_too_small": lambda: (d(length=1, raw=b"{"), "too small to hold a JSON object"),
         "invalid_header_json": lambda: (d(raw=b'{"a": [1,'), "safetensors header is not valid JSON"),
         "header_not_object": lambda: (d(raw=b"[1, 2]"), "safetensors header is a JSON list, expected an object"),
         "header_not_utf8": lambda: (d(raw=b'{"\xff": 1}'), "safetensors header is not UTF-8"),
-        "unknown_dtype": lambda: (d(header=bad({"a": {"dtype": "Q4", "shape": [2, 2], "data_offsets": [0, 8]}})),
-                                  "tensor 'a' field 'dtype' is 'Q4', not a safetensors dtype"),
-        "bad_shape": lambda: (d(header=bad({"a": {"dtype": "BF16", "shape": [2, -1], "data_offsets": [0, 8]}})),
-                              "tensor 'a' field 'shape' is [2, -1]"),
-        "shape_not_list": lambda: (d(header=bad({"a": {"dtype": "BF16", "shape": "2x2", "data_offsets": [0, 8]}})),
-                                   "tensor 'a' field 'shape' is '2x2'"),
-        "offsets_missing": lambda: (d(header=bad({"a": {"dtype": "BF16", "shape": [2, 2]}})),
-                                    "tensor 'a' field 'data_offsets' is None"),
-        "offsets_wrong_size": lambda: (d(header=bad({"a": {"dtype": "BF16", "shape": [2, 2], "data_offsets": [0, 6]}})),
-                                       "tensor 'a' field 'data_offsets' [0, 6] spans 6 bytes but BF16 [2, 2] needs 8"),
-        "offsets_overlap": lambda: (d(header=bad({"b": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]}})),
-                                    "overlaps tensor 'a'"),
-        "offsets_hole": lambda: (d(header=bad({"b": {"dtype": "F32", "shape": [2], "data_offsets": [12, 20]}})),
-                                 "leaves a hole after byte 8"),
+        "unknown_dtype": lambda: (
+            d(header=bad({"a": {"dtype": "Q4", "shape": [2, 2], "data_offsets": [0, 8]}})),
+            "tensor 'a' field 'dtype' is 'Q4', not a safetensors dtype",
+        ),
+        "bad_shape": lambda: (
+            d(header=bad({"a": {"dtype": "BF16", "shape": [2, -1], "data_offsets": [0, 8]}})),
+            "tensor 'a' field 'shape' is [2, -1]",
+        ),
+        "shape_not_list": lambda: (
+            d(header=bad({"a": {"dtype": "BF16", "shape": "2x2", "data_offsets": [0, 8]}})),
+            "tensor 'a' field 'shape' is '2x2'",
+        ),
+        "offsets_missing": lambda: (
+            d(header=bad({"a": {"dtype": "BF16", "shape": [2, 2]}})),
+            "tensor 'a' field 'data_offsets' is None",
+        ),
+        "offsets_wrong_size": lambda: (
+            d(header=bad({"a": {"dtype": "BF16", "shape": [2, 2], "data_offsets": [0, 6]}})),
+            "tensor 'a' field 'data_offsets' [0, 6] spans 6 bytes but BF16 [2, 2] needs 8",
+        ),
+        "offsets_overlap": lambda: (
+            d(header=bad({"b": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]}})),
+            "overlaps tensor 'a'",
+        ),
+        "offsets_hole": lambda: (
+            d(header=bad({"b": {"dtype": "F32", "shape": [2], "data_offsets": [12, 20]}})),
+            "leaves a hole after byte 8",
+        ),
         "offsets_past_file": lambda: (d(data_bytes=10), "ends at byte 16, past the data region (10 bytes)"),
         "tensor_not_object": lambda: (d(header=bad({"a": [1, 2]})), "tensor 'a' must be an object"),
-        "metadata_not_strings": lambda: (d(header=bad({"__metadata__": {"format": 1}})),
-                                         "field '__metadata__' must map strings to strings"),
+        "metadata_not_strings": lambda: (
+            d(header=bad({"__metadata__": {"format": 1}})),
+            "field '__metadata__' must map strings to strings",
+        ),
         "missing_config": lambda: (d(config=None), "no config.json"),
         "config_invalid_json": lambda: (d(config="{nope"), "config.json: invalid JSON"),
         "config_not_object": lambda: (d(config="[]"), "config.json: expected a JSON object, found a list"),
-        "config_bad_architectures": lambda: (d(config={**CONFIG, "architectures": "Llama"}),
-                                             "field 'architectures' must be a list of class names"),
-        "config_no_architectures": lambda: (d(config={"model_type": "llama"}),
-                                            "field 'architectures' is missing or empty"),
+        "config_bad_architectures": lambda: (
+            d(config={**CONFIG, "architectures": "Llama"}),
+            "field 'architectures' must be a list of class names",
+        ),
+        "config_no_architectures": lambda: (
+            d(config={"model_type": "llama"}),
+            "field 'architectures' is missing or empty",
+        ),
         "no_safetensors": lambda: _no_shards(tmp_path),
         "index_missing_shard": lambda: _index_missing(tmp_path),
         "index_bad_weight_map": lambda: _index_bad(tmp_path),
         "source_missing": lambda: (str(tmp_path / "nowhere"), "does not exist and is not a Hub repo id"),
         "source_not_snapshot": lambda: _not_snapshot(tmp_path),
         "snapshot_invalid_json": lambda: (_write(snap, "{"), "snap.json: invalid JSON"),
-        "snapshot_no_config": lambda: (_write(snap, json.dumps({"files": {}, "safetensors": {}})),
-                                       "field 'files' has no 'config.json'"),
-        "snapshot_no_headers": lambda: (_write(snap, json.dumps({"files": {"config.json": CONFIG}})),
-                                        "field 'safetensors' is missing or empty"),
-        "snapshot_duplicate_tensor": lambda: (_write(snap, json.dumps({"files": {"config.json": CONFIG},
-                                              "safetensors": {"x.safetensors": GOOD_HEADER, "y.safetensors": GOOD_HEADER}})),
-                                              "tensor 'a' is in both x.safetensors and y.safetensors"),
+        "snapshot_no_config": lambda: (
+            _write(snap, json.dumps({"files": {}, "safetensors": {}})),
+            "field 'files' has no 'config.json'",
+        ),
+        "snapshot_no_headers": lambda: (
+            _write(snap, json.dumps({"files": {"config.json": CONFIG}})),
+            "field 'safetensors' is missing or empty",
+        ),
+        "snapshot_duplicate_tensor": lambda: (
+            _write(
+                snap,
+                json.dumps(
+                    {
+                        "files": {"config.json": CONFIG},
+                        "safetensors": {"x.safetensors": GOOD_HEADER, "y.safetensors": GOOD_HEADER},
+                    }
+                ),
+            ),
+            "tensor 'a' is in both x.safetensors and y.safetensors",
+        ),
     }
 
 
@@ -122,8 +168,9 @@ def _no_shards(tmp_path: Path):
 
 def _index_missing(tmp_path: Path):
     d = folder(tmp_path)
-    (d / "model.safetensors.index.json").write_text(json.dumps(
-        {"weight_map": {"a": "model.safetensors", "c": "model-2.safetensors"}}))
+    (d / "model.safetensors.index.json").write_text(
+        json.dumps({"weight_map": {"a": "model.safetensors", "c": "model-2.safetensors"}})
+    )
     return str(d), "field 'weight_map' names model-2.safetensors, which is not in the folder"
 
 
@@ -157,14 +204,19 @@ def test_bad_checkpoint_input(case, tmp_path, apron_home):
 FLAG_CASES = {
     "unknown_gpu": (["--gpu", "H1000"], "--gpu 'H1000' is not in Apron's GPU catalog; close names:"),
     "tp_zero": (["--gpu", "H100", "--tp", "0"], "--tp must be 1 or more"),
-    "util_too_big": (["--gpu", "H100", "--gpu-memory-utilization", "1.5"], "--gpu-memory-utilization 1.5 must be in (0, 1]"),
+    "util_too_big": (
+        ["--gpu", "H100", "--gpu-memory-utilization", "1.5"],
+        "--gpu-memory-utilization 1.5 must be in (0, 1]",
+    ),
     "bad_dtype": (["--gpu", "H100", "--dtype", "int3"], "--dtype 'int3' is not one of"),
     "bad_kv_dtype": (["--gpu", "H100", "--kv-cache-dtype", "fp4"], "--kv-cache-dtype 'fp4' is not one of"),
     "bad_engine_spec": (["--gpu", "H100", "--engine", "vllm>=1"], "--engine 'vllm>=1' must look like vllm==0.33.0"),
     "unknown_engine": (["--gpu", "H100", "--engine", "vllm==0.1.0"], "--engine vllm==0.1.0: no facts for this release"),
     "negative_max_len": (["--gpu", "H100", "--max-model-len", "-5"], "--max-model-len -5 must be a positive integer"),
-    "bad_capability": (["--gpu", "MyGPU", "--gpu-memory-bytes", "1000", "--gpu-capability", "eight"],
-                       "--gpu-capability 'eight' must look like 8.9"),
+    "bad_capability": (
+        ["--gpu", "MyGPU", "--gpu-memory-bytes", "1000", "--gpu-capability", "eight"],
+        "--gpu-capability 'eight' must look like 8.9",
+    ),
     "missing_gpu": ([], "Missing option '--gpu'"),
 }
 

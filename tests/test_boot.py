@@ -9,6 +9,7 @@ Gemma2 (scripts/make_tiny_model.py --arch gemma2) for an L4 on vLLM 0.32.0, boot
 plan adds --tool-call-parser llama3_json, which vLLM refuses for its random tokenizer: see
 tests/fixtures/logs/cpu-0.32.0-tool_parser_refused.log.)
 """
+
 from __future__ import annotations
 
 import json
@@ -37,10 +38,18 @@ GIB = 2**30
 
 # --- pieces ------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("text, kind, address", [
-    ("local", "local", "local"), ("ssh://ubuntu@10.0.0.5", "ssh", "ssh://ubuntu@10.0.0.5"),
-    ("ssh://me@gpu-box:2222", "ssh", "ssh://me@gpu-box:2222"), ("ssh://host", "ssh", "ssh://host"),
-    ("sky", "sky", "sky"), ("sky:aws", "sky", "sky:aws")])
+
+@pytest.mark.parametrize(
+    "text, kind, address",
+    [
+        ("local", "local", "local"),
+        ("ssh://ubuntu@10.0.0.5", "ssh", "ssh://ubuntu@10.0.0.5"),
+        ("ssh://me@gpu-box:2222", "ssh", "ssh://me@gpu-box:2222"),
+        ("ssh://host", "ssh", "ssh://host"),
+        ("sky", "sky", "sky"),
+        ("sky:aws", "sky", "sky:aws"),
+    ],
+)
 def test_targets(text, kind, address):
     spec = parse_target(text)
     assert (spec.kind, spec.address) == (kind, address)
@@ -53,14 +62,37 @@ def test_bad_targets(text):
 
 
 def test_command_is_the_plans_plus_host_port_name_profile_and_extras():
-    command = build_command("vllm serve org/m --revision abc --max-model-len 512 --enforce-eager",
-                            vllm="/v/bin/vllm", model_path="/w/m", port=8123, served_model_name="org/m",
-                            profile="cpu", extra_args=parse_extra_args("--kv-cache-memory-bytes 1000000"),
-                            log_level="debug", run_dir="/w/run")
-    assert command.argv == ("/v/bin/vllm", "serve", "/w/m", "--max-model-len", "512", "--enforce-eager",
-                            "--host", "127.0.0.1", "--port", "8123", "--served-model-name", "org/m",
-                            "--kv-cache-memory-bytes", str(64 * 2**20), "--distributed-executor-backend", "uni",
-                            "--kv-cache-memory-bytes", "1000000")  # the user's extra comes last and wins
+    command = build_command(
+        "vllm serve org/m --revision abc --max-model-len 512 --enforce-eager",
+        vllm="/v/bin/vllm",
+        model_path="/w/m",
+        port=8123,
+        served_model_name="org/m",
+        profile="cpu",
+        extra_args=parse_extra_args("--kv-cache-memory-bytes 1000000"),
+        log_level="debug",
+        run_dir="/w/run",
+    )
+    assert command.argv == (
+        "/v/bin/vllm",
+        "serve",
+        "/w/m",
+        "--max-model-len",
+        "512",
+        "--enforce-eager",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "8123",
+        "--served-model-name",
+        "org/m",
+        "--kv-cache-memory-bytes",
+        str(64 * 2**20),
+        "--distributed-executor-backend",
+        "uni",
+        "--kv-cache-memory-bytes",
+        "1000000",
+    )  # the user's extra comes last and wins
     assert command.env["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0" and command.env["VLLM_LOGGING_LEVEL"] == "DEBUG"
     assert command.env["TMPDIR"] == "/w/run/tmp"
     assert command.shell().startswith("DO_NOT_TRACK=1 ") and "/v/bin/vllm serve /w/m" in command.shell()
@@ -79,7 +111,7 @@ def test_plan_inputs(tmp_path):
     assert load_plan_input(str(record), store) == plan
     rid = store.put({"kind": "plan", "plan": plan})
     assert load_plan_input(rid[:12], store) == plan
-    assert load_plan_input("Qwen/Qwen3-8B", store) is None          # a SOURCE: planned first
+    assert load_plan_input("Qwen/Qwen3-8B", store) is None  # a SOURCE: planned first
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"schema": "something/else"}))
     with pytest.raises(BadInput, match="is not a plan"):
@@ -87,17 +119,25 @@ def test_plan_inputs(tmp_path):
 
 
 def run_cli(*args, env=None, timeout=600):
-    return subprocess.run([sys.executable, "-m", "apron.cli", *args], capture_output=True, text=True,
-                          timeout=timeout, env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-m", "apron.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
 
 
-@pytest.mark.parametrize("args, message", [
-    (["boot", str(PLAN_FILE), "--on", "mars"], "a target is local"),
-    (["boot", "some/model", "--on", "local"], "give --gpu"),
-    (["boot", str(PLAN_FILE), "--on", "local", "--env", "NOEQUALS"], "KEY=VALUE"),
-    (["boot", str(PLAN_FILE), "--on", "local", "--extra-args", "'unterminated"], "--extra-args"),
-    (["boot", str(PLAN_FILE), "--on", "local", "--weights", "/nonexistent-folder"], "no config.json"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["boot", str(PLAN_FILE), "--on", "mars"], "a target is local"),
+        (["boot", "some/model", "--on", "local"], "give --gpu"),
+        (["boot", str(PLAN_FILE), "--on", "local", "--env", "NOEQUALS"], "KEY=VALUE"),
+        (["boot", str(PLAN_FILE), "--on", "local", "--extra-args", "'unterminated"], "--extra-args"),
+        (["boot", str(PLAN_FILE), "--on", "local", "--weights", "/nonexistent-folder"], "no config.json"),
+    ],
+)
 def test_boot_bad_input_is_one_line_and_exit_2(args, message, apron_home, tmp_path):
     result = run_cli(*args, "--records", str(tmp_path / "rec"), "--vllm", sys.executable)
     assert result.returncode == 2, result.stderr
@@ -107,11 +147,12 @@ def test_boot_bad_input_is_one_line_and_exit_2(args, message, apron_home, tmp_pa
 
 # --- the runner's plumbing, with the stand-in engine -----------------------------------------------------
 
+
 @pytest.fixture
 def fake_vllm(tmp_path) -> str:
     path = tmp_path / "bin" / "vllm"
     path.parent.mkdir()
-    path.write_text(f"#!/bin/sh\nexec {sys.executable} {ROOT / 'tests' / 'fake_vllm.py'} \"$@\"\n")
+    path.write_text(f'#!/bin/sh\nexec {sys.executable} {ROOT / "tests" / "fake_vllm.py"} "$@"\n')
     path.chmod(0o755)
     return str(path)
 
@@ -126,12 +167,22 @@ def tiny_weights(tmp_path) -> Path:
 
 def test_ssh_runner_streams_a_50mb_log_without_deadlock(ssh_server, fake_vllm, tmp_path, apron_home):
     store = RecordStore(tmp_path / "records")
-    options = BootOptions(vllm=fake_vllm, weights=str(tiny_weights(tmp_path)), profile="cpu",
-                          extra_env={"FAKE_VLLM_LOG_MB": "50"}, workdir=str(tmp_path / "remote"),
-                          health_timeout_seconds=300)
+    options = BootOptions(
+        vllm=fake_vllm,
+        weights=str(tiny_weights(tmp_path)),
+        profile="cpu",
+        extra_env={"FAKE_VLLM_LOG_MB": "50"},
+        workdir=str(tmp_path / "remote"),
+        health_timeout_seconds=300,
+    )
     started = time.monotonic()
-    result = boot(json.loads(PLAN_FILE.read_text()), [parse_target(ssh_server.target)], options, store,
-                  ssh=SshSettings(str(ssh_server.user_key), str(ssh_server.known_hosts)))
+    result = boot(
+        json.loads(PLAN_FILE.read_text()),
+        [parse_target(ssh_server.target)],
+        options,
+        store,
+        ssh=SshSettings(str(ssh_server.user_key), str(ssh_server.known_hosts)),
+    )
     elapsed = time.monotonic() - started
     record = result.record
     assert record["outcome"] == "healthy", record["fault"]
@@ -144,21 +195,33 @@ def test_ssh_runner_streams_a_50mb_log_without_deadlock(ssh_server, fake_vllm, t
     assert elapsed < 240
 
 
-def test_host_fault_retries_on_the_next_target_and_is_not_held_against_the_model(ssh_server, fake_vllm, tmp_path,
-                                                                                 apron_home):
+def test_host_fault_retries_on_the_next_target_and_is_not_held_against_the_model(
+    ssh_server, fake_vllm, tmp_path, apron_home
+):
     store = RecordStore(tmp_path / "records")
     closed = f"ssh://{ssh_server.user}@127.0.0.1:1"  # nothing listens on port 1: the machine "never started"
-    options = BootOptions(vllm=fake_vllm, weights=str(tiny_weights(tmp_path)), workdir=str(tmp_path / "remote"),
-                          retries=1)
-    result = boot(json.loads(PLAN_FILE.read_text()), [parse_target(closed), parse_target(ssh_server.target)],
-                  options, store, ssh=SshSettings(str(ssh_server.user_key), str(ssh_server.known_hosts)))
+    options = BootOptions(
+        vllm=fake_vllm, weights=str(tiny_weights(tmp_path)), workdir=str(tmp_path / "remote"), retries=1
+    )
+    result = boot(
+        json.loads(PLAN_FILE.read_text()),
+        [parse_target(closed), parse_target(ssh_server.target)],
+        options,
+        store,
+        ssh=SshSettings(str(ssh_server.user_key), str(ssh_server.known_hosts)),
+    )
     record = result.record
     assert record["outcome"] == "healthy" and record["target"] == ssh_server.target
     assert [a["fault"]["kind"] for a in record["attempts"]] == ["host"]
     assert record["attempts"][0]["target"] == closed
     # Only host faults everywhere: the record says so and nothing counts against the model.
-    only_closed = boot(json.loads(PLAN_FILE.read_text()), [parse_target(closed)], options, store,
-                       ssh=SshSettings(str(ssh_server.user_key), str(ssh_server.known_hosts))).record
+    only_closed = boot(
+        json.loads(PLAN_FILE.read_text()),
+        [parse_target(closed)],
+        options,
+        store,
+        ssh=SshSettings(str(ssh_server.user_key), str(ssh_server.known_hosts)),
+    ).record
     assert only_closed["outcome"] == "host_fault" and only_closed["counts_against_model"] is False
     assert only_closed["fault"]["reason"] == "machine unreachable" and only_closed["measured"] == {}
     assert len(only_closed["attempts"]) == 1
@@ -168,23 +231,47 @@ def test_engine_refusal_and_missing_engine(fake_vllm, tmp_path, apron_home):
     store = RecordStore(tmp_path / "records")
     plan = json.loads(PLAN_FILE.read_text())
     weights = str(tiny_weights(tmp_path))
-    refused = boot(plan, [parse_target("local")], BootOptions(vllm=fake_vllm, weights=weights,
-                                                               extra_env={"FAKE_VLLM_MODE": "fail"}), store).record
+    refused = boot(
+        plan,
+        [parse_target("local")],
+        BootOptions(vllm=fake_vllm, weights=weights, extra_env={"FAKE_VLLM_MODE": "fail"}),
+        store,
+    ).record
     assert refused["outcome"] == "failed" and refused["counts_against_model"] is True
     assert refused["fault"]["kind"] == "model"
     assert refused["fault"]["evidence"].startswith("ValueError: To serve at least one request")
-    missing = boot(plan, [parse_target("local")], BootOptions(vllm=str(tmp_path / "no-vllm"), weights=weights),
-                   store).record
+    missing = boot(
+        plan, [parse_target("local")], BootOptions(vllm=str(tmp_path / "no-vllm"), weights=weights), store
+    ).record
     assert missing["outcome"] == "harness_fault" and missing["fault"]["reason"] == "engine not installed on the target"
 
 
 def test_ctrl_c_stops_the_engine_and_tears_down(fake_vllm, tmp_path, apron_home):
     """SIGINT while the engine starts: the engine's whole process group is gone afterwards."""
     workdir = tmp_path / "work"
-    proc = subprocess.Popen([sys.executable, "-m", "apron.cli", "boot", str(PLAN_FILE), "--on", "local",
-                             "--vllm", fake_vllm, "--weights", str(tiny_weights(tmp_path)), "--env",
-                             "FAKE_VLLM_MODE=hang", "--workdir", str(workdir), "--records", str(tmp_path / "rec")],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "apron.cli",
+            "boot",
+            str(PLAN_FILE),
+            "--on",
+            "local",
+            "--vllm",
+            fake_vllm,
+            "--weights",
+            str(tiny_weights(tmp_path)),
+            "--env",
+            "FAKE_VLLM_MODE=hang",
+            "--workdir",
+            str(workdir),
+            "--records",
+            str(tmp_path / "rec"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     pid_files = []
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and not pid_files:
@@ -204,6 +291,7 @@ def test_ctrl_c_stops_the_engine_and_tears_down(fake_vllm, tmp_path, apron_home)
 
 # --- the real engine -------------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def tiny_gemma2(tiny_models) -> Path:
     return tiny_models("tiny-gemma2", "--arch", "gemma2")
@@ -213,15 +301,26 @@ def ask(endpoint) -> dict:
     """The after_healthy hook: one real chat request through the endpoint (issue 6 wires the checks)."""
     import urllib.request
 
-    body = json.dumps({"model": endpoint.served_model_name, "messages": [{"role": "user", "content": "hi"}],
-                       "max_tokens": 4, "temperature": 0, "ignore_eos": True}).encode()
-    request = urllib.request.Request(endpoint.url + "/v1/chat/completions", data=body,
-                                     headers={"Content-Type": "application/json"})
+    body = json.dumps(
+        {
+            "model": endpoint.served_model_name,
+            "messages": [{"role": "user", "content": "hi"}],
+            "max_tokens": 4,
+            "temperature": 0,
+            "ignore_eos": True,
+        }
+    ).encode()
+    request = urllib.request.Request(
+        endpoint.url + "/v1/chat/completions", data=body, headers={"Content-Type": "application/json"}
+    )
     with urllib.request.urlopen(request, timeout=120) as response:
         answer = json.loads(response.read())
     version = endpoint.run([endpoint.vllm, "--version"], timeout=120)
-    return {"answers": {"completion_tokens": answer["usage"]["completion_tokens"]},
-            "serving": None, "target_vllm_version": version.stdout.strip()[-40:]}
+    return {
+        "answers": {"completion_tokens": answer["usage"]["completion_tokens"]},
+        "serving": None,
+        "target_vllm_version": version.stdout.strip()[-40:],
+    }
 
 
 def assert_measured_from_the_cpu_log(record: dict, store: RecordStore) -> None:
@@ -266,9 +365,14 @@ def test_boot_local_real_engine(tiny_gemma2, tmp_path, apron_home):
     from engine_env import engine_lock, shared_vllm_cache, vllm_venv
 
     store = RecordStore(tmp_path / "records")
-    options = BootOptions(venv=str(vllm_venv()), weights=str(tiny_gemma2), profile="cpu",
-                          served_model_name="tiny", health_timeout_seconds=600,
-                          extra_env={"VLLM_CACHE_ROOT": shared_vllm_cache()})
+    options = BootOptions(
+        venv=str(vllm_venv()),
+        weights=str(tiny_gemma2),
+        profile="cpu",
+        served_model_name="tiny",
+        health_timeout_seconds=600,
+        extra_env={"VLLM_CACHE_ROOT": shared_vllm_cache()},
+    )
     with engine_lock():
         result = boot(json.loads(PLAN_FILE.read_text()), [parse_target("local")], options, store, after_healthy=ask)
     record = result.record
@@ -286,11 +390,34 @@ def test_boot_ssh_real_engine_through_the_cli(tiny_gemma2, ssh_server, tmp_path,
 
     records = tmp_path / "records"
     with engine_lock():
-        result = run_cli("boot", str(PLAN_FILE), "--on", ssh_server.target, *ssh_server.ssh_args(),
-                         "--venv", str(vllm_venv()), "--weights", str(tiny_gemma2), "--profile", "cpu",
-                         "--env", f"VLLM_CACHE_ROOT={shared_vllm_cache()}", "--suite", "short",
-                         "--serve-prompts", "8", "--serve-input-len", "64", "--serve-output-len", "16",
-                         "--workdir", str(tmp_path / "remote"), "--records", str(records), "--json")
+        result = run_cli(
+            "boot",
+            str(PLAN_FILE),
+            "--on",
+            ssh_server.target,
+            *ssh_server.ssh_args(),
+            "--venv",
+            str(vllm_venv()),
+            "--weights",
+            str(tiny_gemma2),
+            "--profile",
+            "cpu",
+            "--env",
+            f"VLLM_CACHE_ROOT={shared_vllm_cache()}",
+            "--suite",
+            "short",
+            "--serve-prompts",
+            "8",
+            "--serve-input-len",
+            "64",
+            "--serve-output-len",
+            "16",
+            "--workdir",
+            str(tmp_path / "remote"),
+            "--records",
+            str(records),
+            "--json",
+        )
     # Random weights: the engine boots, answers with tokens and serves, but the short questions fail
     # honestly, so the boot exits 1 naming what it missed.
     assert result.returncode == 1, result.stderr[-3000:]
@@ -321,15 +448,32 @@ def test_boot_records_a_real_engine_refusal(tiny_gemma2, tmp_path, apron_home):
 
     records = tmp_path / "records"
     with engine_lock():
-        result = run_cli("boot", str(PLAN_FILE), "--on", "local", "--venv", str(vllm_venv()), "--weights",
-                         str(tiny_gemma2), "--profile", "cpu", "--extra-args", "--max-model-len 999999",
-                         "--env", f"VLLM_CACHE_ROOT={shared_vllm_cache()}",
-                         "--records", str(records), "--json")
+        result = run_cli(
+            "boot",
+            str(PLAN_FILE),
+            "--on",
+            "local",
+            "--venv",
+            str(vllm_venv()),
+            "--weights",
+            str(tiny_gemma2),
+            "--profile",
+            "cpu",
+            "--extra-args",
+            "--max-model-len 999999",
+            "--env",
+            f"VLLM_CACHE_ROOT={shared_vllm_cache()}",
+            "--records",
+            str(records),
+            "--json",
+        )
     assert result.returncode == 1
     document = json.loads(result.stdout)
     assert document["outcome"] == "failed" and document["fault"]["kind"] == "model"
-    assert "User-specified max_model_len (999999) is greater than the derived max_model_len" in \
-        document["fault"]["evidence"]
+    assert (
+        "User-specified max_model_len (999999) is greater than the derived max_model_len"
+        in document["fault"]["evidence"]
+    )
     assert result.stderr.strip().splitlines()[-1].startswith("apron: error: boot failed:")
 
 
@@ -337,13 +481,24 @@ def test_hub_weights_are_downloaded_on_the_target_at_the_pinned_revision(hub, fa
     """A Hub plan: snapshot_download on the target (here: local, against the loopback Hub) at the plan's
     revision, then the engine gets the folder and no --revision."""
     python = Path(fake_vllm).parent / "python"  # as in an engine venv: a Python with huggingface_hub
-    python.write_text(f"#!/bin/sh\nexec {sys.executable} \"$@\"\n")
+    python.write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
     python.chmod(0o755)
-    repo = hub.add_repo("org/tiny", {"config.json": b'{"architectures": ["Gemma2ForCausalLM"]}',
-                                     "model.safetensors": b"\x08\x00\x00\x00\x00\x00\x00\x00{}      "})
+    repo = hub.add_repo(
+        "org/tiny",
+        {
+            "config.json": b'{"architectures": ["Gemma2ForCausalLM"]}',
+            "model.safetensors": b"\x08\x00\x00\x00\x00\x00\x00\x00{}      ",
+        },
+    )
     plan = json.loads(PLAN_FILE.read_text())
-    plan["model"] = {"source": "org/tiny", "repo_id": "org/tiny", "revision": repo.sha, "source_kind": "hub",
-                     "architecture": "Gemma2ForCausalLM", "model_type": "gemma2"}
+    plan["model"] = {
+        "source": "org/tiny",
+        "repo_id": "org/tiny",
+        "revision": repo.sha,
+        "source_kind": "hub",
+        "architecture": "Gemma2ForCausalLM",
+        "model_type": "gemma2",
+    }
     plan["command"] = f"vllm serve org/tiny --revision {repo.sha} --max-model-len 512"
     store = RecordStore(tmp_path / "records")
     options = BootOptions(vllm=fake_vllm, workdir=str(tmp_path / "work"))
@@ -368,9 +523,28 @@ def test_a_source_is_planned_first_then_booted(fake_vllm, tmp_path, apron_home_w
 
     folder = materialize("Qwen/Qwen3-0.6B", tmp_path / "Qwen3-0.6B")
     records = tmp_path / "records"
-    result = run_cli("boot", str(folder), "--gpu", "L4", "--engine", "vllm==0.32.0", "--max-model-len", "4096",
-                     "--on", "local", "--vllm", fake_vllm, "--workdir", str(tmp_path / "work"),
-                     "--suite", "none", "--no-serve-test", "--records", str(records), "--json")
+    result = run_cli(
+        "boot",
+        str(folder),
+        "--gpu",
+        "L4",
+        "--engine",
+        "vllm==0.32.0",
+        "--max-model-len",
+        "4096",
+        "--on",
+        "local",
+        "--vllm",
+        fake_vllm,
+        "--workdir",
+        str(tmp_path / "work"),
+        "--suite",
+        "none",
+        "--no-serve-test",
+        "--records",
+        str(records),
+        "--json",
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     document = json.loads(result.stdout)
     plan = RecordStore(records).get(document["plan_id"]).document["plan"]

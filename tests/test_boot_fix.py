@@ -4,6 +4,7 @@ A plan the engine refuses (a KV cache too small for max_model_len), a real boot 
 engine's own message, the matching rule (max_model_len down to the engine's estimate), a second real
 boot that is healthy and answers, and the rule proven on vLLM 0.32.0 with both record ids.
 """
+
 from __future__ import annotations
 
 import json
@@ -28,11 +29,40 @@ def test_boot_fix_proves_a_rule_with_two_real_boots(tiny_models, tmp_path, apron
     records = tmp_path / "records"
     with engine_lock():
         result = subprocess.run(
-            [sys.executable, "-m", "apron.cli", "boot", str(model), "--gpu", "L4", "--engine", "vllm==0.32.0",
-             "--max-model-len", "32768", "--on", "local", "--venv", str(vllm_venv()), "--profile", "cpu",
-             "--extra-args", f"--kv-cache-memory-bytes {KV_BYTES}",
-             "--env", f"VLLM_CACHE_ROOT={shared_vllm_cache()}", "--suite", "none", "--no-serve-test",
-             "--fix", "--records", str(records), "--json"], capture_output=True, text=True, timeout=1200)
+            [
+                sys.executable,
+                "-m",
+                "apron.cli",
+                "boot",
+                str(model),
+                "--gpu",
+                "L4",
+                "--engine",
+                "vllm==0.32.0",
+                "--max-model-len",
+                "32768",
+                "--on",
+                "local",
+                "--venv",
+                str(vllm_venv()),
+                "--profile",
+                "cpu",
+                "--extra-args",
+                f"--kv-cache-memory-bytes {KV_BYTES}",
+                "--env",
+                f"VLLM_CACHE_ROOT={shared_vllm_cache()}",
+                "--suite",
+                "none",
+                "--no-serve-test",
+                "--fix",
+                "--records",
+                str(records),
+                "--json",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=1200,
+        )
     assert result.returncode == 0, result.stderr[-4000:]
     healthy = json.loads(result.stdout)
     assert healthy["outcome"] == "healthy" and healthy["after_healthy"]["verdicts"]["responded"]
@@ -49,10 +79,13 @@ def test_boot_fix_proves_a_rule_with_two_real_boots(tiny_models, tmp_path, apron
     assert fix["corrected_boot"] == healthy["id"] and fix["corrected_flags"] == ["--max-model-len 16256"]
     assert fix["family"] == "kv_cache_too_small" and fix["could_have_known"]
 
-    shown = subprocess.run([sys.executable, "-m", "apron.cli", "rules", "show", RULE, "--records", str(records),
-                            "--json"], capture_output=True, text=True, check=True)
+    shown = subprocess.run(
+        [sys.executable, "-m", "apron.cli", "rules", "show", RULE, "--records", str(records), "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     status = json.loads(shown.stdout)
     proven = status["statuses"]["0.32.0"]
     assert proven["status"] == "proven"
-    assert proven["proofs"][0] == {**proven["proofs"][0], "failed_id": fix["failed_boot"],
-                                   "healthy_id": healthy["id"]}
+    assert proven["proofs"][0] == {**proven["proofs"][0], "failed_id": fix["failed_boot"], "healthy_id": healthy["id"]}

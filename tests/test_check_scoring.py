@@ -1,5 +1,6 @@
 """Each check's scoring on real response bodies recorded from the vLLM CPU engine
 (tests/fixtures/responses/; `.edited` files are minimal edits of a captured body, see its README)."""
+
 from __future__ import annotations
 
 import copy
@@ -10,8 +11,16 @@ from pathlib import Path
 import pytest
 
 from apron.measure import checks
-from apron.measure.checks import (CITY_SCHEMA, REASONING_QUESTION, CheckOptions, Question, score_answer, score_json,
-                                  score_reasoning, score_tool_call)
+from apron.measure.checks import (
+    CITY_SCHEMA,
+    REASONING_QUESTION,
+    CheckOptions,
+    Question,
+    score_answer,
+    score_json,
+    score_reasoning,
+    score_tool_call,
+)
 from apron.measure.endpoint import reply_from_record
 from apron.measure.haystack import build_haystack, target_tokens
 from apron.measure.png import COLOURS, solid_png
@@ -40,6 +49,7 @@ def edited_tool_arguments(arguments: str):
 
 # ---- exact answers ------------------------------------------------------------------------------
 
+
 def test_right_answer_passes():
     outcome = score_answer(reply("arithmetic_right.edited"), QUESTIONS["arithmetic"], OPTIONS, 64)
     assert outcome.status == "pass" and outcome.reason == "right answer: 42"
@@ -50,15 +60,23 @@ def test_random_weights_answer_wrong(name):
     outcome = score_answer(reply(f"{name}_wrong"), QUESTIONS[name], OPTIONS, 64)
     assert outcome.status == "fail"
     # Random weights emit newlines until the budget ends: a wrong answer, not a budget problem.
-    assert outcome.reason == (f"wrong answer: expected {QUESTIONS[name].expected!r}, got only whitespace "
-                              '"\\n\\n\\n\\n\\n\\n\\n\\n\\n\\n\\n…" (cut off at the token budget)')
+    assert outcome.reason == (
+        f"wrong answer: expected {QUESTIONS[name].expected!r}, got only whitespace "
+        '"\\n\\n\\n\\n\\n\\n\\n\\n\\n\\n\\n…" (cut off at the token budget)'
+    )
 
 
-@pytest.mark.parametrize("question, text, expected", [
-    (QUESTIONS["arithmetic"], "17 + 25 = 42.", True), (QUESTIONS["arithmetic"], "42 is not 17 + 26 = 43", False),
-    (QUESTIONS["capital"], "The capital of France is Paris.", True), (QUESTIONS["capital"], "Parisian", False),
-    (QUESTIONS["reversal"], "Desserts", True), (QUESTIONS["reversal"], "dessert", False),
-])
+@pytest.mark.parametrize(
+    "question, text, expected",
+    [
+        (QUESTIONS["arithmetic"], "17 + 25 = 42.", True),
+        (QUESTIONS["arithmetic"], "42 is not 17 + 26 = 43", False),
+        (QUESTIONS["capital"], "The capital of France is Paris.", True),
+        (QUESTIONS["capital"], "Parisian", False),
+        (QUESTIONS["reversal"], "Desserts", True),
+        (QUESTIONS["reversal"], "dessert", False),
+    ],
+)
 def test_question_matching(question, text, expected):
     assert question.matches(text) is expected
 
@@ -74,8 +92,9 @@ def test_answer_inside_reasoning_is_a_wrong_channel():
 def test_reasoning_and_answer_in_one_string_is_a_wrong_channel():
     outcome = score_answer(reply("reasoning_tag_in_content"), REASONING_QUESTION, OPTIONS, 64)
     assert outcome.status == "fail"
-    assert outcome.reason == ("wrong channel: reasoning and answer came back in one string "
-                              "(the answer holds '</think>')")
+    assert outcome.reason == (
+        "wrong channel: reasoning and answer came back in one string (the answer holds '</think>')"
+    )
     assert "--reasoning-parser NAME" in outcome.fix
 
 
@@ -93,6 +112,7 @@ def test_http_error_is_recorded():
 
 
 # ---- needle -------------------------------------------------------------------------------------
+
 
 def _needle_code(name: str) -> str:
     prompt = record(name)["request"]["messages"][0]["content"]
@@ -122,13 +142,15 @@ def test_haystack_respects_max_model_len_and_says_so():
 
 
 def test_haystack_without_tokenize_is_an_estimate():
-    haystack = build_haystack(lambda messages: None, max_model_len_tokens=None, answer_budget_tokens=64,
-                              rng=random.Random(3))
+    haystack = build_haystack(
+        lambda messages: None, max_model_len_tokens=None, answer_budget_tokens=64, rng=random.Random(3)
+    )
     assert haystack.is_estimate and "estimate" in haystack.note
     assert 30000 < haystack.prompt_tokens <= 32768
 
 
 # ---- reasoning ----------------------------------------------------------------------------------
+
 
 def test_reasoning_in_its_own_channel_passes():
     outcome = score_reasoning(reply("reasoning_right.edited"), REASONING_QUESTION, OPTIONS, 1088)
@@ -150,6 +172,7 @@ def test_reasoning_question_wrong_answer_fails():
 
 # ---- tool call ----------------------------------------------------------------------------------
 
+
 def test_tool_call_right_passes():
     outcome = score_tool_call(reply("tool_call_right.edited"), OPTIONS, 128)
     assert outcome.status == "pass"
@@ -168,12 +191,20 @@ def test_tool_call_with_null_arguments_is_malformed():
     assert outcome.reason == "malformed tool call: the arguments are null, not an object"
 
 
-@pytest.mark.parametrize("arguments, reason", [
-    ('{"city": "Par', "malformed tool call: the arguments are not JSON: "),
-    ('{"city": "Paris"}',
-     "malformed tool call: the arguments break the function's schema: 'unit' is a required property"),
-    ('{"city": "Paris", "unit": "kelvin"}', "malformed tool call: the arguments break the function's schema: unit: "),
-])
+@pytest.mark.parametrize(
+    "arguments, reason",
+    [
+        ('{"city": "Par', "malformed tool call: the arguments are not JSON: "),
+        (
+            '{"city": "Paris"}',
+            "malformed tool call: the arguments break the function's schema: 'unit' is a required property",
+        ),
+        (
+            '{"city": "Paris", "unit": "kelvin"}',
+            "malformed tool call: the arguments break the function's schema: unit: ",
+        ),
+    ],
+)
 def test_tool_call_malformed_arguments(arguments, reason):
     outcome = score_tool_call(edited_tool_arguments(arguments), OPTIONS, 128)
     assert outcome.status == "fail" and outcome.reason.startswith(reason)
@@ -182,8 +213,9 @@ def test_tool_call_malformed_arguments(arguments, reason):
 def test_tool_call_cut_off_at_the_budget():
     outcome = score_tool_call(reply("tool_call_required"), OPTIONS, 128)
     assert outcome.status == "fail"
-    assert outcome.reason == ("no tool call: a call ('<tool_call>') was cut off at the 128-token budget and came "
-                              "back as text")
+    assert outcome.reason == (
+        "no tool call: a call ('<tool_call>') was cut off at the 128-token budget and came back as text"
+    )
 
 
 def test_unparsed_tool_call_names_the_parser_fix():
@@ -202,25 +234,31 @@ def test_text_instead_of_a_tool_call_fails():
 def test_server_without_tool_parser():
     outcome = score_tool_call(reply("tool_call_auto_no_parser"), OPTIONS, 128)
     assert outcome.status == "fail"
-    assert outcome.reason.startswith("the server cannot parse tool calls: \"auto\" tool choice requires")
+    assert outcome.reason.startswith('the server cannot parse tool calls: "auto" tool choice requires')
     assert outcome.fix.startswith("serve with --enable-auto-tool-choice --tool-call-parser NAME")
 
 
 # ---- JSON schema --------------------------------------------------------------------------------
+
 
 def test_structured_output_json_passes():
     outcome = score_json(reply("json_schema_valid"), CITY_SCHEMA, OPTIONS, 128)
     assert outcome.status == "pass" and outcome.details["document"]["city"] in ("Paris", "Rome", "Berlin", "Madrid")
 
 
-@pytest.mark.parametrize("name, reason", [
-    ("json_schema_invalid.edited", "invalid JSON (Unterminated string starting at: "),
-    ("json_schema_cut_off", "invalid JSON: cut off at the 128-token budget: "),
-    ("json_schema_fenced.edited", "invalid JSON: wrapped in a markdown code fence"),
-    ("json_schema_breaks_schema.edited", "the JSON breaks the schema: population_millions: 2870 is greater than "
-                                         "the maximum of 100"),
-    ("json_schema_reasoning_parser", "no answer: ran out of the 128-token budget while still reasoning"),
-])
+@pytest.mark.parametrize(
+    "name, reason",
+    [
+        ("json_schema_invalid.edited", "invalid JSON (Unterminated string starting at: "),
+        ("json_schema_cut_off", "invalid JSON: cut off at the 128-token budget: "),
+        ("json_schema_fenced.edited", "invalid JSON: wrapped in a markdown code fence"),
+        (
+            "json_schema_breaks_schema.edited",
+            "the JSON breaks the schema: population_millions: 2870 is greater than the maximum of 100",
+        ),
+        ("json_schema_reasoning_parser", "no answer: ran out of the 128-token budget while still reasoning"),
+    ],
+)
 def test_bad_json_fails_with_its_reason(name, reason):
     outcome = score_json(reply(name), CITY_SCHEMA, OPTIONS, 128)
     assert outcome.status == "fail" and outcome.reason.startswith(reason)
@@ -228,10 +266,14 @@ def test_bad_json_fails_with_its_reason(name, reason):
 
 # ---- pieces -------------------------------------------------------------------------------------
 
+
 def test_excerpt_is_short_and_shows_the_channels():
     text = excerpt(record("reasoning_right.edited")["body"])
-    assert json.loads(text) == {"content": "15:55", "reasoning": "14:20 plus 95 minutes: 15:20 plus 35 is 15:55.",
-                                "finish_reason": "stop"}
+    assert json.loads(text) == {
+        "content": "15:55",
+        "reasoning": "14:20 plus 95 minutes: 15:20 plus 35 is 15:55.",
+        "finish_reason": "stop",
+    }
     assert all(len(excerpt(json.loads(p.read_text())["body"])) <= EXCERPT_CHARS for p in RESPONSES.glob("*.json"))
     assert "not a multimodal model" in excerpt(record("image_text_only_model")["body"])
 
@@ -244,7 +286,7 @@ def test_png_is_a_valid_image_of_its_colour():
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
     width, height = struct.unpack(">II", png[16:24])
     idat_length = struct.unpack(">I", png[33:37])[0]
-    pixels = zlib.decompress(png[41:41 + idat_length])
+    pixels = zlib.decompress(png[41 : 41 + idat_length])
     assert (width, height) == (8, 8) and pixels[:4] == b"\x00" + bytes(COLOURS["blue"])
 
 

@@ -1,4 +1,5 @@
 """Local folders and snapshots give the same Checkpoint, read from headers only."""
+
 from __future__ import annotations
 
 import pytest

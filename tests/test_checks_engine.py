@@ -1,13 +1,13 @@
 """The checks and the serving test against the real vLLM CPU engine (the session `cpu_engine`: the tiny
 tools model with random weights, Hermes tool parser, compact structured output, max_model_len 512)."""
+
 from __future__ import annotations
 
 import json
 
-from engine_env import vllm_venv
-
 from apron.cli import main
 from apron.measure import run_checks
+from engine_env import vllm_venv
 
 
 def test_short_questions_fail_honestly_on_random_weights(cpu_engine):
@@ -43,16 +43,36 @@ def test_deploy_suite_on_the_real_engine(cpu_engine):
 def test_named_tool_choice_is_parsed_into_a_tool_call(cpu_engine):
     """tool_choice named: the server constrains the call to the Hermes format and its parser returns
     `tool_calls`; without `strict`, vLLM lets the arguments be any JSON value and random weights pick null."""
-    report = run_checks(cpu_engine.url, "tiny", multimodal=False, reasoning_effort=None, tool_choice="named",
-                        only=("tool_call",), seed=3)
+    report = run_checks(
+        cpu_engine.url,
+        "tiny",
+        multimodal=False,
+        reasoning_effort=None,
+        tool_choice="named",
+        only=("tool_call",),
+        seed=3,
+    )
     (result,) = report.results
     assert result.details["name"] == "get_weather" and result.details["num_tool_calls"] >= 1
     assert result.status == "fail" and result.reason.startswith("malformed tool call")
 
 
 def test_check_cli_json_and_exit_code(cpu_engine, capsys):
-    code = main(["check", cpu_engine.url, "--model", "tiny", "--only", "json_schema", "--only", "arithmetic",
-                 "--json", "--seed", "4"])
+    code = main(
+        [
+            "check",
+            cpu_engine.url,
+            "--model",
+            "tiny",
+            "--only",
+            "json_schema",
+            "--only",
+            "arithmetic",
+            "--json",
+            "--seed",
+            "4",
+        ]
+    )
     out, err = capsys.readouterr()
     document = json.loads(out)
     assert code == 1
@@ -64,15 +84,34 @@ def test_check_cli_json_and_exit_code(cpu_engine, capsys):
 
 def test_check_cli_unknown_model_is_bad_input(cpu_engine, capsys):
     assert main(["check", cpu_engine.url, "--model", "nope"]) == 2
-    assert capsys.readouterr().err == (f"apron: error: model 'nope' is not served at {cpu_engine.url}: it serves "
-                                       "tiny; pass --model with one of them\n")
+    assert capsys.readouterr().err == (
+        f"apron: error: model 'nope' is not served at {cpu_engine.url}: it serves tiny; pass --model with one of them\n"
+    )
 
 
 def test_serve_test_runs_vllm_bench_serve(cpu_engine, tmp_path, capsys):
     vllm = str(vllm_venv() / "bin" / "vllm")
-    code = main(["serve-test", cpu_engine.url, "--model", "tiny", "--vllm", vllm, "--num-prompts", "8",
-                 "--input-len", "64", "--output-len", "16", "--concurrency", "4", "--result-dir", str(tmp_path),
-                 "--json"])
+    code = main(
+        [
+            "serve-test",
+            cpu_engine.url,
+            "--model",
+            "tiny",
+            "--vllm",
+            vllm,
+            "--num-prompts",
+            "8",
+            "--input-len",
+            "64",
+            "--output-len",
+            "16",
+            "--concurrency",
+            "4",
+            "--result-dir",
+            str(tmp_path),
+            "--json",
+        ]
+    )
     out, err = capsys.readouterr()
     assert code == 0, err[-2000:]
     document = json.loads(out)

@@ -1,12 +1,13 @@
 """The extractor on a small stand-in release (tests/fixtures/engine_src), zipped into a wheel here."""
+
 from __future__ import annotations
 
 import gzip
 import json
 
+import engine_wheel  # tests/fixtures/engine_wheel.py
 import pytest
 
-import engine_wheel  # tests/fixtures/engine_wheel.py
 from apron.engine import extract
 from apron.engine.sync import sync
 from apron.errors import BadInput
@@ -25,8 +26,11 @@ def test_identity_pins_and_hash(facts, tmp_path):
 
     assert facts["schema"] == "apron.engine-facts/1"
     assert facts["version"] == "0.99.0" and facts["engine"] == "vllm"
-    assert facts["source"] == {"kind": "wheel", "filename": wheel.name,
-                               "sha256": hashlib.sha256(wheel.read_bytes()).hexdigest()}
+    assert facts["source"] == {
+        "kind": "wheel",
+        "filename": wheel.name,
+        "sha256": hashlib.sha256(wheel.read_bytes()).hexdigest(),
+    }
     assert facts["pins"] == {"torch": "torch==2.14.0", "transformers": "transformers<6,>=5.10.4"}
     assert facts["extractor_version"] == extract.EXTRACTOR_VERSION
     # the stand-in release lacks most of the functions the planner mirrors, and says so
@@ -37,10 +41,19 @@ def test_identity_pins_and_hash(facts, tmp_path):
 def test_registry_spreads_order_and_categories(facts):
     registry = facts["registry"]
     # `**` spreads and a comprehension spread merge as Python merges them: first position, last value.
-    assert registry["order"] == ["ToyForCausalLM", "ToyHybridForCausalLM", "ToyNoPPForCausalLM",
-                                 "ToyMambaForCausalLM", "ToyAliasForCausalLM", "NewArchForCausalLM", "ToyModel",
-                                 "ToyEmbeddingModel", "ToyForSequenceClassification",
-                                 "ToyMambaForSequenceClassification", "ToyVLForConditionalGeneration"]
+    assert registry["order"] == [
+        "ToyForCausalLM",
+        "ToyHybridForCausalLM",
+        "ToyNoPPForCausalLM",
+        "ToyMambaForCausalLM",
+        "ToyAliasForCausalLM",
+        "NewArchForCausalLM",
+        "ToyModel",
+        "ToyEmbeddingModel",
+        "ToyForSequenceClassification",
+        "ToyMambaForSequenceClassification",
+        "ToyVLForConditionalGeneration",
+    ]
     toy = registry["architectures"]["ToyForCausalLM"]
     assert toy["categories"] == ["text_generation", "embedding"] and toy["category"] == "text_generation"
     assert toy["module"] == "vllm.model_executor.models.toy" and toy["file"] == "model_executor/models/toy.py"
@@ -52,17 +65,20 @@ def test_registry_spreads_order_and_categories(facts):
     assert facts["config_hooks"] == {"ToyHybridForCausalLM": "ToyHybridConfig"}
 
 
-@pytest.mark.parametrize("arch, expected", [
-    ("ToyForCausalLM", dict(is_hybrid=False, supports_pp=True, is_moe=False, is_attention_free=False)),
-    ("ToyHybridForCausalLM", dict(is_hybrid=True, has_inner_state=True, is_moe=True, supports_pp=True)),
-    ("ToyNoPPForCausalLM", dict(supports_pp=False)),  # a class attribute overrides the protocol's
-    ("ToyMambaForCausalLM", dict(is_attention_free=True, has_inner_state=True, supports_pp=False)),
-    ("ToyAliasForCausalLM", dict(supports_pp=True)),  # `ToyAlias = ToyForCausalLM`
-    ("NewArchForCausalLM", dict(is_moe=True, supports_pp=True)),  # re-exported, CUDA branch of a switch
-    ("ToyForSequenceClassification", dict(is_hybrid=True)),  # base built by `X = as_seq_cls_model(...)`
-    ("ToyMambaForSequenceClassification", dict(is_attention_free=True)),  # `class C(as_seq_cls_model(...))`
-    ("ToyVLForConditionalGeneration", dict(supports_multimodal=True, is_hybrid=False)),
-])
+@pytest.mark.parametrize(
+    "arch, expected",
+    [
+        ("ToyForCausalLM", dict(is_hybrid=False, supports_pp=True, is_moe=False, is_attention_free=False)),
+        ("ToyHybridForCausalLM", dict(is_hybrid=True, has_inner_state=True, is_moe=True, supports_pp=True)),
+        ("ToyNoPPForCausalLM", dict(supports_pp=False)),  # a class attribute overrides the protocol's
+        ("ToyMambaForCausalLM", dict(is_attention_free=True, has_inner_state=True, supports_pp=False)),
+        ("ToyAliasForCausalLM", dict(supports_pp=True)),  # `ToyAlias = ToyForCausalLM`
+        ("NewArchForCausalLM", dict(is_moe=True, supports_pp=True)),  # re-exported, CUDA branch of a switch
+        ("ToyForSequenceClassification", dict(is_hybrid=True)),  # base built by `X = as_seq_cls_model(...)`
+        ("ToyMambaForSequenceClassification", dict(is_attention_free=True)),  # `class C(as_seq_cls_model(...))`
+        ("ToyVLForConditionalGeneration", dict(supports_multimodal=True, is_hybrid=False)),
+    ],
+)
 def test_traits_follow_bases_to_the_marker_protocols(facts, arch, expected):
     entry = facts["registry"]["architectures"][arch]
     assert {key: entry[key] for key in expected} == expected
@@ -79,11 +95,19 @@ def test_defaults(facts):
     assert d["engine_args_unresolved"] == ["computed"]
     assert d["cache_config"]["swap_space_bytes"] == 4 * 2**30
     assert d["optimization_level"] == "O2"
-    assert d["cudagraph_mode_by_level"] == {"O0": "NONE", "O1": "PIECEWISE", "O2": "FULL_AND_PIECEWISE",
-                                            "O3": "FULL_AND_PIECEWISE"}
-    assert d["cudagraph"] == {"default_max_graph_size": 512, "max_graph_size_by_capability_family": {"100": 1024},
-                              "max_graph_size_by_capability": {}, "adds_max_num_seqs": True,
-                              "max_num_seqs_multiplier": 2}
+    assert d["cudagraph_mode_by_level"] == {
+        "O0": "NONE",
+        "O1": "PIECEWISE",
+        "O2": "FULL_AND_PIECEWISE",
+        "O3": "FULL_AND_PIECEWISE",
+    }
+    assert d["cudagraph"] == {
+        "default_max_graph_size": 512,
+        "max_graph_size_by_capability_family": {"100": 1024},
+        "max_graph_size_by_capability": {},
+        "adds_max_num_seqs": True,
+        "max_num_seqs_multiplier": 2,
+    }
     tiers = d["batch_tiers"]
     assert [t["min_device_memory_bytes"] for t in tiers] == [160 * 2**30, 70 * 2**30, 0]
     assert tiers[1]["name_excludes"] == ["a100"] and tiers[1]["excluded_capabilities"] == [[12, 1]]
@@ -93,8 +117,12 @@ def test_defaults(facts):
 
 def test_env_defaults_from_type_checking_block(facts):
     d = facts["defaults"]
-    assert d["env"] == {"VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS": True, "VLLM_USE_V2_MODEL_RUNNER": None,
-                        "VLLM_ALLOW_LONG_MAX_MODEL_LEN": False, "VLLM_HTTP_MAX_REQUEST_BODY_SIZE": 32 * 1024 * 1024}
+    assert d["env"] == {
+        "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS": True,
+        "VLLM_USE_V2_MODEL_RUNNER": None,
+        "VLLM_ALLOW_LONG_MAX_MODEL_LEN": False,
+        "VLLM_HTTP_MAX_REQUEST_BODY_SIZE": 32 * 1024 * 1024,
+    }
     assert d["env_unresolved"] == ["VLLM_CACHE_ROOT"]
     assert d["env_getenv"]["VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS"] == "1"
 
@@ -104,8 +132,13 @@ def test_quantization(facts):
     assert q["fp8"]["min_capability"] == 75 and q["fp8"]["act_dtypes"] == ["bfloat16", "float16"]
     assert q["gpt_oss_mxfp4"]["min_capability"] == 80  # inherited from Mxfp4Config
     assert q["fp8_per_tensor"]["config_class"] == "Fp8Config"  # the `for ... setdefault` shorthands
-    assert q["platform_only"] == {"config_class": None, "module": None, "min_capability": None,
-                                  "act_dtypes": None, "is_cli_choice": True}
+    assert q["platform_only"] == {
+        "config_class": None,
+        "module": None,
+        "min_capability": None,
+        "act_dtypes": None,
+        "is_cli_choice": True,
+    }
 
 
 def test_attention_backends_and_priority(facts):
@@ -116,38 +149,55 @@ def test_attention_backends_and_priority(facts):
     assert backends["TRITON_ATTN"]["kernel_block_sizes"] == [{"multiple_of": 1}]  # inherited default
     assert backends["TRITON_ATTN"]["supported_kv_cache_dtypes"] == ["auto", "bfloat16"]
     assert "TORCH_SDPA" not in backends
-    assert facts["backend_priority"]["default"] == {"10": ["FLASHINFER", "FLASH_ATTN", "TRITON_ATTN"],
-                                                    "default": ["FLASH_ATTN", "FLASHINFER", "TRITON_ATTN"]}
+    assert facts["backend_priority"]["default"] == {
+        "10": ["FLASHINFER", "FLASH_ATTN", "TRITON_ATTN"],
+        "default": ["FLASH_ATTN", "FLASHINFER", "TRITON_ATTN"],
+    }
     assert facts["backend_priority_conditional"]["default"]["10"]["when"] == ["not use_non_causal"]
 
 
 def test_parsers_and_tokenizer(facts):
     assert facts["parsers"]["reasoning"]["deepseek_r1"] == {
-        "module": "vllm.reasoning.deepseek_r1_reasoning_parser", "class": "DeepSeekR1ReasoningParser"}
+        "module": "vllm.reasoning.deepseek_r1_reasoning_parser",
+        "class": "DeepSeekR1ReasoningParser",
+    }
     assert sorted(facts["parsers"]["tool"]) == ["hermes", "llama3_json", "openai"]
     tokenizer = facts["tokenizer"]
     assert tokenizer["modes"]["toy_mode"] == {"module": "vllm.tokenizers.hf", "class": "CachedHfTokenizer"}
     assert tokenizer["literal"] == ["auto", "hf", "slow", "mistral", "toy_mode"]
-    assert tokenizer["arch_defaults"] == {"ToyForCausalLM": "toy_mode", "ToyVLForConditionalGeneration": "mistral",
-                                          "NewArchForCausalLM": "mistral"}
+    assert tokenizer["arch_defaults"] == {
+        "ToyForCausalLM": "toy_mode",
+        "ToyVLForConditionalGeneration": "mistral",
+        "NewArchForCausalLM": "mistral",
+    }
 
 
 def test_log_formats(facts):
     logs = {(entry["function"], entry["format"]): entry for entry in facts["log_formats"]}
     assert ("Worker.determine_available_memory", "Available KV cache memory: %s GiB") in logs
     # an f-string: fields become {expr}, literal braces are doubled
-    assert logs[("Worker.determine_available_memory",
-                 "Initial free memory {self.free:.2f} GiB, reserved {{kv}} bytes")]["level"] == "info"
+    assert (
+        logs[("Worker.determine_available_memory", "Initial free memory {self.free:.2f} GiB, reserved {{kv}} bytes")][
+            "level"
+        ]
+        == "info"
+    )
     # a local variable holding a `+` concatenation
     assert logs[("Worker.determine_available_memory", "Memory profiling {str(result)} done")]["level"] == "debug"
     # `"a " + "b"` as the first argument, and f-string + plain string concatenation in a nested block
     assert ("VllmConfig._set_cudagraph_sizes", "Capture sizes up to %d (%d uniform decode sizes)") in logs
-    assert logs[("FlashAttentionBackend.validate", "FlashAttention rejected head size {head_size}; falling back.")][
-        "level"] == "warning"
+    assert (
+        logs[("FlashAttentionBackend.validate", "FlashAttention rejected head size {head_size}; falling back.")][
+            "level"
+        ]
+        == "warning"
+    )
     # a module-level constant, and a small helper that returns the message
     assert ("FlashAttentionBackend.select", "VLLM_FLASH_ATTN_VERSION is deprecated; use --attention-config.") in logs
-    assert ("FlashAttentionBackend.select",
-            "Using {chosen.value} FlashAttention kernel out of potential kernels: {candidates}.") in logs
+    assert (
+        "FlashAttentionBackend.select",
+        "Using {chosen.value} FlashAttention kernel out of potential kernels: {candidates}.",
+    ) in logs
     assert facts["counts"]["log_calls_unresolved"] == 0
 
 
@@ -214,8 +264,10 @@ def test_a_registry_that_is_not_static_is_a_clear_error(tmp_path):
 
 
 def test_a_tree_without_metadata_reads_the_version_file(tmp_path):
-    tree = engine_wheel.write_tree(tmp_path / "tree", edits={"vllm-0.99.0.dist-info/METADATA": None,
-                                                             "vllm/_version.py": "__version__ = version = '0.99.5'\n"})
+    tree = engine_wheel.write_tree(
+        tmp_path / "tree",
+        edits={"vllm-0.99.0.dist-info/METADATA": None, "vllm/_version.py": "__version__ = version = '0.99.5'\n"},
+    )
     facts = sync(str(tree / "vllm"), tmp_path / "out").facts
     assert facts["version"] == "0.99.5" and facts["pins"] == {"torch": None, "transformers": None}
     assert "pins: no dist-info METADATA in this source" in facts["gaps"]
@@ -236,10 +288,13 @@ def test_unexpected_shapes_become_gaps_not_crashes(tmp_path):
     assert "get_batch_defaults" in gaps and "backend_priority" in gaps and "parsers.tool" in gaps
 
 
-@pytest.mark.parametrize("spec, message", [
-    ("/no/such/place", "no such file or folder"),
-    (__file__, "not a wheel"),
-])
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        ("/no/such/place", "no such file or folder"),
+        (__file__, "not a wheel"),
+    ],
+)
 def test_bad_local_sources(tmp_path, spec, message):
     with pytest.raises(BadInput, match=message):
         sync(spec, tmp_path / "out")
@@ -252,8 +307,9 @@ def test_skipping_unread_function_bodies_changes_nothing(tmp_path):
     for path, text in engine_wheel.source_files().items():
         if path.endswith(".py"):
             rel = path.removeprefix("vllm/")
-            assert scan_source(rel, text, MIRRORED_PATTERNS, fast=True) == \
-                scan_source(rel, text, MIRRORED_PATTERNS, fast=False), path
+            assert scan_source(rel, text, MIRRORED_PATTERNS, fast=True) == scan_source(
+                rel, text, MIRRORED_PATTERNS, fast=False
+            ), path
 
 
 def test_skeleton_keeps_lines_and_needed_bodies():

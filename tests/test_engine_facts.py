@@ -1,13 +1,14 @@
 """Facts loading, the planner's query helpers, templates, diff and the `apron engine` commands, on
 stand-in releases synced into an empty Apron home."""
+
 from __future__ import annotations
 
 import json
 import subprocess
 
+import engine_wheel  # tests/fixtures/engine_wheel.py
 import pytest
 
-import engine_wheel  # tests/fixtures/engine_wheel.py
 from apron.cli import main
 from apron.engine import facts as facts_module
 from apron.engine import source as source_module
@@ -21,11 +22,14 @@ NEWER = {
     # 0.99.1 adds an architecture, drops one, adds a parser and changes a mirrored function.
     "vllm/model_executor/models/registry.py": engine_wheel.source_files()["vllm/model_executor/models/registry.py"]
     .replace('"ToyNoPPForCausalLM": ("toy", "ToyNoPPForCausalLM"),\n', "")
-    .replace('"ToyVLForConditionalGeneration": ("toy_vl", "ToyVLForConditionalGeneration"),',
-             '"ToyVLForConditionalGeneration": ("toy_vl", "ToyVLForConditionalGeneration"),\n'
-             '    "ToyVL2ForConditionalGeneration": ("toy_vl", "ToyVLForConditionalGeneration"),'),
-    "vllm/tool_parsers/__init__.py": engine_wheel.source_files()["vllm/tool_parsers/__init__.py"]
-    .replace('"openai": ', '"toy_tools": ("toy_tool_parser", "ToyToolParser"),\n    "openai": '),
+    .replace(
+        '"ToyVLForConditionalGeneration": ("toy_vl", "ToyVLForConditionalGeneration"),',
+        '"ToyVLForConditionalGeneration": ("toy_vl", "ToyVLForConditionalGeneration"),\n'
+        '    "ToyVL2ForConditionalGeneration": ("toy_vl", "ToyVLForConditionalGeneration"),',
+    ),
+    "vllm/tool_parsers/__init__.py": engine_wheel.source_files()["vllm/tool_parsers/__init__.py"].replace(
+        '"openai": ', '"toy_tools": ("toy_tool_parser", "ToyToolParser"),\n    "openai": '
+    ),
     "vllm/v1/worker/utils.py": engine_wheel.source_files()["vllm/v1/worker/utils.py"]
     .replace("import math\n", "import math\n\n# a comment moves the function, the hash follows the text\n")
     .replace("return requested_memory", "return int(requested_memory)"),
@@ -71,16 +75,20 @@ def test_unregistered_architecture_refusals(two_versions):
     facts = load_facts("0.99.0")
     assert facts.unregistered_architecture_refusal(["ToyForCausalLM"]) is None
     old = facts.unregistered_architecture_refusal(["OldForCausalLM"])
-    assert old.message == ("Model architecture OldForCausalLM was supported in vLLM until v0.10.2, and is not "
-                           "supported anymore. Please use an older version of vLLM if you want to use this model "
-                           "architecture.")
+    assert old.message == (
+        "Model architecture OldForCausalLM was supported in vLLM until v0.10.2, and is not "
+        "supported anymore. Please use an older version of vLLM if you want to use this model "
+        "architecture."
+    )
     assert old.is_exact and old.exception == "ValueError"
     plugin = facts.unregistered_architecture_refusal(["PluginForCausalLM"])
     assert "Please install the plugin at https://example.org/plugin if you want" in plugin.message
     unknown = facts.unregistered_architecture_refusal(["FooForCausalLM"])
     order = facts.data["registry"]["order"]
-    assert unknown.message == ("Model architectures ['FooForCausalLM'] are not supported for now. Supported "
-                               f"architectures: dict_keys({order!r})")
+    assert unknown.message == (
+        "Model architectures ['FooForCausalLM'] are not supported for now. Supported "
+        f"architectures: dict_keys({order!r})"
+    )
     assert unknown.is_exact
 
 
@@ -88,18 +96,23 @@ def test_quantization_capability_refusal(two_versions):
     facts = load_facts("0.99.0")
     assert facts.quantization_capability_refusal("fp8", (8, 9)) is None
     refusal = facts.quantization_capability_refusal("mxfp4", "7.5")
-    assert refusal.message == ("The quantization method mxfp4 is not supported for the current GPU. Minimum "
-                               "capability: 80. Current capability: 75.")
+    assert refusal.message == (
+        "The quantization method mxfp4 is not supported for the current GPU. Minimum "
+        "capability: 80. Current capability: 75."
+    )
     assert facts.quantization_capability_refusal("platform_only", (7, 0)) is None  # minimum not static
 
 
-@pytest.mark.parametrize("total_bytes, name, capability, expected", [
-    (85_017_493_504, "NVIDIA H100 80GB HBM3", (9, 0), (1024, 8192, 1)),
-    (85_174_583_296, "NVIDIA A100-SXM4-80GB", (8, 0), (256, 2048, 2)),  # "a100" keeps the small tier
-    (191_541_067_776, "NVIDIA B200", (10, 0), (1024, 16384, 0)),
-    (128 * 2**30, "NVIDIA GB10", (12, 1), (256, 2048, 2)),  # excluded capability
-    (25_386_352_640, "NVIDIA GeForce RTX 4090", "8.9", (256, 2048, 2)),
-])
+@pytest.mark.parametrize(
+    "total_bytes, name, capability, expected",
+    [
+        (85_017_493_504, "NVIDIA H100 80GB HBM3", (9, 0), (1024, 8192, 1)),
+        (85_174_583_296, "NVIDIA A100-SXM4-80GB", (8, 0), (256, 2048, 2)),  # "a100" keeps the small tier
+        (191_541_067_776, "NVIDIA B200", (10, 0), (1024, 16384, 0)),
+        (128 * 2**30, "NVIDIA GB10", (12, 1), (256, 2048, 2)),  # excluded capability
+        (25_386_352_640, "NVIDIA GeForce RTX 4090", "8.9", (256, 2048, 2)),
+    ],
+)
 def test_batch_defaults(two_versions, total_bytes, name, capability, expected):
     result = load_facts("0.99.0").batch_defaults(total_bytes, name, capability)
     assert (result.max_num_seqs, result.max_num_batched_tokens, result.tier_index) == expected

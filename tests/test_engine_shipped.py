@@ -1,5 +1,6 @@
 """The shipped facts (src/apron/engine/data): every release from 0.29.0 loads, has the schema, and
 agrees with what the research and an independent count of the real wheels say."""
+
 from __future__ import annotations
 
 import json
@@ -7,9 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import engine_wheel  # tests/fixtures/engine_wheel.py
 import pytest
 
-import engine_wheel  # tests/fixtures/engine_wheel.py
 from apron.engine.diff import diff_facts
 from apron.engine.facts import _shipped_files, choose_version, load_facts
 from apron.engine.sync import sync
@@ -17,15 +18,56 @@ from apron.engine.sync import sync
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED = ["0.29.0", "0.30.0", "0.31.0", "0.32.0", "0.33.0"]
 # An independent count of the real wheels (scripts/count_wheel_registries.py) and the research notes.
-COUNTS = {"0.29.0": (376, 32, 49), "0.30.0": (386, 34, 51), "0.31.0": (387, 35, 51), "0.32.0": (391, 38, 54),
-          "0.33.0": (415, 42, 58)}
-SCHEMA_KEYS = {"schema", "extractor_version", "engine", "version", "source", "pins", "registry", "config_hooks",
-               "defaults", "quantization", "attention_backends", "backend_priority", "parsers", "tokenizer",
-               "log_formats", "refusals", "mirrored_functions"}
-ARCH_KEYS = {"module", "class", "category", "is_hybrid", "is_attention_free", "has_inner_state",
-             "supports_multimodal", "supports_pp", "is_moe"}
-DEFAULT_KEYS = {"gpu_memory_utilization", "block_size", "kv_cache_dtype", "dtype", "vocab_padding_size", "scheduler",
-                "batch_tiers", "cudagraph", "optimization_level", "cudagraph_mode_by_level", "env"}
+COUNTS = {
+    "0.29.0": (376, 32, 49),
+    "0.30.0": (386, 34, 51),
+    "0.31.0": (387, 35, 51),
+    "0.32.0": (391, 38, 54),
+    "0.33.0": (415, 42, 58),
+}
+SCHEMA_KEYS = {
+    "schema",
+    "extractor_version",
+    "engine",
+    "version",
+    "source",
+    "pins",
+    "registry",
+    "config_hooks",
+    "defaults",
+    "quantization",
+    "attention_backends",
+    "backend_priority",
+    "parsers",
+    "tokenizer",
+    "log_formats",
+    "refusals",
+    "mirrored_functions",
+}
+ARCH_KEYS = {
+    "module",
+    "class",
+    "category",
+    "is_hybrid",
+    "is_attention_free",
+    "has_inner_state",
+    "supports_multimodal",
+    "supports_pp",
+    "is_moe",
+}
+DEFAULT_KEYS = {
+    "gpu_memory_utilization",
+    "block_size",
+    "kv_cache_dtype",
+    "dtype",
+    "vocab_padding_size",
+    "scheduler",
+    "batch_tiers",
+    "cudagraph",
+    "optimization_level",
+    "cudagraph_mode_by_level",
+    "env",
+}
 
 
 def test_every_release_from_0_29_is_shipped():
@@ -63,7 +105,9 @@ def test_registries_change_between_releases(apron_home):
     assert "MedusaModel" in diff["architectures"]["removed"]
     # 0.33 moved KV grouping to v1/core/kv_cache_planning.py: a move, found by qualified name
     assert diff["mirrored_functions"]["moved"]["_check_enough_kv_cache_memory"] == [
-        ["v1/core/kv_cache_utils.py"], ["v1/core/kv_cache_planning.py"]]
+        ["v1/core/kv_cache_utils.py"],
+        ["v1/core/kv_cache_planning.py"],
+    ]
 
 
 def test_known_facts_of_real_releases(apron_home):
@@ -84,10 +128,13 @@ def test_known_facts_of_real_releases(apron_home):
     assert v33.architecture("MambaForCausalLM")["is_attention_free"]
     assert v33.quantization("gptq")["min_capability"] == 60 and v33.quantization("fp_quant")["min_capability"] == 100
     refusal = v33.quantization_capability_refusal("fp8", (7, 0))
-    assert refusal.message == ("The quantization method fp8 is not supported for the current GPU. Minimum capability: "
-                               "75. Current capability: 70.")
+    assert refusal.message == (
+        "The quantization method fp8 is not supported for the current GPU. Minimum capability: "
+        "75. Current capability: 70."
+    )
     assert v33.unregistered_architecture_refusal(["MPTForCausalLM"]).message.startswith(
-        "Model architecture MPTForCausalLM was supported in vLLM until v0.28.0")
+        "Model architecture MPTForCausalLM was supported in vLLM until v0.28.0"
+    )
     assert "bart-plugin" in v33.unregistered_architecture_refusal(["BartModel"]).message
     assert v33.default_tokenizer_mode("DeepseekV32ForCausalLM") == "deepseek_v32"
     assert v33.reasoning_parser("openai_gptoss") and v33.tool_parser("hermes")
@@ -100,15 +147,27 @@ def test_known_facts_of_real_releases(apron_home):
     formats = {e["format"] for e in v29.log_formats}
     assert "GPU KV cache size: %s tokens, Maximum concurrency for %s tokens per request: %.2fx" in formats
     assert "%s KV cache size: %s tokens, Maximum concurrency for %s tokens per request: %.2fx" in {
-        e["format"] for e in v33.log_formats}
+        e["format"] for e in v33.log_formats
+    }
 
 
 def test_independent_count_script_agrees_with_the_extractor(tmp_path):
     wheel = engine_wheel.build_wheel(tmp_path / "w")
     sync(str(wheel), tmp_path / "facts")
-    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "count_wheel_registries.py"), str(wheel),
-                           "--check", "--json", "--data-dir", str(tmp_path / "facts")],
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "count_wheel_registries.py"),
+            str(wheel),
+            "--check",
+            "--json",
+            "--data-dir",
+            str(tmp_path / "facts"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     row = json.loads(done.stdout)[0]
     assert row["architectures"] == 11 and row["matches_shipped_facts"] is True

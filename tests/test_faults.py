@@ -1,6 +1,7 @@
 """Host fault, harness fault or the model's failure - on real error text: the failures in
 tests/fixtures/boots-training.json, the CPU engine's own refusals, and NCCL/Xid/ENOSPC lines as
 drivers and libraries print them."""
+
 from __future__ import annotations
 
 import json
@@ -11,8 +12,11 @@ from apron.boot.faults import HARNESS, HOST, MODEL, classify, root_error
 from apron.measure.logparse import parse_file
 from conftest import FIXTURES
 
-FAILURES = [b for b in json.loads((FIXTURES / "boots-training.json").read_text())["boots"]
-            if b.get("failure") and b["failure"].get("last_error")]
+FAILURES = [
+    b
+    for b in json.loads((FIXTURES / "boots-training.json").read_text())["boots"]
+    if b.get("failure") and b["failure"].get("last_error")
+]
 
 
 def expected_kind(failure: dict) -> str:
@@ -28,8 +32,13 @@ def expected_kind(failure: dict) -> str:
 @pytest.mark.parametrize("boot", FAILURES, ids=lambda b: f"{b['model_id']}:{b['failure']['fingerprint'][0]}")
 def test_training_fixture_failures(boot):
     failure = boot["failure"]
-    stage = "download" if "DOWNLOAD" in failure["last_error"] else "connect" if "QueryError" in failure["last_error"] \
+    stage = (
+        "download"
+        if "DOWNLOAD" in failure["last_error"]
+        else "connect"
+        if "QueryError" in failure["last_error"]
         else "start"
+    )
     fault = classify(stage, errors=[failure["last_error"]])
     assert fault.kind == expected_kind(failure), fault
 
@@ -38,22 +47,38 @@ def test_training_fixture_has_each_kind():
     assert {expected_kind(b["failure"]) for b in FAILURES} == {HOST, HARNESS, MODEL}
 
 
-@pytest.mark.parametrize("name", ["d_kv_too_small_fast_1048575", "c_auto_kv_util_004_refused",
-                                  "e_max_model_len_gt_derived", "f_unsupported_architecture", "g_gemma2_float16",
-                                  "g_no_weight_files", "tool_parser_refused"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "d_kv_too_small_fast_1048575",
+        "c_auto_kv_util_004_refused",
+        "e_max_model_len_gt_derived",
+        "f_unsupported_architecture",
+        "g_gemma2_float16",
+        "g_no_weight_files",
+        "tool_parser_refused",
+    ],
+)
 def test_cpu_engine_refusals_are_the_models(name):
     path = FIXTURES / "logs" / f"{name}.log"
     parsed = parse_file(path)
     text = path.read_text()
-    fault = classify("start", "the engine exited with status 1 before /health answered",
-                     parsed.errors or parsed.errors_after_shutdown, text[-20000:])
+    fault = classify(
+        "start",
+        "the engine exited with status 1 before /health answered",
+        parsed.errors or parsed.errors_after_shutdown,
+        text[-20000:],
+    )
     assert fault.kind == MODEL, fault
     assert "initialization failed" not in fault.evidence and "failed to start" not in fault.evidence
 
 
 def test_root_error_skips_the_wrappers():
-    errors = ("EngineCore failed to start.", "ValueError: To serve at least one request ...",
-              "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}")
+    errors = (
+        "EngineCore failed to start.",
+        "ValueError: To serve at least one request ...",
+        "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}",
+    )
     assert root_error(errors) == "ValueError: To serve at least one request ..."
 
 
@@ -79,7 +104,7 @@ HOST_LINES = {
     "disk full": [
         "OSError: [Errno 28] No space left on device: '/root/.cache/huggingface/hub/tmp123'",
         "safetensors_rust.SafetensorError: Error while serializing: IoError(Os { code: 28, kind: StorageFull, "
-        "message: \"No space left on device\" })",
+        'message: "No space left on device" })',
     ],
     "machine never started": [
         "sky.exceptions.ResourcesUnavailableError: Failed to provision all possible launchable resources.",
@@ -112,7 +137,10 @@ def test_lost_connection_is_the_hosts_only_from_the_harness():
 
 def test_harness_faults():
     assert classify("download", "DOWNLOAD_INCOMPLETE: size tokenizer.model 587404!=130").reason == "download incomplete"
-    assert classify("prepare", "no vllm executable (looked for vllm on PATH)").reason == "engine not installed on the target"
+    assert (
+        classify("prepare", "no vllm executable (looked for vllm on PATH)").reason
+        == "engine not installed on the target"
+    )
     assert classify("start", errors=["OSError: [Errno 98] Address already in use"]).kind == HARNESS
     assert classify("after_healthy", "KeyError: 'choices'").kind == HARNESS
 

@@ -1,5 +1,6 @@
 """The Hub path against a real HTTP server on 127.0.0.1 (tests/hub_server.py): same tensors as the
 snapshot, the commit pinned, header bytes only, concurrency, the header cache, and every fault."""
+
 from __future__ import annotations
 
 import struct
@@ -35,11 +36,20 @@ def one_line(exc) -> str:
 
 # --- same answer as the snapshot ----------------------------------------------------------------
 
-@pytest.mark.parametrize("name", [
-    "Qwen/Qwen3-0.6B", "Qwen/Qwen3-8B", "mistralai/Mistral-7B-Instruct-v0.3", "deepseek-ai/DeepSeek-V2-Lite",
-    "openai/gpt-oss-20b", "state-spaces/mamba-2.8b-hf", "Qwen/Qwen3-8B-AWQ",
-    "Qwen/Qwen3.6-35B-A3B-FP8",  # 9 MB of headers: each arrives in many chunks
-])
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "Qwen/Qwen3-0.6B",
+        "Qwen/Qwen3-8B",
+        "mistralai/Mistral-7B-Instruct-v0.3",
+        "deepseek-ai/DeepSeek-V2-Lite",
+        "openai/gpt-oss-20b",
+        "state-spaces/mamba-2.8b-hf",
+        "Qwen/Qwen3-8B-AWQ",
+        "Qwen/Qwen3.6-35B-A3B-FP8",  # 9 MB of headers: each arrives in many chunks
+    ],
+)
 def test_hub_gives_the_snapshot_tensors(hub, name):
     repo = serve_snapshot(hub, name)
     from_hub = load_hub(name)
@@ -63,9 +73,11 @@ def test_revision_comes_back_as_the_commit_sha(hub, revision):
 
 
 def test_config_companions_come_through(hub):
-    extra = {"generation_config.json": b'{"temperature": 0.6}',
-             "tokenizer_config.json": b'{"chat_template": "{{ messages }}"}',
-             "chat_template.jinja": b"{% for m in messages %}{{ m.content }}{% endfor %}"}
+    extra = {
+        "generation_config.json": b'{"temperature": 0.6}',
+        "tokenizer_config.json": b'{"chat_template": "{{ messages }}"}',
+        "chat_template.jinja": b"{% for m in messages %}{{ m.content }}{% endfor %}",
+    }
     serve_snapshot(hub, "Qwen/Qwen3-0.6B", extra_files=extra)
     checkpoint = load_hub("Qwen/Qwen3-0.6B")
     assert checkpoint.generation_config == {"temperature": 0.6}
@@ -74,6 +86,7 @@ def test_config_companions_come_through(hub):
 
 
 # --- header bytes only --------------------------------------------------------------------------
+
 
 def test_reads_only_header_bytes(hub, capsys):
     repo = serve_snapshot(hub, "Qwen/Qwen3-32B")
@@ -90,9 +103,11 @@ def test_reads_only_header_bytes(hub, capsys):
     assert checkpoint.header_bytes_read == header_bytes + config_bytes
     assert len(shard_paths(hub)) == 2 * 17  # the 8-byte length, then the header, per shard
     with capsys.disabled():
-        print(f"\n[hub bytes] Qwen/Qwen3-32B: {len(shards)} shards, {file_bytes:,} bytes of files; served "
-              f"{served_shards:,} bytes of safetensors for {header_bytes:,} bytes of 8 + header; "
-              f"{config_bytes:,} bytes of config/index")
+        print(
+            f"\n[hub bytes] Qwen/Qwen3-32B: {len(shards)} shards, {file_bytes:,} bytes of files; served "
+            f"{served_shards:,} bytes of safetensors for {header_bytes:,} bytes of 8 + header; "
+            f"{config_bytes:,} bytes of config/index"
+        )
 
 
 def test_unindexed_consolidated_file_is_never_requested(hub):
@@ -116,6 +131,7 @@ def test_shards_are_fetched_concurrently(hub):
 
 # --- the header cache ---------------------------------------------------------------------------
 
+
 def test_second_plan_of_a_commit_sends_no_header_requests(hub, apron_home):
     repo = serve_snapshot(hub, "Qwen/Qwen3-8B")
     first = load_hub("Qwen/Qwen3-8B")
@@ -133,6 +149,7 @@ def test_second_plan_of_a_commit_sends_no_header_requests(hub, apron_home):
 
 
 # --- access errors ------------------------------------------------------------------------------
+
 
 def test_gated_repo_without_token_says_how_to_pass_one(hub):
     serve_snapshot(hub, "meta-llama/Llama-3.1-8B-Instruct", gated=True)
@@ -170,14 +187,18 @@ def test_accepted_token_is_sent_to_the_hub_but_not_to_the_cdn(hub, monkeypatch):
     monkeypatch.setenv("HF_TOKEN", HUB_TOKEN)
     checkpoint = load_hub("meta-llama/Llama-3.1-8B-Instruct")
     assert len(checkpoint.files) == 4
-    assert all(s.headers.get("authorization") == f"Bearer {HUB_TOKEN}" for s in hub.requests(server="hub")
-               if not s.path.startswith("/api/agent"))
+    assert all(
+        s.headers.get("authorization") == f"Bearer {HUB_TOKEN}"
+        for s in hub.requests(server="hub")
+        if not s.path.startswith("/api/agent")
+    )
     cdn = hub.requests(server="cdn")
     assert cdn and all("authorization" not in s.headers for s in cdn)
     assert all("range" in s.headers for s in cdn)  # Range survived the redirect
 
 
 # --- not found ----------------------------------------------------------------------------------
+
 
 def test_missing_repo(hub):
     with pytest.raises(BadInput) as exc:
@@ -204,8 +225,14 @@ def test_missing_revision(hub):
 
 def test_index_naming_a_missing_shard(hub):
     index = b'{"weight_map": {"a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}}'
-    hub.add_repo("acme/broken", {"config.json": CONFIG, "model.safetensors.index.json": index,
-                                 "model-00001-of-00002.safetensors": _shard({"a": [4]})})
+    hub.add_repo(
+        "acme/broken",
+        {
+            "config.json": CONFIG,
+            "model.safetensors.index.json": index,
+            "model-00001-of-00002.safetensors": _shard({"a": [4]}),
+        },
+    )
     with pytest.raises(BadInput) as exc:
         load_hub("acme/broken")
     assert "model-00002-of-00002.safetensors" in one_line(exc)
@@ -236,18 +263,32 @@ def test_invalid_repo_id_is_bad_input(hub):
 
 # --- transient faults ---------------------------------------------------------------------------
 
-@pytest.mark.parametrize("fault", [
-    dict(match="model-00003-of-00005", status=503, times=2, server="cdn"),
-    dict(match="model-00003-of-00005", status=500, times=1, server="hub"),
-    dict(match="/api/models/", status=502, times=2),
-    dict(match="model-00003-of-00005", kind="reset", times=2, server="cdn"),
-    dict(match="model-00003-of-00005", kind="cut", times=1, server="cdn"),
-    dict(match="model-00003-of-00005", kind="slow", delay_seconds=6.0, times=1, server="cdn"),
-    dict(match="config.json", status=503, times=1, method="HEAD"),
-    dict(match="config.json", status=503, times=2, method="GET"),
-    dict(match="config.json", kind="reset", times=1, method="GET"),
-], ids=["503-twice", "500-on-resolve", "502-on-model-info", "reset", "cut-body", "timeout",
-        "config-head-503", "config-get-503", "config-get-reset"])
+
+@pytest.mark.parametrize(
+    "fault",
+    [
+        dict(match="model-00003-of-00005", status=503, times=2, server="cdn"),
+        dict(match="model-00003-of-00005", status=500, times=1, server="hub"),
+        dict(match="/api/models/", status=502, times=2),
+        dict(match="model-00003-of-00005", kind="reset", times=2, server="cdn"),
+        dict(match="model-00003-of-00005", kind="cut", times=1, server="cdn"),
+        dict(match="model-00003-of-00005", kind="slow", delay_seconds=6.0, times=1, server="cdn"),
+        dict(match="config.json", status=503, times=1, method="HEAD"),
+        dict(match="config.json", status=503, times=2, method="GET"),
+        dict(match="config.json", kind="reset", times=1, method="GET"),
+    ],
+    ids=[
+        "503-twice",
+        "500-on-resolve",
+        "502-on-model-info",
+        "reset",
+        "cut-body",
+        "timeout",
+        "config-head-503",
+        "config-get-503",
+        "config-get-reset",
+    ],
+)
 def test_transient_faults_are_retried(hub, monkeypatch, fault):
     # Short enough that the slow answer (6 s) times out, long enough that a loaded 2-core machine
     # answers every other request in time (0.3 s made untouched requests time out and retry).
@@ -333,6 +374,7 @@ def test_unreachable_endpoint_is_failed(hub, monkeypatch, tmp_path):
 
 # --- a server that ignores Range ----------------------------------------------------------------
 
+
 def test_server_ignoring_range_is_read_only_up_to_the_header(hub):
     repo = serve_snapshot(hub, "Qwen/Qwen3-8B")
     hub.ignore_range = True
@@ -350,13 +392,17 @@ def test_server_ignoring_range_is_read_only_up_to_the_header(hub):
 
 # --- corrupt headers: the same messages as local files ------------------------------------------
 
-@pytest.mark.parametrize("raw, expected", [
-    (struct.pack("<Q", 16) + b'{"a": not json} ', "not valid JSON"),
-    (struct.pack("<Q", 10**6) + b"{}      ", "runs past the end of the file"),
-    (struct.pack("<Q", 2 * 10**8) + b"{}      ", "over the 100 MB limit"),
-    (b"\x05\x00\x00", "8-byte header length is missing"),
-    (struct.pack("<Q", 8) + b'{"a": 1}', "must be an object with dtype"),
-])
+
+@pytest.mark.parametrize(
+    "raw, expected",
+    [
+        (struct.pack("<Q", 16) + b'{"a": not json} ', "not valid JSON"),
+        (struct.pack("<Q", 10**6) + b"{}      ", "runs past the end of the file"),
+        (struct.pack("<Q", 2 * 10**8) + b"{}      ", "over the 100 MB limit"),
+        (b"\x05\x00\x00", "8-byte header length is missing"),
+        (struct.pack("<Q", 8) + b'{"a": 1}', "must be an object with dtype"),
+    ],
+)
 def test_corrupt_header_gives_the_local_message(hub, tmp_path, raw, expected):
     hub.add_repo("acme/corrupt", {"config.json": CONFIG, "model.safetensors": raw})
     with pytest.raises(BadInput) as from_hub:
@@ -376,6 +422,7 @@ def test_corrupt_header_gives_the_local_message(hub, tmp_path, raw, expected):
 
 
 # --- offline ------------------------------------------------------------------------------------
+
 
 def test_offline_uses_cached_headers(hub, monkeypatch):
     from huggingface_hub import constants
@@ -416,6 +463,7 @@ def test_offline_with_headers_missing_from_cache(hub, monkeypatch, apron_home):
 
 # --- progress -----------------------------------------------------------------------------------
 
+
 def test_progress_lines_on_stderr(hub, capsys):
     serve_snapshot(hub, "Qwen/Qwen3-8B")
     load_hub("Qwen/Qwen3-8B", settings=HubSettings(progress=True))
@@ -431,6 +479,7 @@ def test_no_progress_when_stderr_is_not_a_terminal(hub, capsys):
 
 
 # --- helpers ------------------------------------------------------------------------------------
+
 
 def _shard(shapes: dict[str, list[int]]) -> bytes:
     """A small real safetensors file (F32 tensors, data as zeros)."""
@@ -458,6 +507,7 @@ def test_server_ignoring_range_on_the_header_request(hub):
 
 # --- routing: catalog first, then the Hub -------------------------------------------------------
 
+
 def test_catalog_answers_first_without_the_network(hub):
     serve_snapshot(hub, "Qwen/Qwen3-8B")
     checkpoint = load_checkpoint("Qwen/Qwen3-8B")
@@ -480,6 +530,7 @@ def test_hub_when_the_catalog_does_not_apply(hub, how):
 
 # --- the real environment variables, in a fresh process -----------------------------------------
 
+
 def test_hub_env_variables_in_a_fresh_process(hub, tmp_path):
     """HF_ENDPOINT, HF_HOME, HF_TOKEN, a stored token and HF_HUB_OFFLINE as a user sets them: no
     patched constants, the library reads them at import as it does in `apron plan`."""
@@ -492,14 +543,17 @@ def test_hub_env_variables_in_a_fresh_process(hub, tmp_path):
     hf_home, apron_cache = tmp_path / "fresh-hf", tmp_path / "fresh-apron"
     env = {key: value for key, value in os.environ.items() if not key.startswith(("HF_", "HUGGING"))}
     env.update(HF_ENDPOINT=hub.url, HF_HOME=str(hf_home), APRON_HOME=str(apron_cache))
-    code = ("import sys\nfrom apron.errors import ApronError\nfrom apron.checkpoint import load_checkpoint\n"
-            "try:\n    c = load_checkpoint('acme/private-model')\n"
-            "except ApronError as e:\n    sys.exit(f'error {e.exit_code}: {e}')\n"
-            "print(c.source_kind, c.revision, len(c.tensors))")
+    code = (
+        "import sys\nfrom apron.errors import ApronError\nfrom apron.checkpoint import load_checkpoint\n"
+        "try:\n    c = load_checkpoint('acme/private-model')\n"
+        "except ApronError as e:\n    sys.exit(f'error {e.exit_code}: {e}')\n"
+        "print(c.source_kind, c.revision, len(c.tensors))"
+    )
 
     def run(**extra) -> tuple[list[str], str]:
-        done = subprocess.run([sys.executable, "-c", code], env={**env, **extra}, capture_output=True, text=True,
-                              timeout=120)
+        done = subprocess.run(
+            [sys.executable, "-c", code], env={**env, **extra}, capture_output=True, text=True, timeout=120
+        )
         return done.stdout.split(), done.stderr
 
     expected = ["hub", repo.sha, str(len(load_snapshot(snapshot_path("Qwen/Qwen3-0.6B")).tensors))]
@@ -523,8 +577,10 @@ def test_local_plan_does_not_import_huggingface_hub(tmp_path):
     from conftest import materialize
 
     folder = materialize("Qwen/Qwen3-0.6B", tmp_path / "q")
-    code = (f"import sys; from apron.checkpoint import load_checkpoint; load_checkpoint({str(folder)!r}); "
-            "print([m for m in ('huggingface_hub', 'httpx2', 'torch', 'transformers') if m in sys.modules])")
+    code = (
+        f"import sys; from apron.checkpoint import load_checkpoint; load_checkpoint({str(folder)!r}); "
+        "print([m for m in ('huggingface_hub', 'httpx2', 'torch', 'transformers') if m in sys.modules])"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.stdout.strip() == "[]", done.stderr
 
@@ -539,6 +595,7 @@ def test_config_download_failing_for_good_is_failed(hub, monkeypatch):
 
 
 # --- settings -----------------------------------------------------------------------------------
+
 
 def test_settings_from_env(monkeypatch):
     monkeypatch.setenv("APRON_HUB_TIMEOUT_SECONDS", "2.5")

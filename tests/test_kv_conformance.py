@@ -6,6 +6,7 @@ blocks, tokens and concurrency - or the same refusal. Hybrid cases also compare 
 vLLM's MambaStateShapeCalculator and the aligned block size with Platform._align_hybrid_block_size.
 Zero mismatches allowed.
 """
+
 from __future__ import annotations
 
 import json
@@ -67,11 +68,24 @@ def _apron_side(case):
     checkpoint = load_checkpoint(str(snapshot_path(model)))
     config = ModelConfig.from_config(checkpoint.config)
     facts = load_facts("0.32.0")
-    settings = resolve_settings(checkpoint, config, GPU, facts, UserSettings(
-        tensor_parallel_size=tp, max_model_len=length, max_num_batched_tokens=tokens, kv_cache_dtype=kv_dtype))
+    settings = resolve_settings(
+        checkpoint,
+        config,
+        GPU,
+        facts,
+        UserSettings(
+            tensor_parallel_size=tp, max_model_len=length, max_num_batched_tokens=tokens, kv_cache_dtype=kv_dtype
+        ),
+    )
     traits = model_traits(checkpoint, config, facts)
-    layout = build_layout(checkpoint.architecture, config, settings, facts, capability=GPU.compute_capability,
-                          is_attention_free=traits.is_attention_free)
+    layout = build_layout(
+        checkpoint.architecture,
+        config,
+        settings,
+        facts,
+        capability=GPU.compute_capability,
+        is_attention_free=traits.is_attention_free,
+    )
     assert not layout.unknowns, layout.unknowns
     ctx = SchedulingContext(length, tokens, mamba_cache_mode=layout.mamba_cache_mode)
     available = int(available_gib * GIB)
@@ -80,11 +94,21 @@ def _apron_side(case):
 
 def _wire(spec) -> dict:
     if isinstance(spec, MambaSpec):
-        return {"kind": "mamba", "shapes": [list(s) for s in spec.shapes], "dtype_bytes": list(spec.dtype_bytes),
-                "block_size": spec.block_size, "page_size_padded": spec.page_size_padded,
-                "num_prefill_checkpoint_blocks": spec.num_prefill_checkpoint_blocks}
-    out = {"kind": spec.kind, "block_size": spec.block_size, "num_kv_heads": spec.num_kv_heads,
-           "head_size": spec.head_size, "dtype_bytes": spec.dtype_bytes}
+        return {
+            "kind": "mamba",
+            "shapes": [list(s) for s in spec.shapes],
+            "dtype_bytes": list(spec.dtype_bytes),
+            "block_size": spec.block_size,
+            "page_size_padded": spec.page_size_padded,
+            "num_prefill_checkpoint_blocks": spec.num_prefill_checkpoint_blocks,
+        }
+    out = {
+        "kind": spec.kind,
+        "block_size": spec.block_size,
+        "num_kv_heads": spec.num_kv_heads,
+        "head_size": spec.head_size,
+        "dtype_bytes": spec.dtype_bytes,
+    }
     if spec.kind == "sliding":
         out["sliding_window"] = spec.sliding_window
     return out
@@ -94,16 +118,34 @@ def _state_request(config: ModelConfig, layout, tp: int) -> dict | None:
     kinds = {spec.state_kind for _, spec in layout.specs if isinstance(spec, MambaSpec)}
     t = config.text
     if kinds == {"mamba1"}:
-        return {"kind": "mamba1", "tp": tp, "intermediate_size": t["intermediate_size"],
-                "state_size": t["state_size"], "conv_kernel": t["conv_kernel"]}
+        return {
+            "kind": "mamba1",
+            "tp": tp,
+            "intermediate_size": t["intermediate_size"],
+            "state_size": t["state_size"],
+            "conv_kernel": t["conv_kernel"],
+        }
     if kinds == {"mamba2"}:
-        return {"kind": "mamba2", "tp": tp, "intermediate_size": t["mamba_num_heads"] * t["mamba_head_dim"],
-                "n_groups": t["n_groups"], "num_heads": t["mamba_num_heads"], "head_dim": t["mamba_head_dim"],
-                "state_size": t["ssm_state_size"], "conv_kernel": t["conv_kernel"]}
+        return {
+            "kind": "mamba2",
+            "tp": tp,
+            "intermediate_size": t["mamba_num_heads"] * t["mamba_head_dim"],
+            "n_groups": t["n_groups"],
+            "num_heads": t["mamba_num_heads"],
+            "head_dim": t["mamba_head_dim"],
+            "state_size": t["ssm_state_size"],
+            "conv_kernel": t["conv_kernel"],
+        }
     if kinds == {"gdn"}:
-        return {"kind": "gdn", "tp": tp, "num_k_heads": t["linear_num_key_heads"],
-                "num_v_heads": t["linear_num_value_heads"], "head_k_dim": t["linear_key_head_dim"],
-                "head_v_dim": t["linear_value_head_dim"], "conv_kernel": t["linear_conv_kernel_dim"]}
+        return {
+            "kind": "gdn",
+            "tp": tp,
+            "num_k_heads": t["linear_num_key_heads"],
+            "num_v_heads": t["linear_num_value_heads"],
+            "head_k_dim": t["linear_key_head_dim"],
+            "head_v_dim": t["linear_value_head_dim"],
+            "conv_kernel": t["linear_conv_kernel_dim"],
+        }
     return None
 
 
@@ -113,23 +155,32 @@ def comparisons():
     requests, expected = [], {}
     for case in CASES:
         layout, kv, available, config = _apron_side(case)
-        request = {"id": case[0], "max_model_len": case[3], "max_num_batched_tokens": case[4],
-                   "mamba_cache_mode": layout.mamba_cache_mode, "available_bytes": available,
-                   "specs": [(name, _wire(spec)) for name, spec in layout.specs]}
+        request = {
+            "id": case[0],
+            "max_model_len": case[3],
+            "max_num_batched_tokens": case[4],
+            "mamba_cache_mode": layout.mamba_cache_mode,
+            "available_bytes": available,
+            "specs": [(name, _wire(spec)) for name, spec in layout.specs],
+        }
         state = _state_request(config, layout, case[2])
         if state:
             request["state"] = state
         if layout.is_hybrid:
             attention = next(s for _, s in layout.specs if not isinstance(s, MambaSpec))
             first_state = next(s for _, s in layout.specs if isinstance(s, MambaSpec))
-            request["align"] = {"mamba_shapes": [list(s) for s in first_state.shapes],
-                                "mamba_dtype_bytes": list(first_state.dtype_bytes),
-                                "kv_dtype_bytes": attention.dtype_bytes, "num_kv_heads": attention.num_kv_heads,
-                                "head_size": attention.head_size}
+            request["align"] = {
+                "mamba_shapes": [list(s) for s in first_state.shapes],
+                "mamba_dtype_bytes": list(first_state.dtype_bytes),
+                "kv_dtype_bytes": attention.dtype_bytes,
+                "num_kv_heads": attention.num_kv_heads,
+                "head_size": attention.head_size,
+            }
         requests.append(request)
         expected[case[0]] = (layout, kv)
-    result = subprocess.run([python, str(VLLM_SIDE)], input=json.dumps(requests), capture_output=True,
-                            text=True, timeout=600)
+    result = subprocess.run(
+        [python, str(VLLM_SIDE)], input=json.dumps(requests), capture_output=True, text=True, timeout=600
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     return expected, {r["id"]: r for r in json.loads(result.stdout)}
 
@@ -150,8 +201,13 @@ def test_kv_plan_matches_vllm(case, comparisons):
         assert plan["refusal"].startswith(kv.refusal.split(" Try increasing")[0]), (plan["refusal"], kv.refusal)
         return
     assert kv.refusal is None, kv.refusal
-    mine = {"num_blocks": kv.num_blocks, "bytes_per_block": kv.bytes_per_block, "kv_tokens": kv.kv_tokens,
-            "max_concurrency": round(kv.max_concurrency, 6), "groups": [len(g.layer_names) for g in kv.groups]}
+    mine = {
+        "num_blocks": kv.num_blocks,
+        "bytes_per_block": kv.bytes_per_block,
+        "kv_tokens": kv.kv_tokens,
+        "max_concurrency": round(kv.max_concurrency, 6),
+        "groups": [len(g.layer_names) for g in kv.groups],
+    }
     assert mine == plan
     if "state" in engine:
         mine_shapes = [list(s) for s in next(s for _, s in layout.specs if isinstance(s, MambaSpec)).shapes]

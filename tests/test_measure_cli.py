@@ -1,4 +1,5 @@
 """`apron check` and `apron serve-test` without an engine: bad input, and the text a person reads."""
+
 from __future__ import annotations
 
 import json
@@ -28,8 +29,9 @@ def test_serve_test_bad_parameters_exit_2(capsys):
 def test_serve_test_without_vllm_exits_1(capsys, monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path))
     assert main(["serve-test", "http://127.0.0.1:9", "--model", "m"]) == 1
-    assert capsys.readouterr().err == ("apron: error: vLLM is not installed here (no `vllm` on PATH): install vllm "
-                                       "or pass --vllm PATH\n")
+    assert capsys.readouterr().err == (
+        "apron: error: vLLM is not installed here (no `vllm` on PATH): install vllm or pass --vllm PATH\n"
+    )
 
 
 def test_check_bad_url_and_unreachable_server(capsys):
@@ -51,8 +53,9 @@ def test_check_unknown_suite_or_check_is_bad_input(capsys):
 def test_check_report_text():
     results = (
         CheckResult("needle", "fail", "wrong answer: expected 'K7Q2M9XP', got \"\\n\"", None, 1.5, "{}"),
-        CheckResult("tool_call", "fail", "the tool call came back as text", "serve with --tool-call-parser hermes",
-                    0.25, "{}"),
+        CheckResult(
+            "tool_call", "fail", "the tool call came back as text", "serve with --tool-call-parser hermes", 0.25, "{}"
+        ),
         CheckResult("json_schema", "pass", "valid JSON for the schema", None, 0.5, "{}"),
         CheckResult("image", "skip", "text-only model: no image input", None, None, ""),
     )
@@ -68,8 +71,9 @@ def test_check_report_text():
 
 def test_serve_report_text():
     path = FIXTURES / "servetest" / "bench-serve-8x64-16.json"
-    report = ServeReport("http://h:8000", "tiny", ServeTestSettings(8, 64, 16, 4), read_bench_result(path),
-                         str(path), ())
+    report = ServeReport(
+        "http://h:8000", "tiny", ServeTestSettings(8, 64, 16, 4), read_bench_result(path), str(path), ()
+    )
     lines = render_serve_report(report).splitlines()
     assert lines[0] == "tiny at http://h:8000: 8 requests, 64 tokens in, 16 out, 4 at a time (vllm bench serve)"
     assert lines[1].startswith("SERVED: all 8 requests completed in ")

@@ -1,5 +1,6 @@
 """The plan names its engine release: the newest that registers the model, or the pinned one with
 the engine's own refusal."""
+
 from __future__ import annotations
 
 from apron.checkpoint.snapshot import load_snapshot
@@ -27,8 +28,9 @@ def test_architecture_new_in_030_picks_030_or_newer(apron_home_with_facts):
 
 
 def test_pinned_to_029_reports_the_engines_refusal(apron_home_with_facts):
-    plan = plan_checkpoint(llama_as(NEW_ARCH), resolve_gpu("H100"), UserSettings(max_model_len=8192),
-                           engine_version="0.29.0")
+    plan = plan_checkpoint(
+        llama_as(NEW_ARCH), resolve_gpu("H100"), UserSettings(max_model_len=8192), engine_version="0.29.0"
+    )
     assert plan.engine_version == "0.29.0"
     assert plan.verdict == "does_not_fit"
     problem = next(p for p in plan.problems if p.kind == "architecture_not_supported")
@@ -44,8 +46,11 @@ def test_previously_supported_architecture_quotes_the_last_version(apron_home_wi
 
 def test_quantization_below_minimum_capability_is_refused(apron_home_with_facts):
     # FP8 needs compute capability 7.5 in these releases; a V100 (7.0) is below it.
-    plan = plan_checkpoint(load_snapshot("q.json", document=snapshot_document("Qwen/Qwen3-0.6B-FP8")),
-                           resolve_gpu("V100"), UserSettings(max_model_len=4096))
+    plan = plan_checkpoint(
+        load_snapshot("q.json", document=snapshot_document("Qwen/Qwen3-0.6B-FP8")),
+        resolve_gpu("V100"),
+        UserSettings(max_model_len=4096),
+    )
     problem = next(p for p in plan.problems if p.kind == "quantization_capability")
     assert "Minimum capability: 75. Current capability: 70." in problem.message
     assert plan.verdict == "does_not_fit"

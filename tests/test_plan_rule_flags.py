@@ -1,4 +1,5 @@
 """The settings a correction rule can set beyond the plan's fields: extra flags and environment."""
+
 from __future__ import annotations
 
 import pytest
@@ -20,8 +21,7 @@ def test_defaults_are_unchanged():
     assert user_flags(UserSettings()) == []
 
 
-@pytest.mark.parametrize("kwargs", [{"extra_flags": ("tokenizer-mode mistral",)},
-                                    {"env": (("NCCL NVLS", "0"),)}])
+@pytest.mark.parametrize("kwargs", [{"extra_flags": ("tokenizer-mode mistral",)}, {"env": (("NCCL NVLS", "0"),)}])
 def test_bad_extra_flags_and_env_are_bad_input(kwargs):
     with pytest.raises(BadInput):
         UserSettings(**kwargs)

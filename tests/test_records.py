@@ -1,5 +1,6 @@
 """The record store: content-addressed, atomic, never overwritten, verified on read - and still whole
 when its writer is killed at random points."""
+
 from __future__ import annotations
 
 import json
@@ -30,10 +31,10 @@ def test_put_get_verify_and_never_overwrite(tmp_path):
     path = tmp_path / "records" / rid[:2] / f"{rid}.json"
     assert path.read_bytes() == canonical_bytes(store.get(rid).document)
     assert store.get(rid).document["schema_version"] == 1
-    assert store.get(rid[:10]).id == rid                       # a unique prefix is enough
+    assert store.get(rid[:10]).id == rid  # a unique prefix is enough
     before = path.stat().st_mtime_ns
     assert store.put(plan_record({"schema": "apron.plan/1", "command": "vllm serve m"})) == rid
-    assert path.stat().st_mtime_ns == before                   # the same content is not rewritten
+    assert path.stat().st_mtime_ns == before  # the same content is not rewritten
     assert store.ids() == [rid] and store.verify() == []
     blob = store.put_blob(b"log line\n" * 1000)
     assert store.get_blob(blob) == b"log line\n" * 1000
@@ -66,8 +67,11 @@ def test_killed_writer_leaves_only_whole_records(tmp_path):
     rng = random.Random(5)
     start = 0
     for _ in range(15):
-        proc = subprocess.Popen([sys.executable, "-c", WRITER, str(store_dir), str(start)],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        proc = subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(store_dir), str(start)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
         time.sleep(rng.uniform(0.25, 0.9))
         proc.send_signal(signal.SIGKILL)
         proc.wait()
@@ -83,14 +87,25 @@ def test_killed_writer_leaves_only_whole_records(tmp_path):
 
 
 def test_compare_predicted_beside_measured():
-    plan = {"quantities": {"available_kv_bytes": {"value": 10 * 2**30, "unit": "bytes", "label": "predicted"},
-                           "kv_tokens": {"value": 1000, "unit": "tokens", "label": "predicted"},
-                           "cudagraph_bytes": {"value": None, "unit": "bytes", "label": "unknown"}},
-            "hardware": {"gpu": "NVIDIA L4"}, "engine": {"version": "0.32.0"}}
-    boot = {"plan_id": "p", "outcome": "healthy", "hardware": {"platform": "gpu", "gpu_name": "NVIDIA L4"},
-            "engine": {"version": "0.32.0"},
-            "measured": {"available_kv_bytes": {"value": 9 * 2**30, "unit": "bytes", "label": "measured"},
-                         "kv_tokens": {"value": 1250, "unit": "tokens", "label": "measured"}}}
+    plan = {
+        "quantities": {
+            "available_kv_bytes": {"value": 10 * 2**30, "unit": "bytes", "label": "predicted"},
+            "kv_tokens": {"value": 1000, "unit": "tokens", "label": "predicted"},
+            "cudagraph_bytes": {"value": None, "unit": "bytes", "label": "unknown"},
+        },
+        "hardware": {"gpu": "NVIDIA L4"},
+        "engine": {"version": "0.32.0"},
+    }
+    boot = {
+        "plan_id": "p",
+        "outcome": "healthy",
+        "hardware": {"platform": "gpu", "gpu_name": "NVIDIA L4"},
+        "engine": {"version": "0.32.0"},
+        "measured": {
+            "available_kv_bytes": {"value": 9 * 2**30, "unit": "bytes", "label": "measured"},
+            "kv_tokens": {"value": 1250, "unit": "tokens", "label": "measured"},
+        },
+    }
     table = compare(plan, boot)
     rows = {r["name"]: r for r in table["rows"]}
     assert rows["available_kv_bytes"]["error_gib"] == 1.0
@@ -104,19 +119,34 @@ def test_compare_predicted_beside_measured():
 
 def test_records_cli_list_show_compare(tmp_path):
     store = RecordStore(tmp_path)
-    plan = {"schema": "apron.plan/1", "model": {"source": "/m", "repo_id": None}, "engine": {"version": "0.32.0"},
-            "hardware": {"gpu": "NVIDIA L4", "count": 1}, "verdict": "fits", "command": "vllm serve /m",
-            "quantities": {"kv_tokens": {"value": 1000, "unit": "tokens", "label": "predicted"}}}
+    plan = {
+        "schema": "apron.plan/1",
+        "model": {"source": "/m", "repo_id": None},
+        "engine": {"version": "0.32.0"},
+        "hardware": {"gpu": "NVIDIA L4", "count": 1},
+        "verdict": "fits",
+        "command": "vllm serve /m",
+        "quantities": {"kv_tokens": {"value": 1000, "unit": "tokens", "label": "predicted"}},
+    }
     plan_id = store.put(plan_record(plan))
-    boot_id = store.put({"kind": "boot", "plan_id": plan_id, "outcome": "healthy", "created_at": "2026-01-01T00:00:00Z",
-                         "engine": {"version": "0.32.0"}, "hardware": {"platform": "cpu", "cpu_model": "X"},
-                         "command": {"argv": ["vllm", "serve", "/m"], "shell": "vllm serve /m"},
-                         "measured": {"kv_tokens": {"value": 1100, "unit": "tokens", "label": "measured"}},
-                         "log": {"sha256": store.put_blob(b"hello log\n"), "bytes": 10}})
+    boot_id = store.put(
+        {
+            "kind": "boot",
+            "plan_id": plan_id,
+            "outcome": "healthy",
+            "created_at": "2026-01-01T00:00:00Z",
+            "engine": {"version": "0.32.0"},
+            "hardware": {"platform": "cpu", "cpu_model": "X"},
+            "command": {"argv": ["vllm", "serve", "/m"], "shell": "vllm serve /m"},
+            "measured": {"kv_tokens": {"value": 1100, "unit": "tokens", "label": "measured"}},
+            "log": {"sha256": store.put_blob(b"hello log\n"), "bytes": 10},
+        }
+    )
 
     def run(*args):
-        return subprocess.run([sys.executable, "-m", "apron.cli", *args, "--records", str(tmp_path)],
-                              capture_output=True, text=True)
+        return subprocess.run(
+            [sys.executable, "-m", "apron.cli", *args, "--records", str(tmp_path)], capture_output=True, text=True
+        )
 
     listed = run("records", "list", "--json")
     assert listed.returncode == 0, listed.stderr

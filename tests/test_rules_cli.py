@@ -1,4 +1,5 @@
 """`apron diagnose` and `apron rules`: data on stdout, --json, bad input exits 2 with one line."""
+
 from __future__ import annotations
 
 import json
@@ -7,9 +8,9 @@ import subprocess
 import sys
 
 import pytest
-from rules_text import LOGS
 
 from apron.rules import StatusStore
+from rules_text import LOGS
 
 
 def run(*args: str, home=None) -> subprocess.CompletedProcess:
@@ -43,8 +44,12 @@ def test_diagnose_json(apron_home):
     rule = document["rules"][0]
     assert rule["rule"] == "raise_gpu_memory_utilization"
     assert rule["changes"] == ["--gpu-memory-utilization 0.05 (was 0.04)"]
-    assert rule["corrected_flags"] == ["--max-model-len 512", "--gpu-memory-utilization 0.05", "--dtype bfloat16",
-                                       "--enforce-eager"]
+    assert rule["corrected_flags"] == [
+        "--max-model-len 512",
+        "--gpu-memory-utilization 0.05",
+        "--dtype bfloat16",
+        "--enforce-eager",
+    ]
     assert rule["status"]["status"] == "untested"
     assert document["could_have_known"]["basis"] == "no_plan"
     assert document["log_id"].startswith("sha256:")
@@ -59,9 +64,15 @@ def test_diagnose_a_healthy_log(apron_home):
 
 
 def test_diagnose_with_a_plan_file_and_a_record_id(apron_home, tmp_path):
-    plan = {"schema": "apron.plan/1", "verdict": "fits", "problems": [], "engine": {"name": "vllm", "version": "0.32.0"},
-            "settings": {"max_model_len": 32768, "tensor_parallel_size": 1}, "flags": ["--max-model-len 32768"],
-            "quantities": {"available_kv_bytes": {"value": 2**30}}}
+    plan = {
+        "schema": "apron.plan/1",
+        "verdict": "fits",
+        "problems": [],
+        "engine": {"name": "vllm", "version": "0.32.0"},
+        "settings": {"max_model_len": 32768, "tensor_parallel_size": 1},
+        "flags": ["--max-model-len 32768"],
+        "quantities": {"available_kv_bytes": {"value": 2**30}},
+    }
     plan_file = tmp_path / "plan.json"
     plan_file.write_text(json.dumps(plan))
     log = str(LOGS / "d_kv_too_small_deep_33554432.log")
@@ -77,14 +88,17 @@ def test_diagnose_with_a_plan_file_and_a_record_id(apron_home, tmp_path):
     assert json.loads(by_id.stdout)["could_have_known"]["basis"] == "miss"
 
 
-@pytest.mark.parametrize("args,message", [
-    (["diagnose", "/no/such.log"], "log file /no/such.log does not exist"),
-    (["diagnose", str(LOGS / "g_gemma2_float16.log"), "--plan", "abc"], "too short for a record id"),
-    (["diagnose", str(LOGS / "g_gemma2_float16.log"), "--plan", "abcdef0123"], "no record with that id"),
-    (["diagnose", str(LOGS / "g_gemma2_float16.log"), "--engine", "trt==1"], "must look like vllm==0.33.0"),
-    (["diagnose", str(LOGS / "g_gemma2_float16.log"), "--plan", str(LOGS / "index.json")], "apron.plan/1"),
-    (["rules", "show", "no_such_rule"], "no rule 'no_such_rule'"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["diagnose", "/no/such.log"], "log file /no/such.log does not exist"),
+        (["diagnose", str(LOGS / "g_gemma2_float16.log"), "--plan", "abc"], "too short for a record id"),
+        (["diagnose", str(LOGS / "g_gemma2_float16.log"), "--plan", "abcdef0123"], "no record with that id"),
+        (["diagnose", str(LOGS / "g_gemma2_float16.log"), "--engine", "trt==1"], "must look like vllm==0.33.0"),
+        (["diagnose", str(LOGS / "g_gemma2_float16.log"), "--plan", str(LOGS / "index.json")], "apron.plan/1"),
+        (["rules", "show", "no_such_rule"], "no rule 'no_such_rule'"),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(apron_home, args, message):
     result = run(*args, home=apron_home)
     assert result.returncode == 2
@@ -102,8 +116,10 @@ def test_rules_list_and_show(apron_home):
     rows = json.loads(run("rules", "list", "--json", home=apron_home).stdout)
     assert {r["rule"] for r in rows} >= {"kv_cache_max_model_len", "enforce_eager", "nccl_disable_nvls"}
     show = run("rules", "show", "dtype_bfloat16", home=apron_home)
-    assert any(line.startswith("vllm 0.32.0") and line.endswith("proven: failed rec-a -> healthy rec-b")
-               for line in show.stdout.splitlines())
+    assert any(
+        line.startswith("vllm 0.32.0") and line.endswith("proven: failed rec-a -> healthy rec-b")
+        for line in show.stdout.splitlines()
+    )
     shown = json.loads(run("rules", "show", "dtype_bfloat16", "--json", home=apron_home).stdout)
     assert shown["statuses"]["0.32.0"]["proofs"][0]["healthy_id"] == "rec-b"
     assert shown["families"] == ["float16_unsupported"]

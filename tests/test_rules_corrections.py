@@ -3,6 +3,7 @@
 Template texts are rendered from the template each named family keeps (the engine's own text as of
 vLLM 0.29-0.33, copied from the engine facts), so these tests run without the facts files.
 """
+
 from __future__ import annotations
 
 import logging
@@ -10,14 +11,14 @@ import types
 from pathlib import Path
 
 import pytest
+
+from apron.plan.settings import UserSettings
+from apron.rules import all_rules, diagnose, families, fingerprint, logtext, match_rules, settings_from_args
+from apron.rules.registry import RuleFailed, rule_from_module, run_rules
+from apron.rules.status import StatusStore
 from rules_text import log_text, render, training_failures
 from test_rules_fingerprint import GRAPH_CAPTURE, NCCL, OOM_IN_PROFILING
 
-from apron.plan.settings import UserSettings
-from apron.rules import all_rules, diagnose, fingerprint, match_rules, settings_from_args
-from apron.rules import families, logtext
-from apron.rules.registry import RuleFailed, rule_from_module, run_rules
-from apron.rules.status import StatusStore
 
 def rendered(family: str, values: dict, index: int = 0) -> str:
     """`Exception: message` of a named family's template, as the engine core's logger prints it."""
@@ -45,6 +46,7 @@ def ran_with(name: str) -> UserSettings:
 
 # ------------------------------------------------------------------ memory
 
+
 def test_kv_cache_max_model_len_takes_the_engines_estimate():
     text = log_text("d_kv_too_small_deep_33554432")
     assert only(text, "kv_cache_max_model_len") == {"max_model_len": 16256, "previous_max_model_len": 32768}
@@ -52,8 +54,15 @@ def test_kv_cache_max_model_len_takes_the_engines_estimate():
 
 
 def test_kv_cache_max_model_len_needs_an_estimate():
-    text = rendered("kv_cache_too_small", {"max_model_len": 8192, "format_gib(needed_memory)": 1.0,
-                                           "format_gib(available_memory)": 0.0, "estimated_msg": ""})
+    text = rendered(
+        "kv_cache_too_small",
+        {
+            "max_model_len": 8192,
+            "format_gib(needed_memory)": 1.0,
+            "format_gib(available_memory)": 0.0,
+            "estimated_msg": "",
+        },
+    )
     assert only(text, "kv_cache_max_model_len") is None
 
 
@@ -61,22 +70,37 @@ def test_raise_gpu_memory_utilization_reproduces_the_lab_fix():
     """The CPU engine refused at 0.04 (negative KV share); the rule asks for 0.05, and the lab's boot
     at 0.05 with otherwise the same flags was healthy."""
     failed = log_text("c_auto_kv_util_004_refused")
-    assert only(failed, "raise_gpu_memory_utilization") == {"gpu_memory_utilization": 0.05,
-                                                            "previous_gpu_memory_utilization": 0.04}
+    assert only(failed, "raise_gpu_memory_utilization") == {
+        "gpu_memory_utilization": 0.05,
+        "previous_gpu_memory_utilization": 0.04,
+    }
     fixed = corrected(failed, "raise_gpu_memory_utilization", ran_with("c_auto_kv_util_004_refused"))
     assert fixed == ran_with("c_auto_kv_util_005")
 
 
 def test_raise_gpu_memory_utilization_covers_a_logged_deficit():
-    text = ("(Worker pid=3) INFO 12-01 10:00:00 [gpu_worker.py:1] Available KV cache memory: -1.5 GiB\n"
-            + rendered("no_kv_cache_memory", {}))
+    text = "(Worker pid=3) INFO 12-01 10:00:00 [gpu_worker.py:1] Available KV cache memory: -1.5 GiB\n" + rendered(
+        "no_kv_cache_memory", {}
+    )
     plan = {"hardware": {"total_bytes_per_gpu": 80 * 2**30}, "settings": {"gpu_memory_utilization": 0.9}}
     # 0.9 + 1.5/80 + 0.01 = 0.92875 -> 0.93
     assert only(text, "raise_gpu_memory_utilization", plan)["gpu_memory_utilization"] == 0.93
-    assert only(rendered("no_kv_cache_memory", {}), "raise_gpu_memory_utilization",
-                {"settings": {"gpu_memory_utilization": 0.9}})["gpu_memory_utilization"] == 0.95
-    assert only(rendered("no_kv_cache_memory", {}), "raise_gpu_memory_utilization",
-                {"settings": {"gpu_memory_utilization": 0.95}}) is None  # 1.00 is above the 0.98 cap
+    assert (
+        only(
+            rendered("no_kv_cache_memory", {}),
+            "raise_gpu_memory_utilization",
+            {"settings": {"gpu_memory_utilization": 0.9}},
+        )["gpu_memory_utilization"]
+        == 0.95
+    )
+    assert (
+        only(
+            rendered("no_kv_cache_memory", {}),
+            "raise_gpu_memory_utilization",
+            {"settings": {"gpu_memory_utilization": 0.95}},
+        )
+        is None
+    )  # 1.00 is above the 0.98 cap
     assert only(rendered("no_kv_cache_memory", {}), "raise_gpu_memory_utilization") is None  # current unknown
 
 
@@ -85,12 +109,21 @@ def test_raise_gpu_memory_utilization_from_the_releases_default():
     """No flag, no plan: the fraction the boot ran with is the release's default (engine facts)."""
     banner = "(APIServer pid=1) INFO 12-01 10:00:00 [api_utils.py:1]  ▄▄ ▄█ █     █     █ ▀▄▀ █  version 0.32.0\n"
     assert only(banner + rendered("no_kv_cache_memory", {}), "raise_gpu_memory_utilization") == {
-        "gpu_memory_utilization": 0.97, "previous_gpu_memory_utilization": 0.92}
+        "gpu_memory_utilization": 0.97,
+        "previous_gpu_memory_utilization": 0.92,
+    }
 
 
 def test_raise_gpu_memory_utilization_for_a_kv_refusal_without_estimate():
-    text = rendered("kv_cache_too_small", {"max_model_len": 8192, "format_gib(needed_memory)": 1.0,
-                                           "format_gib(available_memory)": 0.2, "estimated_msg": ""})
+    text = rendered(
+        "kv_cache_too_small",
+        {
+            "max_model_len": 8192,
+            "format_gib(needed_memory)": 1.0,
+            "format_gib(available_memory)": 0.2,
+            "estimated_msg": "",
+        },
+    )
     plan = {"hardware": {"total_bytes_per_gpu": 24 * 2**30}, "settings": {"gpu_memory_utilization": 0.9}}
     assert only(text, "raise_gpu_memory_utilization", plan)["gpu_memory_utilization"] == 0.95  # 0.9+0.8/24+0.01
     with_estimate = log_text("d_kv_too_small_deep_33554432")
@@ -99,13 +132,20 @@ def test_raise_gpu_memory_utilization_for_a_kv_refusal_without_estimate():
 
 def test_lower_gpu_memory_utilization_to_what_is_free():
     text = log_text("h_default_kv_no_setting")  # 9.49 of 10.96 GiB free, 0.92 asked
-    assert only(text, "lower_gpu_memory_utilization") == {"gpu_memory_utilization": 0.85,
-                                                          "previous_gpu_memory_utilization": 0.92}
-    gpu = rendered("gpu_startup_free_memory", {"init_snapshot.device_": "cuda:0",
-                                               "format_gib(init_snapshot.free_memory)": 60.12,
-                                               "format_gib(init_snapshot.total_memory)": 79.19,
-                                               "cache_config.gpu_memory_utilization": 0.92,
-                                               "format_gib(requested_memory)": 72.85})
+    assert only(text, "lower_gpu_memory_utilization") == {
+        "gpu_memory_utilization": 0.85,
+        "previous_gpu_memory_utilization": 0.92,
+    }
+    gpu = rendered(
+        "gpu_startup_free_memory",
+        {
+            "init_snapshot.device_": "cuda:0",
+            "format_gib(init_snapshot.free_memory)": 60.12,
+            "format_gib(init_snapshot.total_memory)": 79.19,
+            "cache_config.gpu_memory_utilization": 0.92,
+            "format_gib(requested_memory)": 72.85,
+        },
+    )
     assert only(gpu, "lower_gpu_memory_utilization")["gpu_memory_utilization"] == 0.74
     fixed = corrected(gpu, "lower_gpu_memory_utilization", UserSettings())
     assert fixed.gpu_memory_utilization == 0.74
@@ -122,8 +162,11 @@ def test_mamba_max_num_seqs_to_the_block_count():
 def test_raise_tensor_parallel_for_oom_while_loading_weights():
     text = next(b["failure"]["last_error"] for b in training_failures() if "CUDA OOM" in b["failure"]["last_error"])
     plan = {"details": {"model_shape": {"num_attention_heads": 40}}, "settings": {"tensor_parallel_size": 1}}
-    assert only(text, "raise_tensor_parallel", plan) == {"tensor_parallel_size": 2, "previous_tensor_parallel_size": 1,
-                                                         "num_attention_heads": 40}
+    assert only(text, "raise_tensor_parallel", plan) == {
+        "tensor_parallel_size": 2,
+        "previous_tensor_parallel_size": 1,
+        "num_attention_heads": 40,
+    }
     assert corrected(text, "raise_tensor_parallel", UserSettings(), plan).tensor_parallel_size == 2
     plan_tp8 = {"details": {"model_shape": {"num_attention_heads": 40}}, "settings": {"tensor_parallel_size": 8}}
     assert only(text, "raise_tensor_parallel", plan_tp8) is None  # 16, 32, 64 do not divide 40
@@ -141,11 +184,15 @@ def test_tp_divides_heads():
 
 def test_lower_batched_tokens_for_oom_while_profiling():
     plan = {"settings": {"max_num_batched_tokens": 8192, "max_num_seqs": 1024, "max_model_len": 40960}}
-    assert only(OOM_IN_PROFILING, "lower_batched_tokens", plan) == {"max_num_batched_tokens": 4096,
-                                                                    "previous_max_num_batched_tokens": 8192}
+    assert only(OOM_IN_PROFILING, "lower_batched_tokens", plan) == {
+        "max_num_batched_tokens": 4096,
+        "previous_max_num_batched_tokens": 8192,
+    }
     small = {"settings": {"max_num_batched_tokens": 512, "max_num_seqs": 256, "max_model_len": 40960}}
-    assert only(OOM_IN_PROFILING, "lower_batched_tokens", small) == {"max_model_len": 20480,
-                                                                     "previous_max_model_len": 40960}
+    assert only(OOM_IN_PROFILING, "lower_batched_tokens", small) == {
+        "max_model_len": 20480,
+        "previous_max_model_len": 40960,
+    }
     crowded = {"settings": {"max_num_batched_tokens": 2048, "max_num_seqs": 2048}}
     fixed = corrected(OOM_IN_PROFILING, "lower_batched_tokens", UserSettings(max_num_seqs=2048), crowded)
     assert (fixed.max_num_batched_tokens, fixed.max_num_seqs) == (1024, 1024)
@@ -160,10 +207,12 @@ def test_sampler_max_num_seqs():
 
 # ------------------------------------------------------------------ scheduler and lengths
 
+
 def test_max_model_len_to_derived_on_the_lab_log_and_the_training_boot():
     assert only(log_text("e_max_model_len_gt_derived"), "max_model_len_to_derived")["max_model_len"] == 2048
-    mistral = next(b["failure"]["last_error"] for b in training_failures()
-                   if "User-specified" in b["failure"]["last_error"])
+    mistral = next(
+        b["failure"]["last_error"] for b in training_failures() if "User-specified" in b["failure"]["last_error"]
+    )
     assert only(mistral, "max_model_len_to_derived") == {"max_model_len": 32768, "previous_max_model_len": 999999}
     assert corrected(mistral, "max_model_len_to_derived", UserSettings(max_model_len=999999)).max_model_len == 32768
 
@@ -181,12 +230,15 @@ def test_max_num_seqs_to_batched_tokens():
 
 
 def test_mm_item_batched_tokens():
-    text = rendered("mm_item_over_batched_tokens", {"max_tokens_per_mm_item": 16384,
-                                                    "scheduler_config.max_num_batched_tokens": 8192})
+    text = rendered(
+        "mm_item_over_batched_tokens",
+        {"max_tokens_per_mm_item": 16384, "scheduler_config.max_num_batched_tokens": 8192},
+    )
     assert only(text, "mm_item_batched_tokens")["max_num_batched_tokens"] == 16384
 
 
 # ------------------------------------------------------------------ dtype, graphs, tokenizer, parsers, NCCL
+
 
 def test_dtype_bfloat16_reproduces_the_lab_fix():
     """gemma2 refused float16; the lab's bfloat16 boot with otherwise the same flags was healthy."""
@@ -210,11 +262,14 @@ def test_dtype_half_below_compute_capability_8():
 def test_enforce_eager_for_graph_capture_failures():
     assert only(GRAPH_CAPTURE, "enforce_eager") == {"enforce_eager": True, "phase": "graph_capture"}
     assert corrected(GRAPH_CAPTURE, "enforce_eager", UserSettings()).enforce_eager is True
-    oom_capturing = GRAPH_CAPTURE.replace("RuntimeError: CUDA error: operation not permitted when stream is capturing",
-                                          "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB.")
+    oom_capturing = GRAPH_CAPTURE.replace(
+        "RuntimeError: CUDA error: operation not permitted when stream is capturing",
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB.",
+    )
     assert only(oom_capturing, "enforce_eager") is not None
-    eager = ("(APIServer pid=1) INFO 12-01 10:00:00 [utils.py:1] non-default args: {'enforce_eager': True}\n"
-             + GRAPH_CAPTURE)
+    eager = (
+        "(APIServer pid=1) INFO 12-01 10:00:00 [utils.py:1] non-default args: {'enforce_eager': True}\n" + GRAPH_CAPTURE
+    )
     assert only(eager, "enforce_eager") is None
     assert only(OOM_IN_PROFILING, "enforce_eager") is None
 
@@ -227,8 +282,10 @@ def test_tokenizer_mode_mistral():
 
 
 def test_reasoning_parser_takes_the_plans():
-    text = rendered("invalid_reasoning_parser", {"reasoning_parser": "qwen9",
-                                                 "','.join(valid_reasoning_parsers)": "deepseek_r1,qwen3"})
+    text = rendered(
+        "invalid_reasoning_parser",
+        {"reasoning_parser": "qwen9", "','.join(valid_reasoning_parsers)": "deepseek_r1,qwen3"},
+    )
     plan = {"flags": ["--reasoning-parser qwen3", "--enable-auto-tool-choice --tool-call-parser hermes"]}
     assert only(text, "reasoning_parser", plan) == {"reasoning_parser": "qwen3", "invalid_reasoning_parser": "qwen9"}
     fixed = corrected(text, "reasoning_parser", UserSettings(extra_flags=("--reasoning-parser qwen9",)), plan)
@@ -248,8 +305,13 @@ def test_nccl_disable_nvls_for_the_host_fault_retry():
 
 
 def test_failures_no_flag_fixes_match_no_rule():
-    for name in ("f_unsupported_architecture", "g_corrupt_config_json", "g_missing_model_dir", "g_no_weight_files",
-                 "g_truncated_safetensors"):
+    for name in (
+        "f_unsupported_architecture",
+        "g_corrupt_config_json",
+        "g_missing_model_dir",
+        "g_no_weight_files",
+        "g_truncated_safetensors",
+    ):
         text = log_text(name)
         assert match_rules(fingerprint(text), text, None) == [], name
 

@@ -1,33 +1,39 @@
 """Fingerprints on real error text: the CPU engine's logs, the training boots' failures, and the
 refusal templates of vLLM 0.29.0 / 0.30.0 / 0.33.0 rendered with values."""
+
 from __future__ import annotations
 
 import random
 
 import pytest
-from rules_text import (FACTS_VERSIONS, log_index, log_text, refusals_or_skip, render, template_with,
-                        training_failures)
 
 from apron.rules import families
 from apron.rules.fingerprint import fingerprint, normalize
+from rules_text import FACTS_VERSIONS, log_index, log_text, refusals_or_skip, render, template_with, training_failures
 
 # The decisive error of every failed lab boot (tests/fixtures/logs/README.md).
 LAB_FAMILIES = {
     "c_auto_kv_util_004_refused": ("cpu_kv_allocation", {"kv_gib": -0.1, "requested_gib": 0.44, "total_gib": 10.96}),
-    "d_kv_too_small_deep_33554432": ("kv_cache_too_small", {"max_model_len": 32768, "needed_gib": 0.06,
-                                                            "available_gib": 0.03, "estimated_max_model_len": 16256}),
+    "d_kv_too_small_deep_33554432": (
+        "kv_cache_too_small",
+        {"max_model_len": 32768, "needed_gib": 0.06, "available_gib": 0.03, "estimated_max_model_len": 16256},
+    ),
     "d_kv_too_small_fast_1048575": ("kv_cache_too_small", {"max_model_len": 2048, "estimated_max_model_len": 1792}),
     "d_kv_too_small_mp_1048575": ("kv_cache_too_small", {"max_model_len": 2048, "estimated_max_model_len": 1792}),
-    "e_max_model_len_gt_derived": ("max_model_len_over_derived", {"max_model_len": 4096, "derived_max_model_len": 2048,
-                                                                  "derived_key": "max_position_embeddings"}),
+    "e_max_model_len_gt_derived": (
+        "max_model_len_over_derived",
+        {"max_model_len": 4096, "derived_max_model_len": 2048, "derived_key": "max_position_embeddings"},
+    ),
     "f_unsupported_architecture": ("architecture_unsupported", {"architectures": ["FakeTinyForCausalLM"]}),
     "g_corrupt_config_json": ("config_invalid_json", {}),
     "g_gemma2_float16": ("float16_unsupported", {"model_type": "gemma2"}),
     "g_missing_model_dir": ("model_path_invalid", {}),
     "g_no_weight_files": ("model_weights_missing", {}),
     "g_truncated_safetensors": ("weights_corrupt", {}),
-    "h_default_kv_no_setting": ("cpu_startup_memory", {"free_gib": 9.49, "total_gib": 10.96,
-                                                       "gpu_memory_utilization": 0.92}),
+    "h_default_kv_no_setting": (
+        "cpu_startup_memory",
+        {"free_gib": 9.49, "total_gib": 10.96, "gpu_memory_utilization": 0.92},
+    ),
 }
 
 
@@ -88,17 +94,22 @@ def test_ansi_colour_and_rank_duplicates():
 
 def test_the_id_masks_values():
     """The same failure with other numbers, paths and pids has the same id."""
-    ids = {fingerprint(log_text(n)).id for n in ("d_kv_too_small_deep_33554432", "d_kv_too_small_fast_1048575",
-                                                  "d_kv_too_small_mp_1048575")}
+    ids = {
+        fingerprint(log_text(n)).id
+        for n in ("d_kv_too_small_deep_33554432", "d_kv_too_small_fast_1048575", "d_kv_too_small_mp_1048575")
+    }
     assert len(ids) == 1
     assert fingerprint(log_text("e_max_model_len_gt_derived")).id not in ids
 
 
 def test_normalize():
-    text = ("RuntimeError: NCCL error in: /opt/torch/csrc/NCCLUtils.hpp:275 on 10.0.3.7:29500 pid=4242 "
-            "at 0x7f3a2c000000, 1,024 blocks of 3.5 GiB, uuid 123e4567-e89b-12d3-a456-426614174000")
-    assert normalize(text) == ("RuntimeError: NCCL error in: <path>:<n> on <addr> pid=<n> at <hex>, <n> blocks of "
-                               "<n> GiB, uuid <uuid>")
+    text = (
+        "RuntimeError: NCCL error in: /opt/torch/csrc/NCCLUtils.hpp:275 on 10.0.3.7:29500 pid=4242 "
+        "at 0x7f3a2c000000, 1,024 blocks of 3.5 GiB, uuid 123e4567-e89b-12d3-a456-426614174000"
+    )
+    assert normalize(text) == (
+        "RuntimeError: NCCL error in: <path>:<n> on <addr> pid=<n> at <hex>, <n> blocks of <n> GiB, uuid <uuid>"
+    )
 
 
 # ------------------------------------------------------------------ the training boots' failures
@@ -126,8 +137,12 @@ def test_training_summaries_keep_their_numbers_and_phase():
     by_phrase = {b["failure"]["last_error"][:30]: b for b in training_failures()}
     kv = next(b for k, b in by_phrase.items() if "ValueError" in k)
     found = fingerprint(kv["failure"]["last_error"])
-    assert found.fields == {"max_model_len": 40960, "needed_gib": 5.62, "available_gib": 4.48,
-                            "estimated_max_model_len": 32640}
+    assert found.fields == {
+        "max_model_len": 40960,
+        "needed_gib": 5.62,
+        "available_gib": 4.48,
+        "estimated_max_model_len": 32640,
+    }
     assert found.phase == "kv_cache"  # from "(v1/core/kv_cache_utils.py:879 _check_enough_kv_cache_memory)"
     oom = next(b for b in training_failures() if "CUDA OOM" in b["failure"]["last_error"])
     assert fingerprint(oom["failure"]["last_error"]).phase == "weights_loading"
@@ -137,42 +152,96 @@ def test_training_summaries_keep_their_numbers_and_phase():
 
 # (phrase of the template, values of its fields, family, typed fields expected back)
 RENDERED = [
-    ("To serve at least one request", {"max_model_len": 131072, "format_gib(needed_memory)": 16.0,
-                                       "format_gib(available_memory)": 9.31,
-                                       "estimated_msg": "Based on the available memory, the estimated maximum model "
-                                                        "length is 76144. "},
-     "kv_cache_too_small", {"max_model_len": 131072, "needed_gib": 16.0, "available_gib": 9.31,
-                            "estimated_max_model_len": 76144}),
-    ("exceeds available Mamba cache blocks", {"max_num_reqs": 1024, "kv_cache_config.num_blocks": 418},
-     "mamba_blocks_below_max_num_seqs", {"max_num_seqs": 1024, "num_blocks": 418}),
-    ("does not support float16", {"model_type": "gemma3", "reason": "Numerical instability. Please use bfloat16 or "
-                                                                    "float32 instead."},
-     "float16_unsupported", {"model_type": "gemma3"}),
-    ("Bfloat16 is only supported", {"gpu_name": "Tesla T4", "compute_str": "has compute capability 7.5"},
-     "bfloat16_unsupported", {"gpu_name": "Tesla T4", "compute_capability": "7.5"}),
-    ("is smaller than max_model_len", {"self.max_num_batched_tokens": 2048, "max_model_len": 8192},
-     "batched_tokens_below_max_model_len", {"max_num_batched_tokens": 2048, "max_model_len": 8192}),
-    ("must be greater than or equal to max_num_seqs", {"self.max_num_batched_tokens": 128, "self.max_num_seqs": 256},
-     "batched_tokens_below_max_num_seqs", {"max_num_batched_tokens": 128, "max_num_seqs": 256}),
-    ("CUDA out of memory occurred when warming up sampler", {"num_reqs": 1024},
-     "sampler_warmup_oom", {"num_reqs": 1024}),
+    (
+        "To serve at least one request",
+        {
+            "max_model_len": 131072,
+            "format_gib(needed_memory)": 16.0,
+            "format_gib(available_memory)": 9.31,
+            "estimated_msg": "Based on the available memory, the estimated maximum model length is 76144. ",
+        },
+        "kv_cache_too_small",
+        {"max_model_len": 131072, "needed_gib": 16.0, "available_gib": 9.31, "estimated_max_model_len": 76144},
+    ),
+    (
+        "exceeds available Mamba cache blocks",
+        {"max_num_reqs": 1024, "kv_cache_config.num_blocks": 418},
+        "mamba_blocks_below_max_num_seqs",
+        {"max_num_seqs": 1024, "num_blocks": 418},
+    ),
+    (
+        "does not support float16",
+        {"model_type": "gemma3", "reason": "Numerical instability. Please use bfloat16 or float32 instead."},
+        "float16_unsupported",
+        {"model_type": "gemma3"},
+    ),
+    (
+        "Bfloat16 is only supported",
+        {"gpu_name": "Tesla T4", "compute_str": "has compute capability 7.5"},
+        "bfloat16_unsupported",
+        {"gpu_name": "Tesla T4", "compute_capability": "7.5"},
+    ),
+    (
+        "is smaller than max_model_len",
+        {"self.max_num_batched_tokens": 2048, "max_model_len": 8192},
+        "batched_tokens_below_max_model_len",
+        {"max_num_batched_tokens": 2048, "max_model_len": 8192},
+    ),
+    (
+        "must be greater than or equal to max_num_seqs",
+        {"self.max_num_batched_tokens": 128, "self.max_num_seqs": 256},
+        "batched_tokens_below_max_num_seqs",
+        {"max_num_batched_tokens": 128, "max_num_seqs": 256},
+    ),
+    (
+        "CUDA out of memory occurred when warming up sampler",
+        {"num_reqs": 1024},
+        "sampler_warmup_oom",
+        {"num_reqs": 1024},
+    ),
     ("No available memory for the cache blocks", {}, "no_kv_cache_memory", {}),
-    ("Minimum capability: {quant_config", {"model_config.quantization": "fp8", "quant_config.get_min_capability()": 89,
-                                           "capability": 86},
-     "quantization_capability", {"quantization": "fp8", "min_capability": 89, "capability": 86}),
-    ("Chunked MM input disabled", {"max_tokens_per_mm_item": 16384, "scheduler_config.max_num_batched_tokens": 8192},
-     "mm_item_over_batched_tokens", {"max_tokens_per_mm_item": 16384, "max_num_batched_tokens": 8192}),
-    ("invalid reasoning parser", {"reasoning_parser": "qwen9", "','.join(valid_reasoning_parsers)": "deepseek_r1,qwen3"},
-     "invalid_reasoning_parser", {"reasoning_parser": "qwen9", "valid_reasoning_parsers": ["deepseek_r1", "qwen3"]}),
-    ("on startup is less than desired GPU memory utilization",
-     {"init_snapshot.device_": "cuda:0", "format_gib(init_snapshot.free_memory)": 60.12,
-      "format_gib(init_snapshot.total_memory)": 79.19, "cache_config.gpu_memory_utilization": 0.92,
-      "format_gib(requested_memory)": 72.85},
-     "gpu_startup_free_memory", {"free_gib": 60.12, "total_gib": 79.19, "gpu_memory_utilization": 0.92}),
-    ("NCCL error: {error_str}", {"error_str": "unhandled cuda error (run with NCCL_DEBUG=INFO for details)"},
-     "nccl_error", {"nccl_error": "unhandled cuda error (run with NCCL_DEBUG=INFO for details)"}),
-    ("Total number of attention heads (", {"total_num_attention_heads": 40, "tensor_parallel_size": 16},
-     "tp_heads_indivisible", {"total_num_attention_heads": 40, "tensor_parallel_size": 16}),
+    (
+        "Minimum capability: {quant_config",
+        {"model_config.quantization": "fp8", "quant_config.get_min_capability()": 89, "capability": 86},
+        "quantization_capability",
+        {"quantization": "fp8", "min_capability": 89, "capability": 86},
+    ),
+    (
+        "Chunked MM input disabled",
+        {"max_tokens_per_mm_item": 16384, "scheduler_config.max_num_batched_tokens": 8192},
+        "mm_item_over_batched_tokens",
+        {"max_tokens_per_mm_item": 16384, "max_num_batched_tokens": 8192},
+    ),
+    (
+        "invalid reasoning parser",
+        {"reasoning_parser": "qwen9", "','.join(valid_reasoning_parsers)": "deepseek_r1,qwen3"},
+        "invalid_reasoning_parser",
+        {"reasoning_parser": "qwen9", "valid_reasoning_parsers": ["deepseek_r1", "qwen3"]},
+    ),
+    (
+        "on startup is less than desired GPU memory utilization",
+        {
+            "init_snapshot.device_": "cuda:0",
+            "format_gib(init_snapshot.free_memory)": 60.12,
+            "format_gib(init_snapshot.total_memory)": 79.19,
+            "cache_config.gpu_memory_utilization": 0.92,
+            "format_gib(requested_memory)": 72.85,
+        },
+        "gpu_startup_free_memory",
+        {"free_gib": 60.12, "total_gib": 79.19, "gpu_memory_utilization": 0.92},
+    ),
+    (
+        "NCCL error: {error_str}",
+        {"error_str": "unhandled cuda error (run with NCCL_DEBUG=INFO for details)"},
+        "nccl_error",
+        {"nccl_error": "unhandled cuda error (run with NCCL_DEBUG=INFO for details)"},
+    ),
+    (
+        "Total number of attention heads (",
+        {"total_num_attention_heads": 40, "tensor_parallel_size": 16},
+        "tp_heads_indivisible",
+        {"total_num_attention_heads": 40, "tensor_parallel_size": 16},
+    ),
 ]
 
 
@@ -208,8 +277,9 @@ def test_every_template_family_is_recognised(version):
     for refusal in sample:
         message = render(refusal["template"], {})
         found = families.classify(refusal["exception"], message, version)
-        if found.family != families.template_family(refusal["template"]) and message not in renders.get(found.family,
-                                                                                                          ()):
+        if found.family != families.template_family(refusal["template"]) and message not in renders.get(
+            found.family, ()
+        ):
             misses.append((refusal["template"][:80], found.family))
     assert all(families.is_wrapper(family) for _, family in misses), misses
 
@@ -283,12 +353,15 @@ def test_nccl_error_is_the_hosts():
     assert warned.family == "nccl_error" and warned.line_number == 1
 
 
-@pytest.mark.parametrize("text,family", [
-    ("RuntimeError: CUDA error: an illegal memory access was encountered", "cuda_illegal_memory_access"),
-    ("RuntimeError: CUDA error: no kernel image is available for execution on the device", "no_kernel_image"),
-    ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB.", "cuda_oom"),
-    ("OSError: [Errno 28] No space left on device", "disk_full"),
-])
+@pytest.mark.parametrize(
+    "text,family",
+    [
+        ("RuntimeError: CUDA error: an illegal memory access was encountered", "cuda_illegal_memory_access"),
+        ("RuntimeError: CUDA error: no kernel image is available for execution on the device", "no_kernel_image"),
+        ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB.", "cuda_oom"),
+        ("OSError: [Errno 28] No space left on device", "disk_full"),
+    ],
+)
 def test_opaque_kernel_and_host_errors(text, family):
     assert fingerprint(text).family == family
 

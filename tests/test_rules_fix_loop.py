@@ -4,12 +4,13 @@ The lab booted each failing command and its correction; here a stand-in `boot` r
 the boot with that model and those settings, so the loop runs without an engine. The integration
 with issue 5's runner and records replaces `boot` and the log ids with record ids.
 """
+
 from __future__ import annotations
 
 import pytest
-from rules_text import log_index, log_text
 
 from apron.rules import StatusStore, diagnose, fingerprint, logtext, promote, settings_from_args
+from rules_text import log_index, log_text
 
 
 def lab_boots() -> dict:
@@ -24,10 +25,13 @@ def boot(model: str, settings) -> str:
     return lab_boots()[(model, settings)]
 
 
-@pytest.mark.parametrize("failed,rule,healthy", [
-    ("c_auto_kv_util_004_refused", "raise_gpu_memory_utilization", "c_auto_kv_util_005"),
-    ("g_gemma2_float16", "dtype_bfloat16", "g_gemma2_bfloat16_healthy"),
-])
+@pytest.mark.parametrize(
+    "failed,rule,healthy",
+    [
+        ("c_auto_kv_util_004_refused", "raise_gpu_memory_utilization", "c_auto_kv_util_005"),
+        ("g_gemma2_float16", "dtype_bfloat16", "g_gemma2_bfloat16_healthy"),
+    ],
+)
 def test_fix_loop_proves_the_rule_on_its_release(tmp_path, failed, rule, healthy):
     store = StatusStore(tmp_path)
     text = log_text(failed)

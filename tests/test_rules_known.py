@@ -1,27 +1,35 @@
 """Could it have been known? The plan's preflight against the engine's refusal."""
+
 from __future__ import annotations
 
 import pytest
-from rules_text import log_text, training_failures
 
 from apron.rules import could_have_known, diagnose, fingerprint, settings_from_plan
 from apron.rules.status import StatusStore
+from rules_text import log_text, training_failures
 
 KV_TEXT = next(b["failure"]["last_error"] for b in training_failures() if "To serve" in b["failure"]["last_error"])
 
 
 def plan(verdict="fits", problems=(), **extra) -> dict:
-    return {"schema": "apron.plan/1", "verdict": verdict, "problems": list(problems),
-            "settings": {"max_model_len": 40960, "tensor_parallel_size": 1},
-            "quantities": {"available_kv_bytes": {"value": int(5.9 * 2**30)}}, "flags": ["--max-model-len 40960"],
-            **extra}
+    return {
+        "schema": "apron.plan/1",
+        "verdict": verdict,
+        "problems": list(problems),
+        "settings": {"max_model_len": 40960, "tensor_parallel_size": 1},
+        "quantities": {"available_kv_bytes": {"value": int(5.9 * 2**30)}},
+        "flags": ["--max-model-len 40960"],
+        **extra,
+    }
 
 
 def test_a_miss_says_by_how_much():
     report = could_have_known(plan(), fingerprint(KV_TEXT))
     assert report.flagged is False and report.basis == "miss"
-    assert report.line == ("plan said fits; engine refused: KV cache too small by 1.14 GiB (needs 5.62 GiB for 40960 "
-                           "tokens, engine had 4.48 GiB; plan predicted 5.90 GiB available) — calculator miss")
+    assert report.line == (
+        "plan said fits; engine refused: KV cache too small by 1.14 GiB (needs 5.62 GiB for 40960 "
+        "tokens, engine had 4.48 GiB; plan predicted 5.90 GiB available) — calculator miss"
+    )
 
 
 def test_a_predicted_does_not_fit_was_known():
@@ -31,8 +39,11 @@ def test_a_predicted_does_not_fit_was_known():
 
 
 def test_a_proven_constraint_was_known():
-    problem = {"kind": "dtype", "message": "The model type 'gemma2' does not support float16.",
-               "label": "proven_constraint"}
+    problem = {
+        "kind": "dtype",
+        "message": "The model type 'gemma2' does not support float16.",
+        "label": "proven_constraint",
+    }
     report = could_have_known(plan("does_not_fit", [problem]), fingerprint(log_text("g_gemma2_float16")))
     assert (report.flagged, report.basis) == (True, "proven_constraint")
     assert report.line.startswith("plan flagged it: proven constraint (dtype)")
@@ -57,9 +68,11 @@ def test_host_and_harness_faults_are_no_plans_question():
 
 def test_an_advisory_flag_the_boot_skipped():
     problem = {"kind": "max_num_seqs_exceeds_state_blocks", "message": "...", "label": "predicted"}
-    text = ("(EngineCore pid=1) ERROR 12-01 10:00:00 [core.py:1] ValueError: max_num_seqs (1024) exceeds available "
-            "Mamba cache blocks (418). Each decode sequence requires one Mamba cache block, so CUDA graph capture "
-            "cannot proceed. Please lower max_num_seqs to at most 418 or increase gpu_memory_utilization.")
+    text = (
+        "(EngineCore pid=1) ERROR 12-01 10:00:00 [core.py:1] ValueError: max_num_seqs (1024) exceeds available "
+        "Mamba cache blocks (418). Each decode sequence requires one Mamba cache block, so CUDA graph capture "
+        "cannot proceed. Please lower max_num_seqs to at most 418 or increase gpu_memory_utilization."
+    )
     skipped = could_have_known(plan(problems=[problem], flags=["--max-num-seqs 400"]), fingerprint(text))
     assert (skipped.flagged, skipped.basis) == (True, "advisory")
     ran_it = could_have_known(plan(problems=[problem], flags=["--max-num-seqs 1024"]), fingerprint(text))
@@ -94,8 +107,11 @@ def test_the_training_boots_hold_the_corrected_boot():
 
     from rules_text import TRAINING
 
-    healthy = [b for b in json.loads(TRAINING.read_text())["boots"] if b["boot_outcome"] == "healthy"
-               and (b["model_id"], b["gpu"], b["vllm_version"]) == (failed["model_id"], failed["gpu"],
-                                                                       failed["vllm_version"])
-               and b["serve_flags"].get("max_model_len") == 32640]
+    healthy = [
+        b
+        for b in json.loads(TRAINING.read_text())["boots"]
+        if b["boot_outcome"] == "healthy"
+        and (b["model_id"], b["gpu"], b["vllm_version"]) == (failed["model_id"], failed["gpu"], failed["vllm_version"])
+        and b["serve_flags"].get("max_model_len") == 32640
+    ]
     assert healthy and healthy[0]["measured"]["available_kv_cache_gib"] == 4.48

@@ -1,5 +1,6 @@
 """Rule status per engine version: untested -> hypothesis (motivating record) -> proven (two records);
 proof never carries to another version; files are written atomically."""
+
 from __future__ import annotations
 
 import json
@@ -49,17 +50,24 @@ def test_a_proof_needs_two_records(tmp_path, failed, healthy):
 def test_files_are_written_whole(tmp_path):
     store = StatusStore(tmp_path)
     store.promote("enforce_eager", "0.30.0", "f", "h")
-    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".enforce_eager.lock")) == \
-        ["enforce_eager.json"]
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".enforce_eager.lock")) == [
+        "enforce_eager.json"
+    ]
     document = json.loads((tmp_path / "enforce_eager.json").read_text())
     assert document["schema"] == "apron.rule-status/1"
     assert document["versions"]["0.30.0"]["status"] == "proven"
 
 
 def test_a_claim_of_proof_without_records_is_a_hypothesis(tmp_path):
-    (tmp_path / "enforce_eager.json").write_text(json.dumps({
-        "schema": "apron.rule-status/1", "rule": "enforce_eager",
-        "versions": {"0.30.0": {"status": "proven", "motivated_by": ["f"], "proofs": []}}}))
+    (tmp_path / "enforce_eager.json").write_text(
+        json.dumps(
+            {
+                "schema": "apron.rule-status/1",
+                "rule": "enforce_eager",
+                "versions": {"0.30.0": {"status": "proven", "motivated_by": ["f"], "proofs": []}},
+            }
+        )
+    )
     assert StatusStore(tmp_path).status("enforce_eager", "0.30.0").status == "hypothesis"
 
 

@@ -1,4 +1,5 @@
 """The serving test's parser and command on real `vllm bench serve` output (tests/fixtures/servetest/)."""
+
 from __future__ import annotations
 
 import json
@@ -8,8 +9,15 @@ from pathlib import Path
 import pytest
 
 from apron.errors import BadInput, Failed
-from apron.measure.servetest import (ServeReport, ServeTestSettings, bench_command, first_request_error,
-                                     parse_bench_result, read_bench_result, resolve_vllm)
+from apron.measure.servetest import (
+    ServeReport,
+    ServeTestSettings,
+    bench_command,
+    first_request_error,
+    parse_bench_result,
+    read_bench_result,
+    resolve_vllm,
+)
 
 SERVETEST = Path(__file__).parent / "fixtures" / "servetest"
 

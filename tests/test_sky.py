@@ -4,6 +4,7 @@ SkyPilot is an optional extra (`pip install 'apron[sky]'`): it is not in the tes
 pulls ~100 packages (~460 MB, a few minutes to install), so without it the API test skips and says
 why; the mapping and sizing tests run everywhere.
 """
+
 from __future__ import annotations
 
 import json
@@ -15,10 +16,14 @@ from apron.errors import BadInput
 from apron.hardware import all_gpus
 from conftest import FIXTURES
 
-PLAN = {"schema": "apron.plan/1", "engine": {"version": "0.33.0"},
-        "hardware": {"gpu": "NVIDIA H100 80GB HBM3", "count": 2, "total_bytes_per_gpu": 85017493504},
-        "details": {"weights": {"checkpoint_bytes": 65_524_328_560}}, "command": "vllm serve Qwen/Qwen3-32B",
-        "model": {"repo_id": "Qwen/Qwen3-32B", "source": "Qwen/Qwen3-32B", "source_kind": "hub"}}
+PLAN = {
+    "schema": "apron.plan/1",
+    "engine": {"version": "0.33.0"},
+    "hardware": {"gpu": "NVIDIA H100 80GB HBM3", "count": 2, "total_bytes_per_gpu": 85017493504},
+    "details": {"weights": {"checkpoint_bytes": 65_524_328_560}},
+    "command": "vllm serve Qwen/Qwen3-32B",
+    "model": {"repo_id": "Qwen/Qwen3-32B", "source": "Qwen/Qwen3-32B", "source_kind": "hub"},
+}
 
 
 def test_every_catalog_gpu_has_a_skypilot_name():
@@ -39,8 +44,11 @@ def test_setup_installs_the_pinned_vllm():
 
 
 def test_task_with_skypilots_own_api():
-    sky = pytest.importorskip("sky", reason="SkyPilot is not installed (optional extra apron[sky]; not in the test "
-                                            "extra because it pulls ~100 packages): pip install 'apron[sky]'")
+    sky = pytest.importorskip(
+        "sky",
+        reason="SkyPilot is not installed (optional extra apron[sky]; not in the test "
+        "extra because it pulls ~100 packages): pip install 'apron[sky]'",
+    )
     cluster = SkyCluster.for_plan(PLAN, cloud="aws")
     task = cluster.task(sky)
     assert isinstance(task, sky.Task)

@@ -5,6 +5,7 @@ Targets (issue 4): weights within 1%, available KV within 0.25 GiB, activation p
 KNOWN_MISSES with the error they have now; the test fails if any error grows past its bound, so the
 table is a regression guard as well as a report.
 """
+
 from __future__ import annotations
 
 import json
@@ -18,8 +19,9 @@ from apron.plan.settings import UserSettings
 from conftest import FIXTURES, snapshot_path
 
 GIB = 2**30
-BOOTS = [b for b in json.loads((FIXTURES / "boots-training.json").read_text())["boots"]
-         if b["boot_outcome"] == "healthy"]
+BOOTS = [
+    b for b in json.loads((FIXTURES / "boots-training.json").read_text())["boots"] if b["boot_outcome"] == "healthy"
+]
 # The fixture's dtype_note: one mamba-2.8b boot ran float32; its serve flags do not record it.
 FLOAT32_BOOTS = {("state-spaces/mamba-2.8b-hf", 11070278205)}
 TARGETS = {"weights": 0.01, "available_kv": 0.25 * GIB, "activation": 0.15 * GIB, "kv_tokens": 0.02}
@@ -27,8 +29,7 @@ TARGETS = {"weights": 0.01, "available_kv": 0.25 * GIB, "activation": 0.15 * GIB
 KNOWN_MISSES = {
     ("Qwen/Qwen3-0.6B-FP8", 794568949): {"weights": 0.045},
     ("google/gemma-2-2b-it", 5304284610): {"weights": 0.015},
-    ("state-spaces/mamba-2.8b-hf", 5615669739): {"weights": 0.013, "available_kv": 0.33 * GIB,
-                                                "kv_tokens": 0.025},
+    ("state-spaces/mamba-2.8b-hf", 5615669739): {"weights": 0.013, "available_kv": 0.33 * GIB, "kv_tokens": 0.025},
     ("state-spaces/mamba-2.8b-hf", 11070278205): {"available_kv": 0.36 * GIB},
     ("openai/gpt-oss-20b", 14817637171): {"kv_tokens": 0.06},
     # The two H100 boots at the datacenter defaults (1,024 sequences, 8,192 batched tokens), added
@@ -41,19 +42,23 @@ KNOWN_MISSES = {
 def plan_for(boot: dict):
     flags, measured = boot["serve_flags"], boot["measured"]
     dtype = "float32" if (boot["model_id"], measured["weights_bytes_per_gpu"]) in FLOAT32_BOOTS else "auto"
-    user = UserSettings(max_model_len=flags.get("max_model_len"),
-                        gpu_memory_utilization=flags.get("gpu_memory_utilization"), dtype=dtype)
+    user = UserSettings(
+        max_model_len=flags.get("max_model_len"),
+        gpu_memory_utilization=flags.get("gpu_memory_utilization"),
+        dtype=dtype,
+    )
     checkpoint = load_checkpoint(str(snapshot_path(boot["model_id"])))
-    return plan_checkpoint(checkpoint, resolve_gpu(boot["gpu"]), user,
-                           engine_version=boot["vllm_version"].lstrip("v"))
+    return plan_checkpoint(checkpoint, resolve_gpu(boot["gpu"]), user, engine_version=boot["vllm_version"].lstrip("v"))
 
 
 def errors(boot: dict) -> dict[str, float]:
     q = {k: v.value for k, v in plan_for(boot).quantities.items()}
     m = boot["measured"]
-    out = {"weights": q["weights_bytes_per_gpu"] / m["weights_bytes_per_gpu"] - 1,
-           "available_kv": q["available_kv_bytes"] - m["available_kv_cache_bytes"],
-           "activation": q["activation_peak_bytes"] - m["startup_activation_peak_bytes"]}
+    out = {
+        "weights": q["weights_bytes_per_gpu"] / m["weights_bytes_per_gpu"] - 1,
+        "available_kv": q["available_kv_bytes"] - m["available_kv_cache_bytes"],
+        "activation": q["activation_peak_bytes"] - m["startup_activation_peak_bytes"],
+    }
     if m.get("kv_cache_tokens"):
         out["kv_tokens"] = q["kv_tokens"] / m["kv_cache_tokens"] - 1
     return out
@@ -70,8 +75,10 @@ def test_plan_against_measured_boots(capsys):
     for boot in BOOTS:
         key = (boot["model_id"], boot["measured"]["weights_bytes_per_gpu"])
         errs = errors(boot)
-        rows.append(f"{boot['model_id'][:36]:<36} {boot['gpu'].replace('NVIDIA ', '').replace('GeForce ', ''):>10} {boot['vllm_version']:>8} "
-                    + " ".join(_cell(n, errs.get(n)) for n in TARGETS))
+        rows.append(
+            f"{boot['model_id'][:36]:<36} {boot['gpu'].replace('NVIDIA ', '').replace('GeForce ', ''):>10} {boot['vllm_version']:>8} "
+            + " ".join(_cell(n, errs.get(n)) for n in TARGETS)
+        )
         for name, error in errs.items():
             bound = KNOWN_MISSES.get(key, {}).get(name, TARGETS[name])
             if abs(error) > bound:
@@ -82,30 +89,40 @@ def test_plan_against_measured_boots(capsys):
     assert not failures, "\n".join(failures)
 
 
-@pytest.mark.parametrize("boot", [b for b in BOOTS if b["measured"].get("kv_cache_tokens")],
-                         ids=lambda b: b["model_id"])
+@pytest.mark.parametrize(
+    "boot", [b for b in BOOTS if b["measured"].get("kv_cache_tokens")], ids=lambda b: b["model_id"]
+)
 def test_engine_formula_reproduces_logged_tokens_from_logged_budget(boot):
     """With the measured budget in place of the predicted one, the block planner must give the
     engine's logged token count and concurrency (the budget is only known to 0.005 GiB)."""
 
+    from apron.engine.facts import load_facts
     from apron.plan.kv.layouts import build_layout
     from apron.plan.kv.planning import plan_kv
     from apron.plan.kv.specs import SchedulingContext
     from apron.plan.memory import model_traits
     from apron.plan.model_config import ModelConfig
-    from apron.engine.facts import load_facts
     from apron.plan.settings import resolve_settings
 
     checkpoint = load_checkpoint(str(snapshot_path(boot["model_id"])))
     config = ModelConfig.from_config(checkpoint.config)
     facts = load_facts(boot["vllm_version"].lstrip("v"))
     gpu = resolve_gpu(boot["gpu"])
-    settings = resolve_settings(checkpoint, config, gpu, facts, UserSettings(max_model_len=boot["serve_flags"]["max_model_len"]))
+    settings = resolve_settings(
+        checkpoint, config, gpu, facts, UserSettings(max_model_len=boot["serve_flags"]["max_model_len"])
+    )
     traits = model_traits(checkpoint, config, facts)
-    layout = build_layout(checkpoint.architecture, config, settings, facts, capability=gpu.compute_capability,
-                          is_attention_free=traits.is_attention_free)
-    ctx = SchedulingContext(settings.max_model_len, settings.max_num_batched_tokens,
-                            mamba_cache_mode=layout.mamba_cache_mode)
+    layout = build_layout(
+        checkpoint.architecture,
+        config,
+        settings,
+        facts,
+        capability=gpu.compute_capability,
+        is_attention_free=traits.is_attention_free,
+    )
+    ctx = SchedulingContext(
+        settings.max_model_len, settings.max_num_batched_tokens, mamba_cache_mode=layout.mamba_cache_mode
+    )
     measured = boot["measured"]
     logged = measured["kv_cache_tokens"]
     budgets = [int(measured["available_kv_cache_bytes"] + d * GIB) for d in (-0.005, 0, 0.005)]

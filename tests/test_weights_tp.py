@@ -1,4 +1,5 @@
 """Weights per GPU under tensor parallelism and quantized layouts, from real headers."""
+
 from __future__ import annotations
 
 import pytest
@@ -30,9 +31,15 @@ def test_kv_projections_replicate_when_tp_exceeds_kv_heads():
     kv = sum(t.num_bytes for t in ckpt.tensors if ".k_proj." in t.name or ".v_proj." in t.name)
     at8 = estimate_weights(ckpt, config, WeightSettings(8, "bfloat16", (9, 0)))
     assert any(line.group == "attention" for line in at8.lines)
-    attention = {tp: next(l.bytes_per_gpu for l in estimate_weights(ckpt, config, WeightSettings(tp, "bfloat16", (9, 0))).lines
-                          if l.group == "attention") for tp in (8, 16)}
-    q_o = (sum(l.checkpoint_bytes for l in at8.lines if l.group == "attention") - kv)
+    attention = {
+        tp: next(
+            l.bytes_per_gpu
+            for l in estimate_weights(ckpt, config, WeightSettings(tp, "bfloat16", (9, 0))).lines
+            if l.group == "attention"
+        )
+        for tp in (8, 16)
+    }
+    q_o = sum(l.checkpoint_bytes for l in at8.lines if l.group == "attention") - kv
     assert attention[16] == pytest.approx(q_o / 16 + kv / 8, rel=1e-3)
 
 

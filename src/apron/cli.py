@@ -2,6 +2,7 @@
 
 Exit codes: 0 ok, 1 failed, 2 bad input. A traceback only with APRON_DEBUG=1.
 """
+
 from __future__ import annotations
 
 import json
@@ -38,8 +39,9 @@ def settings_options(command):
     """The engine settings a plan is made for (apron plan, apron boot SOURCE)."""
     options = [
         click.option("--tp", "tp", type=int, default=1, show_default=True, help="Tensor-parallel size (GPUs)."),
-        click.option("--engine", "engine", help="vLLM release, e.g. vllm==0.33.0 (default: newest that supports "
-                     "the model)."),
+        click.option(
+            "--engine", "engine", help="vLLM release, e.g. vllm==0.33.0 (default: newest that supports the model)."
+        ),
         click.option("--revision", help="Hub revision (branch, tag or commit)."),
         click.option("--max-model-len", type=int),
         click.option("--gpu-memory-utilization", type=float),
@@ -59,35 +61,55 @@ def plan_request(source: str, gpu, settings: dict, use_catalog: bool = True):
     from apron.plan.planner import PlanRequest
     from apron.plan.settings import UserSettings
 
-    user = UserSettings(tensor_parallel_size=settings["tp"], max_model_len=settings["max_model_len"],
-                        gpu_memory_utilization=settings["gpu_memory_utilization"],
-                        max_num_seqs=settings["max_num_seqs"], max_num_batched_tokens=settings["max_num_batched_tokens"],
-                        kv_cache_dtype=settings["kv_cache_dtype"], dtype=settings["dtype"],
-                        enforce_eager=settings["enforce_eager"], language_model_only=settings["language_model_only"])
-    return PlanRequest(source=source, gpu=gpu, user=user, engine_version=_engine_option(settings["engine"]),
-                       revision=settings["revision"], use_catalog=use_catalog)
+    user = UserSettings(
+        tensor_parallel_size=settings["tp"],
+        max_model_len=settings["max_model_len"],
+        gpu_memory_utilization=settings["gpu_memory_utilization"],
+        max_num_seqs=settings["max_num_seqs"],
+        max_num_batched_tokens=settings["max_num_batched_tokens"],
+        kv_cache_dtype=settings["kv_cache_dtype"],
+        dtype=settings["dtype"],
+        enforce_eager=settings["enforce_eager"],
+        language_model_only=settings["language_model_only"],
+    )
+    return PlanRequest(
+        source=source,
+        gpu=gpu,
+        user=user,
+        engine_version=_engine_option(settings["engine"]),
+        revision=settings["revision"],
+        use_catalog=use_catalog,
+    )
 
 
 @cli.command("plan")
 @click.argument("source")
 @click.option("--gpu", required=True, help='PyTorch device name ("NVIDIA H100 80GB HBM3") or alias (H100, 4090).')
-@click.option("--gpu-memory-bytes", type=int, help="Total bytes per GPU as PyTorch reports them (overrides the catalog).")
+@click.option(
+    "--gpu-memory-bytes", type=int, help="Total bytes per GPU as PyTorch reports them (overrides the catalog)."
+)
 @click.option("--gpu-capability", help="Compute capability (e.g. 8.9) for a GPU not in the catalog.")
 @settings_options
 @click.option("--no-catalog", is_flag=True, help="Fetch from the Hub even for models in the bundled catalog.")
 @click.option("--explain", is_flag=True, help="Show the memory breakdown and the tensors behind the peak.")
 @click.option("--engine-diff", "engine_diff", help="Also plan on this vLLM release and show how the numbers move.")
 @click.option("--json", "as_json", is_flag=True, help="Print the apron.plan/1 JSON document.")
-def plan_command(source, gpu, gpu_memory_bytes, gpu_capability, no_catalog, explain, engine_diff, as_json,
-                 **settings) -> None:
+def plan_command(
+    source, gpu, gpu_memory_bytes, gpu_capability, no_catalog, explain, engine_diff, as_json, **settings
+) -> None:
     """Will SOURCE fit, boot and answer on this GPU? SOURCE: a Hub repo id, a folder or a snapshot file."""
     from apron.hardware import resolve_gpu
 
-    request = plan_request(source, resolve_gpu(gpu, memory_bytes=gpu_memory_bytes, capability=gpu_capability),
-                           settings, use_catalog=not no_catalog)
+    request = plan_request(
+        source,
+        resolve_gpu(gpu, memory_bytes=gpu_memory_bytes, capability=gpu_capability),
+        settings,
+        use_catalog=not no_catalog,
+    )
 
     from apron.checkpoint import load_checkpoint
-    from apron.plan.planner import engine_diff as diff_plans, plan_checkpoint
+    from apron.plan.planner import engine_diff as diff_plans
+    from apron.plan.planner import plan_checkpoint
 
     checkpoint = load_checkpoint(request.source, request.revision, use_catalog=request.use_catalog)
     plan = plan_checkpoint(checkpoint, request.gpu, request.user, request.engine_version)
@@ -120,16 +142,26 @@ def gpus_command(as_json: bool) -> None:
     """List the GPU catalog: PyTorch's total bytes, compute capability and aliases."""
     from apron.hardware import all_gpus
 
-    rows = [{"name": g.name, "total_bytes": g.total_bytes, "is_total_exact": g.is_total_exact,
-             "compute_capability": "%d.%d" % g.compute_capability, "aliases": list(g.aliases),
-             "total_bytes_basis": g.total_bytes_basis} for g in all_gpus()]
+    rows = [
+        {
+            "name": g.name,
+            "total_bytes": g.total_bytes,
+            "is_total_exact": g.is_total_exact,
+            "compute_capability": "%d.%d" % g.compute_capability,
+            "aliases": list(g.aliases),
+            "total_bytes_basis": g.total_bytes_basis,
+        }
+        for g in all_gpus()
+    ]
     if as_json:
         emit_json(rows)
         return
     for r in rows:
         mark = "" if r["is_total_exact"] else " (approx.)"
-        click.echo(f"{r['name']:<34} {r['total_bytes'] / 2**30:8.2f} GiB{mark:<10} cc {r['compute_capability']:<5} "
-                   f"{', '.join(r['aliases'])}")
+        click.echo(
+            f"{r['name']:<34} {r['total_bytes'] / 2**30:8.2f} GiB{mark:<10} cc {r['compute_capability']:<5} "
+            f"{', '.join(r['aliases'])}"
+        )
 
 
 def _store(records: str | None):
@@ -140,47 +172,107 @@ def _store(records: str | None):
 
 @cli.command("boot")
 @click.argument("source_or_plan")
-@click.option("--on", "targets", multiple=True, required=True,
-              help="local | ssh://user@host[:port] | sky[:cloud]. Repeat to name machines to retry a host fault on.")
+@click.option(
+    "--on",
+    "targets",
+    multiple=True,
+    required=True,
+    help="local | ssh://user@host[:port] | sky[:cloud]. Repeat to name machines to retry a host fault on.",
+)
 @click.option("--gpu", help="When SOURCE is a model: the GPU to plan for (as in `apron plan`).")
 @settings_options
 @click.option("--vllm", "vllm_path", help="The vllm executable on the target (default: vllm on PATH).")
 @click.option("--venv", help="A venv on the target that holds vllm (DIR/bin/vllm).")
-@click.option("--profile", type=click.Choice(["gpu", "cpu"]), default="gpu", show_default=True,
-              help="cpu adds the vLLM CPU build's flags: a 64 MiB KV cache, one process.")
-@click.option("--extra-args", help="More vllm serve arguments, appended last (e.g. \"--kv-cache-memory-bytes 1e8\").")
+@click.option(
+    "--profile",
+    type=click.Choice(["gpu", "cpu"]),
+    default="gpu",
+    show_default=True,
+    help="cpu adds the vLLM CPU build's flags: a 64 MiB KV cache, one process.",
+)
+@click.option("--extra-args", help='More vllm serve arguments, appended last (e.g. "--kv-cache-memory-bytes 1e8").')
 @click.option("--env", "env_pairs", multiple=True, help="KEY=VALUE for the engine's environment (repeatable).")
-@click.option("--log-level", type=click.Choice(["INFO", "DEBUG"], case_sensitive=False), default="INFO",
-              show_default=True, help="The engine's VLLM_LOGGING_LEVEL.")
+@click.option(
+    "--log-level",
+    type=click.Choice(["INFO", "DEBUG"], case_sensitive=False),
+    default="INFO",
+    show_default=True,
+    help="The engine's VLLM_LOGGING_LEVEL.",
+)
 @click.option("--health-timeout", type=float, default=1800, show_default=True, help="Seconds to wait for /health.")
 @click.option("--weights", help="A local checkpoint folder to boot instead of the plan's source.")
 @click.option("--served-model-name", help="Default: the repo id or the folder name.")
 @click.option("--workdir", help="Folder on the target for runs and downloads (default ~/.cache/apron).")
 @click.option("--keep-run-dir", is_flag=True, help="Leave the run folder on the target (debugging).")
-@click.option("--retries", type=click.IntRange(0, 10), default=2, show_default=True,
-              help="Further attempts after a host fault, on the next --on target.")
+@click.option(
+    "--retries",
+    type=click.IntRange(0, 10),
+    default=2,
+    show_default=True,
+    help="Further attempts after a host fault, on the next --on target.",
+)
 @click.option("--identity", "identity_file", type=click.Path(exists=True, dir_okay=False), help="ssh: private key.")
-@click.option("--known-hosts", "known_hosts_file", type=click.Path(exists=True, dir_okay=False),
-              help="ssh: known_hosts file to check the host key against.")
+@click.option(
+    "--known-hosts",
+    "known_hosts_file",
+    type=click.Path(exists=True, dir_okay=False),
+    help="ssh: known_hosts file to check the host key against.",
+)
 @click.option("--ssh-option", "ssh_options", multiple=True, help="ssh: an extra -o Key=Value (repeatable).")
-@click.option("--suite", type=click.Choice(["short", "deploy", "none"]),
-              help="Checks after /health (default: short on one GPU, deploy on several).")
-@click.option("--serve-test/--no-serve-test", default=True, show_default=True,
-              help="Run vllm bench serve next to the engine after the checks.")
+@click.option(
+    "--suite",
+    type=click.Choice(["short", "deploy", "none"]),
+    help="Checks after /health (default: short on one GPU, deploy on several).",
+)
+@click.option(
+    "--serve-test/--no-serve-test",
+    default=True,
+    show_default=True,
+    help="Run vllm bench serve next to the engine after the checks.",
+)
 @click.option("--serve-prompts", type=int, default=50, show_default=True)
 @click.option("--serve-input-len", type=int, default=512, show_default=True)
 @click.option("--serve-output-len", type=int, default=128, show_default=True)
 @click.option("--serve-concurrency", type=int, default=4, show_default=True)
 @click.option("--reasoning-effort", help="Sent with the checks where the chat template reads it (e.g. low).")
 @click.option("--fix", is_flag=True, help="On a model failure, apply the matching correction rule and boot again.")
-@click.option("--fix-attempts", type=click.IntRange(1, 5), default=2, show_default=True,
-              help="Corrected boots at most.")
+@click.option(
+    "--fix-attempts", type=click.IntRange(1, 5), default=2, show_default=True, help="Corrected boots at most."
+)
 @click.option("--records", type=click.Path(file_okay=False), help="Record store folder (default: Apron's data dir).")
 @click.option("--json", "as_json", is_flag=True, help="Print the boot record as JSON.")
-def boot_command(source_or_plan, targets, gpu, vllm_path, venv, profile, extra_args, env_pairs, log_level,
-                 health_timeout, weights, served_model_name, workdir, keep_run_dir, retries, identity_file,
-                 known_hosts_file, ssh_options, suite, serve_test, serve_prompts, serve_input_len, serve_output_len,
-                 serve_concurrency, reasoning_effort, fix, fix_attempts, records, as_json, **settings) -> None:
+def boot_command(
+    source_or_plan,
+    targets,
+    gpu,
+    vllm_path,
+    venv,
+    profile,
+    extra_args,
+    env_pairs,
+    log_level,
+    health_timeout,
+    weights,
+    served_model_name,
+    workdir,
+    keep_run_dir,
+    retries,
+    identity_file,
+    known_hosts_file,
+    ssh_options,
+    suite,
+    serve_test,
+    serve_prompts,
+    serve_input_len,
+    serve_output_len,
+    serve_concurrency,
+    reasoning_effort,
+    fix,
+    fix_attempts,
+    records,
+    as_json,
+    **settings,
+) -> None:
     """Boot a plan on a real engine, measure it, and record prediction beside measurement.
 
     SOURCE_OR_PLAN: a saved plan (apron.plan/1 JSON, a plan record file or id) or a model SOURCE,
@@ -207,21 +299,43 @@ def boot_command(source_or_plan, targets, gpu, vllm_path, venv, profile, extra_a
         if not sep or not key:
             raise BadInput(f"--env '{pair}' must be KEY=VALUE")
         env[key] = value
-    options = BootOptions(vllm=vllm_path, venv=venv, profile=profile, extra_args=parse_extra_args(extra_args),
-                          extra_env=env, log_level=log_level.upper(), health_timeout_seconds=health_timeout,
-                          workdir=workdir, weights=weights, served_model_name=served_model_name,
-                          keep_run_dir=keep_run_dir, retries=retries, hf_token=os.environ.get("HF_TOKEN"))
+    options = BootOptions(
+        vllm=vllm_path,
+        venv=venv,
+        profile=profile,
+        extra_args=parse_extra_args(extra_args),
+        extra_env=env,
+        log_level=log_level.upper(),
+        health_timeout_seconds=health_timeout,
+        workdir=workdir,
+        weights=weights,
+        served_model_name=served_model_name,
+        keep_run_dir=keep_run_dir,
+        retries=retries,
+        hf_token=os.environ.get("HF_TOKEN"),
+    )
     from apron.boot.answers import AnswerSettings
     from apron.boot.fix import boot_with_fix, replan_from_plan
 
-    answers = AnswerSettings(suite, serve_test, serve_prompts, serve_input_len, serve_output_len,
-                             serve_concurrency, reasoning_effort)
-    outcome = boot_with_fix(plan, specs, options, store, answers, replan_from_plan,
-                            ssh=SshSettings(identity_file, known_hosts_file, tuple(ssh_options)),
-                            max_attempts=fix_attempts if fix else 0, progress=lambda m: say(f"apron: {m}"))
+    answers = AnswerSettings(
+        suite, serve_test, serve_prompts, serve_input_len, serve_output_len, serve_concurrency, reasoning_effort
+    )
+    outcome = boot_with_fix(
+        plan,
+        specs,
+        options,
+        store,
+        answers,
+        replan_from_plan,
+        ssh=SshSettings(identity_file, known_hosts_file, tuple(ssh_options)),
+        max_attempts=fix_attempts if fix else 0,
+        progress=lambda m: say(f"apron: {m}"),
+    )
     if fix:
-        say(f"apron: --fix: {len(outcome.boots)} boot(s); {outcome.stopped_because}"
-            + (f"; fix records {', '.join(f[:12] for f in outcome.fixes)}" if outcome.fixes else ""))
+        say(
+            f"apron: --fix: {len(outcome.boots)} boot(s); {outcome.stopped_because}"
+            + (f"; fix records {', '.join(f[:12] for f in outcome.fixes)}" if outcome.fixes else "")
+        )
     result = outcome.final
     if as_json:
         emit_json({"id": result.record_id, **result.record})
@@ -233,8 +347,9 @@ def boot_command(source_or_plan, targets, gpu, vllm_path, venv, profile, extra_a
     fault = result.record.get("fault")
     if result.record["outcome"] != "healthy" or fault:
         what = "healthy, but" if result.record["outcome"] == "healthy" else result.record["outcome"]
-        raise Failed(f"boot {what}: {fault.get('reason')}: {str(fault.get('evidence'))[:300]} "
-                     f"(record {result.record_id[:12]})")
+        raise Failed(
+            f"boot {what}: {fault.get('reason')}: {str(fault.get('evidence'))[:300]} (record {result.record_id[:12]})"
+        )
     verdicts = (result.record.get("after_healthy") or {}).get("verdicts") or {}
     missed = [name for name, value in verdicts.items() if value is False]
     if missed:
@@ -336,7 +451,11 @@ def records_compare_command(record_id, records, as_json) -> None:
 @cli.command("diagnose")
 @click.argument("logfile", type=click.Path(dir_okay=False))
 @click.option("--plan", "plan_ref", help="The plan the boot ran: a plan JSON file (apron plan --json) or a record id.")
-@click.option("--engine", "engine", help="vLLM release of the boot, e.g. vllm==0.32.0 (default: the plan's, else the log's banner).")
+@click.option(
+    "--engine",
+    "engine",
+    help="vLLM release of the boot, e.g. vllm==0.32.0 (default: the plan's, else the log's banner).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the apron.diagnosis/1 JSON document.")
 def diagnose_command(logfile, plan_ref, engine, as_json) -> None:
     """Find the decisive error in a failed boot's LOGFILE, the rule that corrects it, and whether the plan knew."""
@@ -409,8 +528,12 @@ def engine_group() -> None:
 
 @engine_group.command("sync")
 @click.argument("spec", metavar="vllm==X|WHEEL|TREE")
-@click.option("--out-dir", type=click.Path(file_okay=False), default=None,
-              help="Write the facts file here instead of Apron's cache.")
+@click.option(
+    "--out-dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Write the facts file here instead of Apron's cache.",
+)
 @click.option("--jobs", type=click.IntRange(min=1), default=None, help="Parser processes (default: CPUs).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def engine_sync_command(spec: str, out_dir: str | None, jobs: int | None, as_json: bool) -> None:
@@ -420,9 +543,14 @@ def engine_sync_command(spec: str, out_dir: str | None, jobs: int | None, as_jso
     from apron.engine.sync import sync
 
     result = sync(spec, Path(out_dir) if out_dir else None, say=say, jobs=jobs)
-    row = {"version": result.version, "path": str(result.path), "sha256": result.facts["source"]["sha256"],
-           "num_architectures": len(result.facts["registry"]["architectures"]),
-           "extract_seconds": round(result.extract_seconds, 2), "gaps": result.facts["gaps"]}
+    row = {
+        "version": result.version,
+        "path": str(result.path),
+        "sha256": result.facts["source"]["sha256"],
+        "num_architectures": len(result.facts["registry"]["architectures"]),
+        "extract_seconds": round(result.extract_seconds, 2),
+        "gaps": result.facts["gaps"],
+    }
     if as_json:
         emit_json(row)
     else:
@@ -440,8 +568,10 @@ def engine_list_command(as_json: bool) -> None:
         emit_json(rows)
         return
     for r in rows:
-        click.echo(f"{r['version']:<10} {r['origin']:<8} {r['num_architectures']:>4} architectures  "
-                   f"{r['torch'] or '':<14} {r['filename']}")
+        click.echo(
+            f"{r['version']:<10} {r['origin']:<8} {r['num_architectures']:>4} architectures  "
+            f"{r['torch'] or '':<14} {r['filename']}"
+        )
 
 
 @engine_group.command("show")
@@ -482,32 +612,74 @@ def engine_diff_command(old: str, new: str, as_json: bool) -> None:
 @cli.command("check")
 @click.argument("url")
 @click.option("--model", required=True, help="The served model name (as /v1/models lists it).")
-@click.option("--suite", type=click.Choice(["short", "deploy"]), default="short", show_default=True,
-              help="short: three exact questions; deploy: needle, tool call, JSON schema, image, reasoning.")
+@click.option(
+    "--suite",
+    type=click.Choice(["short", "deploy"]),
+    default="short",
+    show_default=True,
+    help="short: three exact questions; deploy: needle, tool call, JSON schema, image, reasoning.",
+)
 @click.option("--only", multiple=True, help="Run only this check (repeatable), e.g. --only tool_call.")
 @click.option("--multimodal", is_flag=True, help="The model takes images: run the image check.")
-@click.option("--reasoning-effort", type=click.Choice(["none", "minimal", "low", "medium", "high", "xhigh", "max"]),
-              help="Send reasoning_effort (for chat templates that read it; low keeps answers short).")
-@click.option("--reasoning/--no-reasoning", default=None,
-              help="The model thinks before answering (default: judge from its replies).")
+@click.option(
+    "--reasoning-effort",
+    type=click.Choice(["none", "minimal", "low", "medium", "high", "xhigh", "max"]),
+    help="Send reasoning_effort (for chat templates that read it; low keeps answers short).",
+)
+@click.option(
+    "--reasoning/--no-reasoning",
+    default=None,
+    help="The model thinks before answering (default: judge from its replies).",
+)
 @click.option("--reasoning-parser", help="The model's reasoning parser, named in fixes.")
 @click.option("--tool-parser", help="The model's tool-call parser, named in fixes.")
-@click.option("--tool-choice", type=click.Choice(["auto", "required", "named"]), default="auto", show_default=True,
-              help="auto goes through the server's tool parser; required/named are constrained by the server.")
+@click.option(
+    "--tool-choice",
+    type=click.Choice(["auto", "required", "named"]),
+    default="auto",
+    show_default=True,
+    help="auto goes through the server's tool parser; required/named are constrained by the server.",
+)
 @click.option("--answer-budget-tokens", type=int, default=64, show_default=True, help="max_tokens for a short answer.")
 @click.option("--seed", type=int, help="Seed for the needle, its depth and the image colour (default: random).")
 @click.option("--timeout", "timeout_seconds", type=float, default=600, show_default=True, help="Seconds per request.")
 @click.option("--json", "as_json", is_flag=True, help="Print the apron.check/1 JSON document.")
-def check_command(url, model, suite, only, multimodal, reasoning_effort, reasoning, reasoning_parser, tool_parser,
-                  tool_choice, answer_budget_tokens, seed, timeout_seconds, as_json) -> None:
+def check_command(
+    url,
+    model,
+    suite,
+    only,
+    multimodal,
+    reasoning_effort,
+    reasoning,
+    reasoning_parser,
+    tool_parser,
+    tool_choice,
+    answer_budget_tokens,
+    seed,
+    timeout_seconds,
+    as_json,
+) -> None:
     """Will the model at URL answer the way users ask? Exit 1 if a check fails."""
     from apron.errors import Failed
     from apron.measure.checks import run_checks
 
-    report = run_checks(url, model, suite, multimodal=multimodal, reasoning_effort=reasoning_effort,
-                        reasoning=reasoning, reasoning_parser=reasoning_parser, tool_parser=tool_parser,
-                        tool_choice=tool_choice, answer_budget_tokens=answer_budget_tokens, seed=seed,
-                        timeout_seconds=timeout_seconds, only=tuple(only) or None, progress=say)
+    report = run_checks(
+        url,
+        model,
+        suite,
+        multimodal=multimodal,
+        reasoning_effort=reasoning_effort,
+        reasoning=reasoning,
+        reasoning_parser=reasoning_parser,
+        tool_parser=tool_parser,
+        tool_choice=tool_choice,
+        answer_budget_tokens=answer_budget_tokens,
+        seed=seed,
+        timeout_seconds=timeout_seconds,
+        only=tuple(only) or None,
+        progress=say,
+    )
     if as_json:
         emit_json(report.to_json())
     else:
@@ -529,20 +701,43 @@ def check_command(url, model, suite, only, multimodal, reasoning_effort, reasoni
 @click.option("--concurrency", type=int, default=4, show_default=True, help="Requests in flight at once.")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--tokenizer", help="Tokenizer for the prompts (default: the served model's root from /v1/models).")
-@click.option("--result-dir", type=click.Path(file_okay=False),
-              help="Where the result JSON goes (default: Apron's data dir).")
+@click.option(
+    "--result-dir", type=click.Path(file_okay=False), help="Where the result JSON goes (default: Apron's data dir)."
+)
 @click.option("--timeout", "timeout_seconds", type=float, default=1800, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the apron.serve_test/1 JSON document.")
-def serve_test_command(url, model, vllm_executable, num_prompts, input_len, output_len, concurrency, seed, tokenizer,
-                       result_dir, timeout_seconds, as_json) -> None:
+def serve_test_command(
+    url,
+    model,
+    vllm_executable,
+    num_prompts,
+    input_len,
+    output_len,
+    concurrency,
+    seed,
+    tokenizer,
+    result_dir,
+    timeout_seconds,
+    as_json,
+) -> None:
     """How fast does the model at URL serve? vLLM's own `vllm bench serve`; exit 1 if requests fail."""
     from apron.errors import Failed
     from apron.measure.servetest import run_serve_test
 
-    report = run_serve_test(url, model, vllm_executable=vllm_executable, num_prompts=num_prompts,
-                            input_len=input_len, output_len=output_len, concurrency=concurrency, seed=seed,
-                            tokenizer=tokenizer, result_dir=result_dir, timeout_seconds=timeout_seconds,
-                            progress=say)
+    report = run_serve_test(
+        url,
+        model,
+        vllm_executable=vllm_executable,
+        num_prompts=num_prompts,
+        input_len=input_len,
+        output_len=output_len,
+        concurrency=concurrency,
+        seed=seed,
+        tokenizer=tokenizer,
+        result_dir=result_dir,
+        timeout_seconds=timeout_seconds,
+        progress=say,
+    )
     if as_json:
         emit_json(report.to_json())
     else:

@@ -4,6 +4,7 @@ Every error a user can cause or meet carries a one-line message that names the f
 repo at fault and what to do. The CLI prints the message and exits with the error's code; it shows a
 traceback only with APRON_DEBUG=1.
 """
+
 from __future__ import annotations
 
 

@@ -1,4 +1,5 @@
 """Where Apron keeps its cache and data on this machine (APRON_HOME overrides both)."""
+
 from __future__ import annotations
 
 import os

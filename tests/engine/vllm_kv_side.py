@@ -11,6 +11,7 @@ config with the attributes these functions read, an attention backend class that
 kernel block sizes, and CUDA values for the settings the CPU platform changes (block size 16,
 layer-outer KV layout, async scheduling, hybrid KV manager on).
 """
+
 from __future__ import annotations
 
 import json
@@ -23,11 +24,16 @@ os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
 import torch  # noqa: E402
 from vllm.config import VllmConfig  # noqa: E402
 from vllm.model_executor.layers.mamba.mamba_utils import (  # noqa: E402
-    MambaStateShapeCalculator)
+    MambaStateShapeCalculator,
+)
 from vllm.v1.attention.backend import MultipleOf  # noqa: E402
 from vllm.v1.core import kv_cache_utils as ku  # noqa: E402
-from vllm.v1.kv_cache_interface import (FullAttentionSpec, MambaSpec, MLAAttentionSpec,  # noqa: E402
-                                        SlidingWindowSpec)
+from vllm.v1.kv_cache_interface import (
+    FullAttentionSpec,
+    MambaSpec,
+    MLAAttentionSpec,  # noqa: E402
+    SlidingWindowSpec,
+)
 
 TORCH_DTYPES = {1: torch.uint8, 2: torch.bfloat16, 4: torch.float32}
 
@@ -52,13 +58,16 @@ def vllm_config(case: dict, model_config=None) -> VllmConfig:
 
 def spec_object(s: dict, mamba_cache_mode: str):
     if s["kind"] == "mamba":
-        return MambaSpec(shapes=tuple(tuple(x) for x in s["shapes"]),
-                         dtypes=tuple(TORCH_DTYPES[d] for d in s["dtype_bytes"]), block_size=s["block_size"],
-                         page_size_padded=s.get("page_size_padded"), mamba_cache_mode=mamba_cache_mode,
-                         num_prefill_checkpoint_blocks=s.get("num_prefill_checkpoint_blocks", 0))
+        return MambaSpec(
+            shapes=tuple(tuple(x) for x in s["shapes"]),
+            dtypes=tuple(TORCH_DTYPES[d] for d in s["dtype_bytes"]),
+            block_size=s["block_size"],
+            page_size_padded=s.get("page_size_padded"),
+            mamba_cache_mode=mamba_cache_mode,
+            num_prefill_checkpoint_blocks=s.get("num_prefill_checkpoint_blocks", 0),
+        )
     dtype = TORCH_DTYPES[s["dtype_bytes"]]
-    common = dict(block_size=s["block_size"], num_kv_heads=s["num_kv_heads"], head_size=s["head_size"],
-                  dtype=dtype)
+    common = dict(block_size=s["block_size"], num_kv_heads=s["num_kv_heads"], head_size=s["head_size"], dtype=dtype)
     if s["kind"] == "sliding":
         return SlidingWindowSpec(**common, sliding_window=s["sliding_window"])
     if s["kind"] == "mla":
@@ -75,10 +84,13 @@ def plan(case: dict) -> dict:
         return {"refusal": str(exc)}
     tokens, concurrency = ku.get_kv_cache_capacity(vc, config)
     layout = vc.cache_config.get_resolved_kv_cache_layout()
-    return {"num_blocks": config.num_blocks,
-            "bytes_per_block": ku._get_kv_cache_bytes_per_block(config.kv_cache_groups, layout),
-            "kv_tokens": tokens, "max_concurrency": round(concurrency, 6),
-            "groups": [len(g.layer_names) for g in config.kv_cache_groups]}
+    return {
+        "num_blocks": config.num_blocks,
+        "bytes_per_block": ku._get_kv_cache_bytes_per_block(config.kv_cache_groups, layout),
+        "kv_tokens": tokens,
+        "max_concurrency": round(concurrency, 6),
+        "groups": [len(g.layer_names) for g in config.kv_cache_groups],
+    }
 
 
 class _Backend:
@@ -110,11 +122,20 @@ def state_shapes(case: dict) -> dict:
     if s["kind"] == "mamba1":
         shapes = calc.mamba1_state_shape(s["tp"], s["intermediate_size"], s["state_size"], s["conv_kernel"])
     elif s["kind"] == "mamba2":
-        shapes = calc.mamba2_state_shape(s["tp"], s["intermediate_size"], s["n_groups"], s["num_heads"],
-                                         s["head_dim"], s["state_size"], s["conv_kernel"], 0)
+        shapes = calc.mamba2_state_shape(
+            s["tp"],
+            s["intermediate_size"],
+            s["n_groups"],
+            s["num_heads"],
+            s["head_dim"],
+            s["state_size"],
+            s["conv_kernel"],
+            0,
+        )
     else:
-        shapes = calc.gated_delta_net_state_shape(s["tp"], s["num_k_heads"], s["num_v_heads"], s["head_k_dim"],
-                                                  s["head_v_dim"], s["conv_kernel"], 0)
+        shapes = calc.gated_delta_net_state_shape(
+            s["tp"], s["num_k_heads"], s["num_v_heads"], s["head_k_dim"], s["head_v_dim"], s["conv_kernel"], 0
+        )
     return {"shapes": [list(x) for x in shapes]}
 
 
@@ -135,10 +156,18 @@ def align(case: dict) -> dict:
         def get_mamba_state_dtype_from_config(vc):
             return dtypes
 
-    mc = types.SimpleNamespace(architecture="StandIn", architectures=["StandIn"], dtype=TORCH_DTYPES[a["kv_dtype_bytes"]],
-                               use_mla=False, model_impl="auto", convert_type="none", runner_type="generate",
-                               is_hybrid=True, get_num_kv_heads=lambda pc: a["num_kv_heads"],
-                               get_head_size=lambda: a["head_size"])
+    mc = types.SimpleNamespace(
+        architecture="StandIn",
+        architectures=["StandIn"],
+        dtype=TORCH_DTYPES[a["kv_dtype_bytes"]],
+        use_mla=False,
+        model_impl="auto",
+        convert_type="none",
+        runner_type="generate",
+        is_hybrid=True,
+        get_num_kv_heads=lambda pc: a["num_kv_heads"],
+        get_head_size=lambda: a["head_size"],
+    )
     vc = vllm_config(case, model_config=mc)
     vc.cache_config.cache_dtype = "auto"
     from vllm.model_executor.models import ModelRegistry

@@ -1,6 +1,7 @@
 """The exact `vllm serve` command a boot runs: the plan's command, pointed at the weights on the target,
 plus host/port/served-model-name, the engine profile and the user's extra arguments - in that
 order, so a later flag wins where vLLM takes the last occurrence. The record keeps argv and env."""
+
 from __future__ import annotations
 
 import shlex
@@ -14,8 +15,10 @@ LOG_LEVELS = ("INFO", "DEBUG")
 # 0.92 x RAM, one process (no executor or engine-core subprocesses), as in tests/engine_env.py.
 PROFILES: dict[str, tuple[tuple[str, ...], dict[str, str]]] = {
     "gpu": ((), {}),
-    "cpu": (("--kv-cache-memory-bytes", str(64 * 2**20), "--distributed-executor-backend", "uni"),
-            {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}),
+    "cpu": (
+        ("--kv-cache-memory-bytes", str(64 * 2**20), "--distributed-executor-backend", "uni"),
+        {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"},
+    ),
 }
 # Always set: no telemetry, weights are already on disk (downloaded by Apron, timed separately).
 BASE_ENV = {"VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
@@ -34,8 +37,13 @@ class ServeCommand:
         return " ".join(assignments + [shlex.quote(a) for a in self.argv])
 
     def to_json(self) -> dict:
-        return {"argv": list(self.argv), "env": dict(sorted(self.env.items())), "shell": self.shell(),
-                "profile": self.profile, "extra_args": list(self.extra_args)}
+        return {
+            "argv": list(self.argv),
+            "env": dict(sorted(self.env.items())),
+            "shell": self.shell(),
+            "profile": self.profile,
+            "extra_args": list(self.extra_args),
+        }
 
 
 def parse_extra_args(text: str | None) -> tuple[str, ...]:
@@ -47,10 +55,20 @@ def parse_extra_args(text: str | None) -> tuple[str, ...]:
         raise BadInput(f"--extra-args: {exc}") from None
 
 
-def build_command(plan_command: str, *, vllm: str, model_path: str, port: int, served_model_name: str,
-                  profile: str = "gpu", extra_args: tuple[str, ...] = (), log_level: str = "INFO",
-                  run_dir: str = ".", tmp_dir: str | None = None,
-                  extra_env: dict[str, str] | None = None) -> ServeCommand:
+def build_command(
+    plan_command: str,
+    *,
+    vllm: str,
+    model_path: str,
+    port: int,
+    served_model_name: str,
+    profile: str = "gpu",
+    extra_args: tuple[str, ...] = (),
+    log_level: str = "INFO",
+    run_dir: str = ".",
+    tmp_dir: str | None = None,
+    extra_env: dict[str, str] | None = None,
+) -> ServeCommand:
     if profile not in PROFILES:
         raise BadInput(f"--profile '{profile}' is not one of {', '.join(PROFILES)}")
     if log_level.upper() not in LOG_LEVELS:
@@ -60,10 +78,28 @@ def build_command(plan_command: str, *, vllm: str, model_path: str, port: int, s
         raise BadInput(f"the plan's command does not start with 'vllm serve MODEL': {plan_command[:80]}")
     flags = _drop_revision(words[3:])  # the weights are a local folder now; the revision was fetched
     profile_flags, profile_env = PROFILES[profile]
-    argv = (vllm, "serve", model_path, *flags, "--host", "127.0.0.1", "--port", str(port),
-            "--served-model-name", served_model_name, *profile_flags, *extra_args)
-    env = {**BASE_ENV, "VLLM_LOGGING_LEVEL": log_level.upper(), "TMPDIR": tmp_dir or f"{run_dir}/tmp",
-           "VLLM_CACHE_ROOT": f"{run_dir}/cache", **profile_env, **(extra_env or {})}
+    argv = (
+        vllm,
+        "serve",
+        model_path,
+        *flags,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--served-model-name",
+        served_model_name,
+        *profile_flags,
+        *extra_args,
+    )
+    env = {
+        **BASE_ENV,
+        "VLLM_LOGGING_LEVEL": log_level.upper(),
+        "TMPDIR": tmp_dir or f"{run_dir}/tmp",
+        "VLLM_CACHE_ROOT": f"{run_dir}/cache",
+        **profile_env,
+        **(extra_env or {}),
+    }
     return ServeCommand(tuple(argv), env, profile, tuple(extra_args))
 
 

@@ -9,6 +9,7 @@ help. Everything else the engine said before it exited is the model's failure on
 The patterns are matched against real error text (tests/test_faults.py): the engine's error lines,
 the last lines of its log, and the harness's own message for the stage that failed.
 """
+
 from __future__ import annotations
 
 import re
@@ -18,40 +19,67 @@ HOST, HARNESS, MODEL = "host", "harness", "model"
 
 # (reason, pattern). Order matters only between kinds: host patterns are tried first because an
 # NCCL or ECC failure surfaces as an engine exception too.
-HOST_PATTERNS: tuple[tuple[str, re.Pattern], ...] = tuple((reason, re.compile(rx, re.I)) for reason, rx in (
-    ("machine never started", r"no longer any instances available|ResourcesUnavailableError|"
-                              r"InsufficientInstanceCapacity|Failed to provision|no (?:GPU )?capacity|"
-                              r"instance (?:failed to start|was preempted|terminated)"),
-    ("NCCL/NVSwitch failure at first collective", r"NCCL error|nccl(?:System|Internal|UnhandledCuda|Remote)Error|"
-                                                  r"NCCL WARN|NVSwitch|fabric ?manager|"
-                                                  r"CUDA error: system not yet initialized|"
-                                                  r"unhandled system error.*nccl|ProcessGroupNCCL.*(?:timeout|Timeout|abort)"),
-    ("ECC/Xid GPU error", r"uncorrectable ECC|ECC error|\bXid\b|fallen off the bus|GPU is lost|"
-                          r"CUDA error: unspecified launch failure|row remapp"),
-    ("no CUDA device", r"No CUDA GPUs are available|CUDA driver initialization failed|no NVIDIA driver|"
-                       r"NVIDIA-SMI has failed|cudaErrorNoDevice|CUDA error: no CUDA-capable device|"
-                       r"Failed to infer device type"),
-    ("disk full", r"No space left on device|ENOSPC|\[Errno 28\]|Disk quota exceeded"),
-))
+HOST_PATTERNS: tuple[tuple[str, re.Pattern], ...] = tuple(
+    (reason, re.compile(rx, re.I))
+    for reason, rx in (
+        (
+            "machine never started",
+            r"no longer any instances available|ResourcesUnavailableError|"
+            r"InsufficientInstanceCapacity|Failed to provision|no (?:GPU )?capacity|"
+            r"instance (?:failed to start|was preempted|terminated)",
+        ),
+        (
+            "NCCL/NVSwitch failure at first collective",
+            r"NCCL error|nccl(?:System|Internal|UnhandledCuda|Remote)Error|"
+            r"NCCL WARN|NVSwitch|fabric ?manager|"
+            r"CUDA error: system not yet initialized|"
+            r"unhandled system error.*nccl|ProcessGroupNCCL.*(?:timeout|Timeout|abort)",
+        ),
+        (
+            "ECC/Xid GPU error",
+            r"uncorrectable ECC|ECC error|\bXid\b|fallen off the bus|GPU is lost|"
+            r"CUDA error: unspecified launch failure|row remapp",
+        ),
+        (
+            "no CUDA device",
+            r"No CUDA GPUs are available|CUDA driver initialization failed|no NVIDIA driver|"
+            r"NVIDIA-SMI has failed|cudaErrorNoDevice|CUDA error: no CUDA-capable device|"
+            r"Failed to infer device type",
+        ),
+        ("disk full", r"No space left on device|ENOSPC|\[Errno 28\]|Disk quota exceeded"),
+    )
+)
 # Matched in the harness's own message only: an engine log mentions "Connection reset" in passing.
-CONNECTION_LOST = re.compile(r"Connection (?:reset|closed|timed out|refused)|Broken pipe|No route to host|"
-                             r"kex_exchange_identification|client_loop: send disconnect|ssh: connect to host|"
-                             r"Could not resolve hostname|lost connection", re.I)
-HARNESS_PATTERNS: tuple[tuple[str, re.Pattern], ...] = tuple((reason, re.compile(rx, re.I)) for reason, rx in (
-    ("download incomplete", r"DOWNLOAD_INCOMPLETE|IncompleteRead|Consistency check failed|"
-                            r"file should be of size|ChunkedEncodingError|download (?:failed|incomplete)"),
-    ("engine not installed on the target", r"vllm: (?:command )?not found|no vllm executable|"
-                                           r"No module named 'vllm'"),
-    ("port already in use", r"Address already in use|\[Errno 98\]"),
-))
+CONNECTION_LOST = re.compile(
+    r"Connection (?:reset|closed|timed out|refused)|Broken pipe|No route to host|"
+    r"kex_exchange_identification|client_loop: send disconnect|ssh: connect to host|"
+    r"Could not resolve hostname|lost connection",
+    re.I,
+)
+HARNESS_PATTERNS: tuple[tuple[str, re.Pattern], ...] = tuple(
+    (reason, re.compile(rx, re.I))
+    for reason, rx in (
+        (
+            "download incomplete",
+            r"DOWNLOAD_INCOMPLETE|IncompleteRead|Consistency check failed|"
+            r"file should be of size|ChunkedEncodingError|download (?:failed|incomplete)",
+        ),
+        (
+            "engine not installed on the target",
+            r"vllm: (?:command )?not found|no vllm executable|"
+            r"No module named 'vllm'",
+        ),
+        ("port already in use", r"Address already in use|\[Errno 98\]"),
+    )
+)
 # Stages run by Apron itself: a failure there with no host evidence is the harness's.
 HARNESS_STAGES = ("connect", "prepare", "identity", "copy", "download", "launch", "after_healthy", "teardown")
 
 
 @dataclass(frozen=True)
 class Fault:
-    kind: str      # "host" | "harness" | "model"
-    reason: str    # short and stable: what kind of failure, for people and for grouping
+    kind: str  # "host" | "harness" | "model"
+    reason: str  # short and stable: what kind of failure, for people and for grouping
     evidence: str  # the line that decided it
     stage: str = ""
 
@@ -63,8 +91,13 @@ class Fault:
         return {"kind": self.kind, "reason": self.reason, "evidence": self.evidence[:1000], "stage": self.stage}
 
 
-def classify(stage: str, message: str = "", errors: tuple[str, ...] | list[str] = (), log_tail: str = "",
-             ssh_exit_code: int | None = None) -> Fault:
+def classify(
+    stage: str,
+    message: str = "",
+    errors: tuple[str, ...] | list[str] = (),
+    log_tail: str = "",
+    ssh_exit_code: int | None = None,
+) -> Fault:
     """Classify one failure from everything known about it.
 
     stage: where it failed ("connect", "download", "launch", "start" = engine start-up, "health" =
@@ -88,14 +121,17 @@ def classify(stage: str, message: str = "", errors: tuple[str, ...] | list[str] 
     if stage in HARNESS_STAGES:
         return Fault(HARNESS, f"{stage} failed", message or "(no message)", stage)
     root = root_error(errors) or message or "engine exited without an error line"
-    return Fault(MODEL, "engine refused or failed" if stage != "health" else "engine did not become healthy",
-                 root, stage)
+    return Fault(
+        MODEL, "engine refused or failed" if stage != "health" else "engine did not become healthy", root, stage
+    )
 
 
 def root_error(errors) -> str | None:
     """The engine's root cause: the first exception line, not the 'initialization failed' wrapper."""
-    wrappers = re.compile(r"Engine core initialization failed|WorkerProc initialization failed|"
-                          r"EngineCore failed to start|WorkerProc failed to start|EngineDeadError")
+    wrappers = re.compile(
+        r"Engine core initialization failed|WorkerProc initialization failed|"
+        r"EngineCore failed to start|WorkerProc failed to start|EngineDeadError"
+    )
     for line in errors:
         if not wrappers.search(line):
             return line

@@ -8,10 +8,11 @@ The loop (bounded by max_attempts corrected boots, every boot recorded):
 A fix record links the two boots, the rule, the corrected flags and whether the plan had known.
 Host and harness faults are not the model's: the boot itself retries those elsewhere; --fix stops.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from apron.boot.answers import AnswerSettings, after_healthy_hook
 from apron.boot.runner import BootResult, SshSettings, boot
@@ -19,13 +20,13 @@ from apron.boot.session import BootOptions, Progress
 from apron.boot.targets import TargetSpec
 from apron.records.store import RecordStore
 
-Replan = Callable[[dict, object], dict]   # (plan json, corrected UserSettings) -> plan json
+Replan = Callable[[dict, object], dict]  # (plan json, corrected UserSettings) -> plan json
 
 
 @dataclass
 class FixOutcome:
     boots: list[BootResult] = field(default_factory=list)
-    fixes: list[str] = field(default_factory=list)   # fix record ids
+    fixes: list[str] = field(default_factory=list)  # fix record ids
     stopped_because: str = ""
 
     @property
@@ -40,9 +41,18 @@ def is_good(result: BootResult) -> bool:
     return record["outcome"] == "healthy" and bool(responded)
 
 
-def boot_with_fix(plan: dict, targets: list[TargetSpec], options: BootOptions, store: RecordStore,
-                  answers: AnswerSettings, replan: Replan, *, ssh: SshSettings = SshSettings(),
-                  max_attempts: int = 2, progress: Progress = lambda m: None) -> FixOutcome:
+def boot_with_fix(
+    plan: dict,
+    targets: list[TargetSpec],
+    options: BootOptions,
+    store: RecordStore,
+    answers: AnswerSettings,
+    replan: Replan,
+    *,
+    ssh: SshSettings = SshSettings(),
+    max_attempts: int = 2,
+    progress: Progress = lambda m: None,
+) -> FixOutcome:
     from apron.rules import StatusStore
 
     statuses = StatusStore(store.root / "rules")
@@ -98,11 +108,20 @@ def _fix_record(plan: dict, next_plan: dict, found, match, result: BootResult) -
     from apron.rules import could_have_known
 
     before, after = set(plan.get("flags") or []), next_plan.get("flags") or []
-    return {"kind": "fix", "rule": match.rule_id, "engine_version": plan["engine"]["version"],
-            "failed_boot": result.record_id, "corrected_boot": None, "status": "hypothesis",
-            "family": found.family, "fingerprint": found.id, "fields": match.fields,
-            "corrected_flags": [f for f in after if f not in before], "corrected_command": next_plan.get("command"),
-            "could_have_known": could_have_known(plan, found).line}
+    return {
+        "kind": "fix",
+        "rule": match.rule_id,
+        "engine_version": plan["engine"]["version"],
+        "failed_boot": result.record_id,
+        "corrected_boot": None,
+        "status": "hypothesis",
+        "family": found.family,
+        "fingerprint": found.id,
+        "fields": match.fields,
+        "corrected_flags": [f for f in after if f not in before],
+        "corrected_command": next_plan.get("command"),
+        "could_have_known": could_have_known(plan, found).line,
+    }
 
 
 def _settle(store: RecordStore, statuses, outcome: FixOutcome, result: BootResult, progress: Progress) -> None:
@@ -115,8 +134,10 @@ def _settle(store: RecordStore, statuses, outcome: FixOutcome, result: BootResul
     status = "proven" if good else "hypothesis"
     if good:
         promote(fix["rule"], fix["engine_version"], fix["failed_boot"], result.record_id, store=statuses)
-        progress(f"rule {fix['rule']} proven on vllm {fix['engine_version']}: "
-                 f"{fix['failed_boot'][:12]} failed, {result.record_id[:12]} healthy")
+        progress(
+            f"rule {fix['rule']} proven on vllm {fix['engine_version']}: "
+            f"{fix['failed_boot'][:12]} failed, {result.record_id[:12]} healthy"
+        )
     settled = {**fix, "corrected_boot": result.record_id, "status": status, "settles": outcome.fixes[-1]}
     outcome.fixes[-1] = store.put(settled)
 

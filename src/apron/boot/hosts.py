@@ -6,6 +6,7 @@ the boot loop above them is one piece of code. Nothing here waits for a long-run
 to end before reading its output: a multi-megabyte output would fill the SSH channel window and
 deadlock. Logs are followed by a reader thread that drains `tail -c +OFFSET -F` as it arrives.
 """
+
 from __future__ import annotations
 
 import os
@@ -152,14 +153,21 @@ class Host:
 
 def _run(argv: list[str], timeout: float, stdin: bytes | None) -> Result:
     # communicate() reads stdout and stderr together while the command runs: no pipe can fill up.
-    proc = subprocess.Popen(argv, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    proc = subprocess.Popen(
+        argv,
+        stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
     try:
         out, err = proc.communicate(stdin, timeout=timeout)
     except subprocess.TimeoutExpired:
         _kill_group(proc)
         out, err = proc.communicate()
-        return Result(124, out.decode(errors="replace"), err.decode(errors="replace") + f"\ntimed out after {timeout} s")
+        return Result(
+            124, out.decode(errors="replace"), err.decode(errors="replace") + f"\ntimed out after {timeout} s"
+        )
     except BaseException:
         _kill_group(proc)
         raise
@@ -228,9 +236,21 @@ class SshHost(Host):
 
     def base_argv(self) -> list[str]:
         t = self.target
-        argv = ["ssh", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes",
-                "-o", f"ConnectTimeout={self.connect_timeout_seconds}",
-                "-o", "ServerAliveInterval=15", "-o", "ServerAliveCountMax=4", "-o", "LogLevel=ERROR"]
+        argv = [
+            "ssh",
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "StrictHostKeyChecking=yes",
+            "-o",
+            f"ConnectTimeout={self.connect_timeout_seconds}",
+            "-o",
+            "ServerAliveInterval=15",
+            "-o",
+            "ServerAliveCountMax=4",
+            "-o",
+            "LogLevel=ERROR",
+        ]
         if t.port:
             argv += ["-p", str(t.port)]
         if t.identity_file:
@@ -254,16 +274,24 @@ class SshHost(Host):
         if result.ok:
             return
         message = result.stderr.strip().splitlines()[-1] if result.stderr.strip() else f"exit {result.exit_code}"
-        if "Permission denied" in result.stderr or "Host key verification failed" in result.stderr or \
-                "REMOTE HOST IDENTIFICATION HAS CHANGED" in result.stderr:
+        if (
+            "Permission denied" in result.stderr
+            or "Host key verification failed" in result.stderr
+            or "REMOTE HOST IDENTIFICATION HAS CHANGED" in result.stderr
+        ):
             raise BadInput(f"{self.address}: {message} (check --identity and --known-hosts)")
         raise HostFault(f"{self.address}: cannot connect: {message}")
 
     def follow(self, path: str, offset: int = 0) -> LogFollower:
         def start(from_offset: int) -> subprocess.Popen:
             script = f"exec tail -c +{from_offset + 1} -F {shlex.quote(path)} 2>/dev/null"
-            return subprocess.Popen(self._remote(script), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                    stderr=subprocess.DEVNULL, start_new_session=True)
+            return subprocess.Popen(
+                self._remote(script),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
 
         follower = StreamFollower(start, offset)
         self._followers.append(follower)
@@ -271,19 +299,28 @@ class SshHost(Host):
 
     def forward(self, remote_port: int) -> str:
         local_port = _free_port()
-        argv = self.base_argv() + ["-N", "-o", "ExitOnForwardFailure=yes",
-                                   "-L", f"127.0.0.1:{local_port}:127.0.0.1:{remote_port}", self.target.destination]
+        argv = self.base_argv() + [
+            "-N",
+            "-o",
+            "ExitOnForwardFailure=yes",
+            "-L",
+            f"127.0.0.1:{local_port}:127.0.0.1:{remote_port}",
+            self.target.destination,
+        ]
         # stderr to a file, not a pipe: ssh reports every refused channel while the engine starts,
         # and a pipe nobody reads would fill up and stall the tunnel.
         errors = tempfile.TemporaryFile()
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                stderr=errors, start_new_session=True)
+        proc = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=errors, start_new_session=True
+        )
         self._forwards.append(proc)
         deadline = time.monotonic() + self.connect_timeout_seconds + 10
         while time.monotonic() < deadline:
             if proc.poll() is not None:
                 errors.seek(0)
-                raise HostFault(f"{self.address}: port forward failed: {errors.read().decode(errors='replace').strip()}")
+                raise HostFault(
+                    f"{self.address}: port forward failed: {errors.read().decode(errors='replace').strip()}"
+                )
             with socket.socket() as s:
                 if s.connect_ex(("127.0.0.1", local_port)) == 0:
                     return f"http://127.0.0.1:{local_port}"
@@ -294,12 +331,22 @@ class SshHost(Host):
         """tar over ssh: one stream, read by the remote tar as it arrives."""
         local_dir = Path(local_dir).resolve()
         target = f"{remote_dir.rstrip('/')}/{local_dir.name}"
-        script = (f"rm -rf {shlex.quote(target)} && mkdir -p {shlex.quote(remote_dir)} && "
-                  f"tar -C {shlex.quote(remote_dir)} -xf -")
-        tar = subprocess.Popen(["tar", "-C", str(local_dir.parent), "-cf", "-", local_dir.name],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        ssh = subprocess.Popen(self._remote(script), stdin=tar.stdout, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, start_new_session=True)
+        script = (
+            f"rm -rf {shlex.quote(target)} && mkdir -p {shlex.quote(remote_dir)} && "
+            f"tar -C {shlex.quote(remote_dir)} -xf -"
+        )
+        tar = subprocess.Popen(
+            ["tar", "-C", str(local_dir.parent), "-cf", "-", local_dir.name],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        ssh = subprocess.Popen(
+            self._remote(script),
+            stdin=tar.stdout,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
         tar.stdout.close()
         _, err = ssh.communicate()
         tar.wait()

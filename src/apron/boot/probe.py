@@ -5,9 +5,10 @@ IDENTITY prints the engine identity (vLLM version, how it was installed, a hash 
 package set) and the hardware identity (GPUs from nvidia-smi; CPU model, cores and RAM) as JSON.
 DOWNLOAD fetches a Hub snapshot at the pinned revision with huggingface_hub and prints its folder.
 """
+
 from __future__ import annotations
 
-IDENTITY = r'''
+IDENTITY = r"""
 import hashlib, json, os, platform, re, subprocess, sys
 from importlib import metadata
 
@@ -78,13 +79,13 @@ def cpu():
             "machine": platform.machine(), "kernel": platform.release()}
 
 print(json.dumps({"engine": engine(), "gpus": gpus(), "cpu": cpu(), "hostname": platform.node()}))
-'''
+"""
 
-DOWNLOAD = r'''
+DOWNLOAD = r"""
 import json, sys, time
 request = json.loads(sys.stdin.read())
 from huggingface_hub import snapshot_download
 path = snapshot_download(repo_id=request["repo_id"], revision=request.get("revision"),
                          local_dir=request["local_dir"], token=request.get("token") or None)
 print(json.dumps({"path": path}))
-'''
+"""

@@ -1,5 +1,6 @@
 """`apron boot`: resolve the plan, boot it on the targets (retrying host faults on the next one, a
 bounded number of times), and write the boot record beside the plan record."""
+
 from __future__ import annotations
 
 import json
@@ -64,8 +65,7 @@ def open_host(spec: TargetSpec, ssh: SshSettings, plan: dict, progress: Progress
     if spec.kind == "local":
         return LocalHost(), None
     if spec.kind == "ssh":
-        host = SshHost(SshTarget(spec.host, spec.user, spec.port, ssh.identity_file, ssh.known_hosts_file,
-                                 ssh.options))
+        host = SshHost(SshTarget(spec.host, spec.user, spec.port, ssh.identity_file, ssh.known_hosts_file, ssh.options))
         progress(f"connecting to {host.address}")
         host.check()
         return host, None
@@ -76,9 +76,15 @@ def open_host(spec: TargetSpec, ssh: SshSettings, plan: dict, progress: Progress
     return cluster.launch(ssh), cluster.down
 
 
-def boot(plan: dict, targets: list[TargetSpec], options: BootOptions, store: RecordStore,
-         after_healthy: AfterHealthy | None = None, ssh: SshSettings = SshSettings(),
-         progress: Progress = lambda m: None) -> BootResult:
+def boot(
+    plan: dict,
+    targets: list[TargetSpec],
+    options: BootOptions,
+    store: RecordStore,
+    after_healthy: AfterHealthy | None = None,
+    ssh: SshSettings = SshSettings(),
+    progress: Progress = lambda m: None,
+) -> BootResult:
     if not targets:
         raise BadInput("--on: give at least one target (local, ssh://user@host, sky)")
     plan_id = store.put(plan_record(plan))
@@ -88,18 +94,32 @@ def boot(plan: dict, targets: list[TargetSpec], options: BootOptions, store: Rec
         attempt, log_bytes = _attempt(spec, plan, options, ssh, after_healthy, progress)
         last = number == options.retries
         if attempt.fault is not None and attempt.fault.is_host and not last:
-            progress(f"host fault on {attempt.target}: {attempt.fault.reason} ({attempt.fault.evidence[:160]}); "
-                     f"retrying on {targets[(number + 1) % len(targets)].address}")
-            attempts.append({"target": attempt.target, "started_at": attempt.started_at,
-                             "fault": attempt.fault.to_json(), "log_sha256": store.put_blob(log_bytes)})
+            progress(
+                f"host fault on {attempt.target}: {attempt.fault.reason} ({attempt.fault.evidence[:160]}); "
+                f"retrying on {targets[(number + 1) % len(targets)].address}"
+            )
+            attempts.append(
+                {
+                    "target": attempt.target,
+                    "started_at": attempt.started_at,
+                    "fault": attempt.fault.to_json(),
+                    "log_sha256": store.put_blob(log_bytes),
+                }
+            )
             continue
         record = boot_record(plan_id, attempt, log_bytes, store, attempts)
         return BootResult(store.put(record), record, plan_id)
     raise AssertionError("unreachable")
 
 
-def _attempt(spec: TargetSpec, plan: dict, options: BootOptions, ssh: SshSettings,
-             after_healthy: AfterHealthy | None, progress: Progress) -> tuple[Attempt, bytes]:
+def _attempt(
+    spec: TargetSpec,
+    plan: dict,
+    options: BootOptions,
+    ssh: SshSettings,
+    after_healthy: AfterHealthy | None,
+    progress: Progress,
+) -> tuple[Attempt, bytes]:
     from apron.boot.faults import classify
     from apron.paths import cache_dir
 
@@ -169,11 +189,18 @@ def boot_record(plan_id: str, attempt: Attempt, log_bytes: bytes, store: RecordS
 
 def engine_identity(identity: dict, parsed) -> dict:
     engine = identity.get("engine") or {}
-    return {"name": "vllm", "version": engine.get("version") or parsed.engine_version,
-            "logged_version": parsed.engine_version, "distributions": engine.get("distributions"),
-            "wheel": engine.get("wheel"), "image_digest": engine.get("image_digest"),
-            "packages_sha256": engine.get("packages_sha256"), "num_packages": engine.get("num_packages"),
-            "torch": engine.get("torch"), "python": engine.get("python")}
+    return {
+        "name": "vllm",
+        "version": engine.get("version") or parsed.engine_version,
+        "logged_version": parsed.engine_version,
+        "distributions": engine.get("distributions"),
+        "wheel": engine.get("wheel"),
+        "image_digest": engine.get("image_digest"),
+        "packages_sha256": engine.get("packages_sha256"),
+        "num_packages": engine.get("num_packages"),
+        "torch": engine.get("torch"),
+        "python": engine.get("python"),
+    }
 
 
 def hardware_identity(identity: dict, parsed) -> dict:
@@ -181,15 +208,26 @@ def hardware_identity(identity: dict, parsed) -> dict:
     cpu = identity.get("cpu") or {}
     has_gpu = bool(gpus.get("count"))
     platform = parsed.platform or ("gpu" if has_gpu else ("cpu" if identity else None))
-    out = {"platform": platform, "hostname": identity.get("hostname"),
-           "cpu_model": cpu.get("model"), "cpu_cores": cpu.get("cores"), "ram_bytes": cpu.get("ram_bytes"),
-           "machine": cpu.get("machine")}
+    out = {
+        "platform": platform,
+        "hostname": identity.get("hostname"),
+        "cpu_model": cpu.get("model"),
+        "cpu_cores": cpu.get("cores"),
+        "ram_bytes": cpu.get("ram_bytes"),
+        "machine": cpu.get("machine"),
+    }
     if has_gpu:
         names = gpus.get("names") or []
-        out.update({"gpu_name": names[0] if names else None, "gpu_count": gpus.get("count"),
-                    "gpu_total_bytes": (gpus.get("total_bytes") or [None])[0],
-                    "gpu_total_bytes_basis": gpus.get("total_bytes_basis"),
-                    "driver_version": gpus.get("driver_version"), "cuda_version": gpus.get("cuda_version")})
+        out.update(
+            {
+                "gpu_name": names[0] if names else None,
+                "gpu_count": gpus.get("count"),
+                "gpu_total_bytes": (gpus.get("total_bytes") or [None])[0],
+                "gpu_total_bytes_basis": gpus.get("total_bytes_basis"),
+                "driver_version": gpus.get("driver_version"),
+                "cuda_version": gpus.get("cuda_version"),
+            }
+        )
     elif gpus.get("error"):
         out["gpu_probe_error"] = gpus["error"]
     return out

@@ -5,6 +5,7 @@ also on Ctrl-C and errors. A host fault retries on the next target; the others e
 The result is a boot record (apron.records): the engine and hardware identity, the command, the
 timings, every quantity parsed from the log labelled measured, and the log itself.
 """
+
 from __future__ import annotations
 
 import datetime as _dt
@@ -16,10 +17,10 @@ import traceback
 import urllib.error
 import urllib.request
 import uuid
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from apron.boot.command import ServeCommand, build_command
 from apron.boot.faults import Fault, classify
@@ -33,18 +34,18 @@ Progress = Callable[[str], None]
 
 @dataclass(frozen=True)
 class BootOptions:
-    vllm: str | None = None            # the vllm executable on the target
-    venv: str | None = None            # or the venv that holds it
+    vllm: str | None = None  # the vllm executable on the target
+    venv: str | None = None  # or the venv that holds it
     profile: str = "gpu"
     extra_args: tuple[str, ...] = ()
     extra_env: dict = field(default_factory=dict)
     log_level: str = "INFO"
     health_timeout_seconds: float = 1800.0
-    workdir: str | None = None         # on the target; default ~/.cache/apron (local: Apron's cache)
-    weights: str | None = None         # a local folder to use instead of the plan's source
+    workdir: str | None = None  # on the target; default ~/.cache/apron (local: Apron's cache)
+    weights: str | None = None  # a local folder to use instead of the plan's source
     served_model_name: str | None = None
     keep_run_dir: bool = False
-    retries: int = 2                   # further attempts after a host fault
+    retries: int = 2  # further attempts after a host fault
     stop_grace_seconds: float = 30.0
     hf_token: str | None = None
 
@@ -53,10 +54,11 @@ class BootOptions:
 class Endpoint:
     """What after_healthy gets: the engine's API from this machine, and a way to run on the target
     (`vllm bench serve` runs there, next to the engine)."""
-    url: str                   # reachable from this machine (through an SSH tunnel for ssh targets)
-    target_url: str            # the same API as seen on the target
+
+    url: str  # reachable from this machine (through an SSH tunnel for ssh targets)
+    target_url: str  # the same API as seen on the target
     served_model_name: str
-    vllm: str                  # the vllm executable on the target
+    vllm: str  # the vllm executable on the target
     run_dir: str
     host: Host = field(compare=False, repr=False)
 
@@ -89,6 +91,7 @@ class Stopwatch:
 @dataclass
 class Attempt:
     """What one try on one machine gathered; turned into a record at the end."""
+
     target: str
     started_at: str
     identity: dict = field(default_factory=dict)
@@ -103,14 +106,21 @@ class Attempt:
 
 
 def now_iso() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class BootRun:
     """One attempt on one host. `execute()` never leaves an engine running."""
 
-    def __init__(self, host: Host, plan: dict, options: BootOptions, local_dir: Path,
-                 after_healthy: AfterHealthy | None = None, progress: Progress = lambda m: None):
+    def __init__(
+        self,
+        host: Host,
+        plan: dict,
+        options: BootOptions,
+        local_dir: Path,
+        after_healthy: AfterHealthy | None = None,
+        progress: Progress = lambda m: None,
+    ):
         self.host, self.plan, self.options = host, plan, options
         self.after_healthy, self.progress = after_healthy, progress
         self.local_dir = local_dir
@@ -154,8 +164,9 @@ class BootRun:
         vllm, python, workdir = self._resolve_tools()
         self.run_dir = f"{workdir}/boots/{self.local_dir.name}"
         # vLLM puts ZMQ ipc sockets in TMPDIR, and a socket path over ~107 bytes fails: a short one.
-        made = self._check(self.host.run(f"mkdir -p {q(self.run_dir)}/cache && mktemp -d /tmp/apron.XXXXXXXX", 60),
-                           "prepare")
+        made = self._check(
+            self.host.run(f"mkdir -p {q(self.run_dir)}/cache && mktemp -d /tmp/apron.XXXXXXXX", 60), "prepare"
+        )
         self.tmp_dir = made.stdout.strip().splitlines()[-1]
         self._stage = "identity"
         self.attempt.identity = self._identity(python)
@@ -165,10 +176,19 @@ class BootRun:
         self.attempt.model_path = model_path
         self._stage = "launch"
         port = self._free_port(python)
-        command = build_command(self.plan["command"], vllm=vllm, model_path=model_path, port=port,
-                                served_model_name=self._served_name(), profile=o.profile,
-                                extra_args=o.extra_args, log_level=o.log_level, run_dir=self.run_dir,
-                                tmp_dir=self.tmp_dir, extra_env=o.extra_env)
+        command = build_command(
+            self.plan["command"],
+            vllm=vllm,
+            model_path=model_path,
+            port=port,
+            served_model_name=self._served_name(),
+            profile=o.profile,
+            extra_args=o.extra_args,
+            log_level=o.log_level,
+            run_dir=self.run_dir,
+            tmp_dir=self.tmp_dir,
+            extra_env=o.extra_env,
+        )
         self.attempt.command = command
         started = time.monotonic()
         self._launch(command)
@@ -180,8 +200,14 @@ class BootRun:
         self.progress(f"healthy after {self.attempt.timings.marks['engine_start_seconds']:.1f} s")
         self._stage = "after_healthy"
         if self.after_healthy is not None:
-            endpoint = Endpoint(url=url, target_url=f"http://127.0.0.1:{port}", served_model_name=self._served_name(),
-                                vllm=vllm, run_dir=self.run_dir, host=self.host)
+            endpoint = Endpoint(
+                url=url,
+                target_url=f"http://127.0.0.1:{port}",
+                served_model_name=self._served_name(),
+                vllm=vllm,
+                run_dir=self.run_dir,
+                host=self.host,
+            )
             with self.attempt.timings.time("after_healthy_seconds"):
                 self._call_hook(endpoint)
 
@@ -198,10 +224,12 @@ class BootRun:
         o = self.options
         vllm = o.vllm or (f"{o.venv.rstrip('/')}/bin/vllm" if o.venv else "")
         workdir = o.workdir or ("$HOME/.cache/apron" if self.host.kind != "local" else _local_workdir())
-        script = (f'W0={q(vllm or "vllm")}; V=$(command -v "$W0") || true; '
-                  f'[ -n "$V" ] && [ -x "$V" ] || {{ echo "no vllm executable (looked for $W0)" >&2; exit 127; }}; '
-                  f'P="$(dirname "$V")/python"; [ -x "$P" ] || P=$(command -v python3); '
-                  f'mkdir -p "{workdir}" && W=$(cd "{workdir}" && pwd) && printf "%s\\n%s\\n%s\\n" "$V" "$P" "$W"')
+        script = (
+            f'W0={q(vllm or "vllm")}; V=$(command -v "$W0") || true; '
+            f'[ -n "$V" ] && [ -x "$V" ] || {{ echo "no vllm executable (looked for $W0)" >&2; exit 127; }}; '
+            f'P="$(dirname "$V")/python"; [ -x "$P" ] || P=$(command -v python3); '
+            f'mkdir -p "{workdir}" && W=$(cd "{workdir}" && pwd) && printf "%s\\n%s\\n%s\\n" "$V" "$P" "$W"'
+        )
         result = self._check(self.host.run(script, 60), "prepare")
         vllm_path, python, resolved = result.stdout.strip().splitlines()[-3:]
         return vllm_path, python, resolved
@@ -225,13 +253,16 @@ class BootRun:
                 self.progress(f"copying {folder} to {self.host.address}")
             return self.host.put_dir(folder, f"{self.run_dir}/model")
         if not model.get("repo_id"):
-            raise BadInput(f"the plan's source {model['source']} has no weights to boot (a snapshot holds headers "
-                           "only): plan the Hub repo or a local folder, or pass --weights DIR")
+            raise BadInput(
+                f"the plan's source {model['source']} has no weights to boot (a snapshot holds headers "
+                "only): plan the Hub repo or a local folder, or pass --weights DIR"
+            )
         revision = model.get("revision")
         local_dir = f"{workdir}/models/{model['repo_id'].replace('/', '--')}@{revision or 'main'}"
         self.progress(f"downloading {model['repo_id']}@{revision or 'main'} on {self.host.address}")
-        request = json.dumps({"repo_id": model["repo_id"], "revision": revision, "local_dir": local_dir,
-                              "token": o.hf_token}).encode()
+        request = json.dumps(
+            {"repo_id": model["repo_id"], "revision": revision, "local_dir": local_dir, "token": o.hf_token}
+        ).encode()
         env = "HF_HUB_DISABLE_PROGRESS_BARS=1 "
         result = self._check(self.host.run(f"{env}{q(python)} -c {q(DOWNLOAD)}", 6 * 3600, stdin=request), "download")
         return json.loads(result.stdout.strip().splitlines()[-1])["path"]
@@ -246,10 +277,12 @@ class BootRun:
         rd = q(self.run_dir)
         env = " ".join(f"{k}={q(v)}" for k, v in sorted(command.env.items()))
         engine = " ".join(q(a) for a in command.argv)
-        inner = f'echo $$ > engine.pid; env {env} {engine}; echo $? > engine.rc'
-        script = (f"cd {rd} && rm -f engine.pid engine.rc && : > engine.log && "
-                  f"(setsid sh -c {q(inner)} >> engine.log 2>&1 < /dev/null &) && "
-                  f"i=0; while [ ! -s engine.pid ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done; cat engine.pid")
+        inner = f"echo $$ > engine.pid; env {env} {engine}; echo $? > engine.rc"
+        script = (
+            f"cd {rd} && rm -f engine.pid engine.rc && : > engine.log && "
+            f"(setsid sh -c {q(inner)} >> engine.log 2>&1 < /dev/null &) && "
+            f"i=0; while [ ! -s engine.pid ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done; cat engine.pid"
+        )
         self.progress("starting: " + command.shell())
         result = self._check(self.host.run(script, 60), "launch")
         self.pgid = int(result.stdout.split()[-1])
@@ -271,13 +304,17 @@ class BootRun:
                     raise EngineExited(exit_code if exit_code >= 0 else None)
                 next_status = now + status_every
             if now > deadline:
-                raise TimeoutError(f"the engine did not answer /health within {self.options.health_timeout_seconds:.0f} s")
+                raise TimeoutError(
+                    f"the engine did not answer /health within {self.options.health_timeout_seconds:.0f} s"
+                )
             time.sleep(0.5)
 
     def _engine_exit_code(self) -> int | None:
         """None while the engine runs; its exit status once it has ended (-1 if unknown)."""
-        script = (f"cd {q(self.run_dir)} && if [ -f engine.rc ]; then cat engine.rc; "
-                  f"elif kill -0 -{self.pgid} 2>/dev/null; then echo running; else echo gone; fi")
+        script = (
+            f"cd {q(self.run_dir)} && if [ -f engine.rc ]; then cat engine.rc; "
+            f"elif kill -0 -{self.pgid} 2>/dev/null; then echo running; else echo gone; fi"
+        )
         result = self.host.run(script, 60)
         if result.exit_code == 255 and self.host.kind == "ssh":
             raise HostFault(f"lost connection to {self.host.address}: {result.stderr.strip()[-300:]}")
@@ -322,9 +359,11 @@ class BootRun:
 
     def _stop_engine(self) -> None:
         grace_tenths = int(self.options.stop_grace_seconds * 10)
-        script = (f"pg={self.pgid}; kill -TERM -$pg 2>/dev/null || exit 0; i=0; "
-                  f"while kill -0 -$pg 2>/dev/null && [ $i -lt {grace_tenths} ]; do sleep 0.1; i=$((i+1)); done; "
-                  f"kill -KILL -$pg 2>/dev/null; true")
+        script = (
+            f"pg={self.pgid}; kill -TERM -$pg 2>/dev/null || exit 0; i=0; "
+            f"while kill -0 -$pg 2>/dev/null && [ $i -lt {grace_tenths} ]; do sleep 0.1; i=$((i+1)); done; "
+            f"kill -KILL -$pg 2>/dev/null; true"
+        )
         for _ in range(3):  # a dropped connection must not leave an engine running
             result = self.host.run(script, self.options.stop_grace_seconds + 60)
             if result.exit_code != 255:
@@ -381,13 +420,23 @@ def engine_phase(line: str) -> str | None:
     return None
 
 
-PHASES = (("Initializing a V1 LLM engine", "config"), ("Initializing an LLM engine", "config"),
-          ("Starting to load model", "loading weights"), ("Loading model from scratch", "loading weights"),
-          ("Loading weights took", ""), ("Model loading took", ""),
-          ("Dynamo bytecode transform time", "compiling"), ("torch.compile took", ""),
-          ("Available KV cache memory", ""), ("Explicitly set (", ""), ("Auto set (", ""),
-          ("KV cache size:", ""), ("Graph capturing finished", ""),
-          ("init engine (profile, create kv cache, warmup model)", ""), ("Starting vLLM server on", "API server"))
+PHASES = (
+    ("Initializing a V1 LLM engine", "config"),
+    ("Initializing an LLM engine", "config"),
+    ("Starting to load model", "loading weights"),
+    ("Loading model from scratch", "loading weights"),
+    ("Loading weights took", ""),
+    ("Model loading took", ""),
+    ("Dynamo bytecode transform time", "compiling"),
+    ("torch.compile took", ""),
+    ("Available KV cache memory", ""),
+    ("Explicitly set (", ""),
+    ("Auto set (", ""),
+    ("KV cache size:", ""),
+    ("Graph capturing finished", ""),
+    ("init engine (profile, create kv cache, warmup model)", ""),
+    ("Starting vLLM server on", "API server"),
+)
 
 
 def _healthy(url: str) -> bool:
@@ -403,7 +452,7 @@ def _healthy(url: str) -> bool:
 def q(text: str) -> str:
     """Quote for sh, but let a leading $HOME expand on the target."""
     if text.startswith("$HOME/"):
-        return '"$HOME"/' + shlex.quote(text[len("$HOME/"):])
+        return '"$HOME"/' + shlex.quote(text[len("$HOME/") :])
     return shlex.quote(text)
 
 
@@ -416,6 +465,7 @@ def _local_workdir() -> str:
 @contextmanager
 def _terminate_as_interrupt():
     """SIGTERM (a CI timeout, `kill`) tears down like Ctrl-C does."""
+
     def handler(signum, frame):
         raise KeyboardInterrupt
 
@@ -431,4 +481,4 @@ def _terminate_as_interrupt():
 
 
 def new_run_name() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:8]
+    return _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:8]

@@ -6,6 +6,7 @@ in a venv. Apron then reaches the cluster over SSH (SkyPilot writes a `Host <clu
 user's SSH config) and boots it like any ssh target. Autostop (down) is the safety net if Apron
 dies; `down()` runs in every outcome. SkyPilot is imported only here, only when used.
 """
+
 from __future__ import annotations
 
 import math
@@ -18,12 +19,25 @@ from apron.errors import BadInput, HostFault
 GIB = 2**30
 # PyTorch device name (the plan's GPU) -> SkyPilot accelerator name.
 ACCELERATORS = {
-    "NVIDIA H100 80GB HBM3": "H100", "NVIDIA H100 PCIe": "H100", "NVIDIA H100 NVL": "H100-NVL",
-    "NVIDIA H200": "H200", "NVIDIA B200": "B200",
-    "NVIDIA A100-SXM4-80GB": "A100-80GB", "NVIDIA A100 80GB PCIe": "A100-80GB", "NVIDIA A100-SXM4-40GB": "A100",
-    "NVIDIA L4": "L4", "NVIDIA L40S": "L40S", "NVIDIA L40": "L40", "NVIDIA A10G": "A10G", "NVIDIA A10": "A10",
-    "NVIDIA GeForce RTX 4090": "RTX4090", "NVIDIA GeForce RTX 3090": "RTX3090", "NVIDIA GeForce RTX 5090": "RTX5090",
-    "NVIDIA RTX A6000": "A6000", "NVIDIA RTX 6000 Ada Generation": "RTX6000-Ada", "Tesla T4": "T4",
+    "NVIDIA H100 80GB HBM3": "H100",
+    "NVIDIA H100 PCIe": "H100",
+    "NVIDIA H100 NVL": "H100-NVL",
+    "NVIDIA H200": "H200",
+    "NVIDIA B200": "B200",
+    "NVIDIA A100-SXM4-80GB": "A100-80GB",
+    "NVIDIA A100 80GB PCIe": "A100-80GB",
+    "NVIDIA A100-SXM4-40GB": "A100",
+    "NVIDIA L4": "L4",
+    "NVIDIA L40S": "L40S",
+    "NVIDIA L40": "L40",
+    "NVIDIA A10G": "A10G",
+    "NVIDIA A10": "A10",
+    "NVIDIA GeForce RTX 4090": "RTX4090",
+    "NVIDIA GeForce RTX 3090": "RTX3090",
+    "NVIDIA GeForce RTX 5090": "RTX5090",
+    "NVIDIA RTX A6000": "A6000",
+    "NVIDIA RTX 6000 Ada Generation": "RTX6000-Ada",
+    "Tesla T4": "T4",
     "Tesla V100-SXM2-32GB": "V100-32GB",
 }
 VENV = "$HOME/apron-vllm"
@@ -59,7 +73,7 @@ class SkyCluster:
     launched: bool = False
 
     @classmethod
-    def for_plan(cls, plan: dict, cloud: str | None = None) -> "SkyCluster":
+    def for_plan(cls, plan: dict, cloud: str | None = None) -> SkyCluster:
         return cls(name=f"apron-{uuid.uuid4().hex[:8]}", plan=plan, cloud=cloud)
 
     def describe(self) -> str:
@@ -68,12 +82,14 @@ class SkyCluster:
 
     def setup_script(self) -> str:
         version = self.plan["engine"]["version"]
-        return "\n".join([
-            "set -e",
-            f"python3 -m venv {VENV} || (sudo apt-get update && sudo apt-get install -y python3-venv && python3 -m venv {VENV})",
-            f"{VENV}/bin/pip install -q --upgrade pip",
-            f"{VENV}/bin/pip install -q {shlex.quote('vllm==' + version)} huggingface_hub",
-        ])
+        return "\n".join(
+            [
+                "set -e",
+                f"python3 -m venv {VENV} || (sudo apt-get update && sudo apt-get install -y python3-venv && python3 -m venv {VENV})",
+                f"{VENV}/bin/pip install -q --upgrade pip",
+                f"{VENV}/bin/pip install -q {shlex.quote('vllm==' + version)} huggingface_hub",
+            ]
+        )
 
     def task(self, sky=None):
         """The SkyPilot Task for this plan (built, not launched)."""
@@ -82,8 +98,9 @@ class SkyCluster:
         cloud = None
         if self.cloud:
             cloud = sky.CLOUD_REGISTRY.from_str(self.cloud) if hasattr(sky, "CLOUD_REGISTRY") else None
-        resources = sky.Resources(cloud=cloud, accelerators={accelerator_for(hw["gpu"]): int(hw["count"])},
-                                  disk_size=disk_gib_for(self.plan))
+        resources = sky.Resources(
+            cloud=cloud, accelerators={accelerator_for(hw["gpu"]): int(hw["count"])}, disk_size=disk_gib_for(self.plan)
+        )
         task = sky.Task(name=self.name, setup=self.setup_script(), run=None)
         task.set_resources(resources)
         return task
@@ -93,8 +110,12 @@ class SkyCluster:
 
         sky = import_sky()
         try:
-            _wait(sky, sky.launch(self.task(sky), cluster_name=self.name, idle_minutes_to_autostop=AUTOSTOP_MINUTES,
-                                  down=True))
+            _wait(
+                sky,
+                sky.launch(
+                    self.task(sky), cluster_name=self.name, idle_minutes_to_autostop=AUTOSTOP_MINUTES, down=True
+                ),
+            )
         except Exception as exc:  # noqa: BLE001 - any provisioning failure is the machine's, not the model's
             self.launched = True  # a half-made cluster must still be taken down
             raise HostFault(f"SkyPilot could not start {self.name}: {type(exc).__name__}: {exc}") from None

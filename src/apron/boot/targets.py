@@ -1,4 +1,5 @@
 """`--on TARGET`: local, ssh://user@host[:port], sky[:cloud]."""
+
 from __future__ import annotations
 
 import re
@@ -6,13 +7,33 @@ from dataclasses import dataclass
 
 from apron.errors import BadInput
 
-SKY_CLOUDS = ("aws", "gcp", "azure", "lambda", "runpod", "kubernetes", "k8s", "oci", "paperspace", "fluidstack",
-              "cudo", "nebius", "vast", "do", "hyperbolic", "scp", "ibm", "vsphere", "seeweb", "primeintellect")
+SKY_CLOUDS = (
+    "aws",
+    "gcp",
+    "azure",
+    "lambda",
+    "runpod",
+    "kubernetes",
+    "k8s",
+    "oci",
+    "paperspace",
+    "fluidstack",
+    "cudo",
+    "nebius",
+    "vast",
+    "do",
+    "hyperbolic",
+    "scp",
+    "ibm",
+    "vsphere",
+    "seeweb",
+    "primeintellect",
+)
 
 
 @dataclass(frozen=True)
 class TargetSpec:
-    kind: str                # "local" | "ssh" | "sky"
+    kind: str  # "local" | "ssh" | "sky"
     host: str | None = None
     user: str | None = None
     port: int | None = None
@@ -29,7 +50,9 @@ class TargetSpec:
         return "local"
 
 
-SSH = re.compile(r"ssh://(?:(?P<user>[A-Za-z0-9._-]+)@)?(?P<host>\[[0-9A-Fa-f:]+\]|[A-Za-z0-9._-]+)(?::(?P<port>\d+))?/?")
+SSH = re.compile(
+    r"ssh://(?:(?P<user>[A-Za-z0-9._-]+)@)?(?P<host>\[[0-9A-Fa-f:]+\]|[A-Za-z0-9._-]+)(?::(?P<port>\d+))?/?"
+)
 
 
 def parse_target(text: str) -> TargetSpec:

@@ -1,4 +1,5 @@
 """Checkpoint inputs: config files and safetensors headers, from a folder, the Hub or a snapshot."""
+
 from apron.checkpoint.model import Checkpoint
 from apron.checkpoint.resolve import load_checkpoint
 

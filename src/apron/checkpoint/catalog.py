@@ -3,15 +3,16 @@
 They let `apron plan <repo_id>` answer with no network. A plan from the catalog says so, and names
 the revision the snapshot was recorded from.
 """
+
 from __future__ import annotations
 
 import json
 from functools import lru_cache
 from pathlib import Path
 
+from apron.checkpoint import files as cf
 from apron.checkpoint.model import Checkpoint
 from apron.checkpoint.snapshot import load_snapshot
-from apron.checkpoint import files as cf
 
 # Package data sits beside the code (importlib.resources costs ~13 ms of start-up for the same files).
 CATALOG = Path(__file__).parent / "catalog"
@@ -35,8 +36,10 @@ def load_from_catalog(repo_id: str) -> Checkpoint:
     raw = (CATALOG / entry["file"]).read_bytes()
     document = cf.parse_json(gzip.decompress(raw), f"catalog/{entry['file']}")
     checkpoint = load_snapshot(f"catalog:{repo_id}", source_kind="catalog", source=repo_id, document=document)
-    note = (f"read from Apron's bundled catalog (revision {entry.get('revision') or 'unrecorded'}"
-            f"{'' if entry.get('exact') else ', byte totals not checked against the Hub'}), not the Hub")
+    note = (
+        f"read from Apron's bundled catalog (revision {entry.get('revision') or 'unrecorded'}"
+        f"{'' if entry.get('exact') else ', byte totals not checked against the Hub'}), not the Hub"
+    )
     return _with_notes(checkpoint, note)
 
 

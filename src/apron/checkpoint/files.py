@@ -1,4 +1,5 @@
 """Parsing of the small JSON files a checkpoint ships, shared by every source."""
+
 from __future__ import annotations
 
 import json
@@ -20,8 +21,11 @@ def parse_json(raw: bytes | str, label: str) -> dict:
     try:
         value = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        detail = f"{exc.msg} at line {exc.lineno} column {exc.colno}" if isinstance(
-            exc, json.JSONDecodeError) else "not UTF-8"
+        detail = (
+            f"{exc.msg} at line {exc.lineno} column {exc.colno}"
+            if isinstance(exc, json.JSONDecodeError)
+            else "not UTF-8"
+        )
         raise BadInput(f"{label}: invalid JSON ({detail}); fix or re-download the file") from None
     if not isinstance(value, dict):
         raise BadInput(f"{label}: expected a JSON object, found a {type(value).__name__}")
@@ -43,8 +47,10 @@ def weight_files_from_index(index: dict, label: str) -> list[str]:
     files: dict[str, None] = {}
     for tensor, file in weight_map.items():
         if not isinstance(file, str) or not file.endswith(".safetensors") or "/" in file or "\\" in file:
-            raise BadInput(f"{label}: field 'weight_map' maps '{tensor}' to {file!r}, not a "
-                           "safetensors file name in the same folder")
+            raise BadInput(
+                f"{label}: field 'weight_map' maps '{tensor}' to {file!r}, not a "
+                "safetensors file name in the same folder"
+            )
         files[file] = None
     return list(files)
 
@@ -61,14 +67,19 @@ class SmallFiles:
 
 def parse_small_files(texts: dict[str, bytes], label_of: Callable[[str], str]) -> SmallFiles:
     """Parse config.json and the optional files present in `texts` (file name -> raw bytes)."""
+
     def optional_json(name: str) -> dict | None:
         return parse_json(texts[name], label_of(name)) if name in texts else None
 
     config = check_config(parse_json(texts[CONFIG], label_of(CONFIG)), label_of(CONFIG))
     tok = optional_json(TOKENIZER_CONFIG)
     template_text = texts[CHAT_TEMPLATE].decode("utf-8", "replace") if CHAT_TEMPLATE in texts else None
-    return SmallFiles(config=config, generation_config=optional_json(GENERATION_CONFIG), tokenizer_config=tok,
-                      chat_template=chat_template_of(tok, template_text))
+    return SmallFiles(
+        config=config,
+        generation_config=optional_json(GENERATION_CONFIG),
+        tokenizer_config=tok,
+        chat_template=chat_template_of(tok, template_text),
+    )
 
 
 def merge_shards(shards: Iterable[tuple[str, list[TensorInfo]]], label: str) -> list[TensorInfo]:
@@ -79,8 +90,10 @@ def merge_shards(shards: Iterable[tuple[str, list[TensorInfo]]], label: str) -> 
     for name, shard in shards:
         for tensor in shard:
             if tensor.name in seen:
-                raise BadInput(f"{label}: tensor '{tensor.name}' is in both {seen[tensor.name]} and {name}; "
-                               "a checkpoint must store each tensor once")
+                raise BadInput(
+                    f"{label}: tensor '{tensor.name}' is in both {seen[tensor.name]} and {name}; "
+                    "a checkpoint must store each tensor once"
+                )
             seen[tensor.name] = name
         tensors.extend(shard)
     return tensors

@@ -10,6 +10,7 @@ The steps, each a function below:
    sends no header requests, and HF_HUB_OFFLINE=1 can plan from the cache alone.
 Parsing is safetensors.py's and files.py's, the same as for a local folder.
 """
+
 from __future__ import annotations
 
 import re
@@ -21,7 +22,13 @@ from dataclasses import dataclass
 from apron.checkpoint import files as cf
 from apron.checkpoint import hub_cache
 from apron.checkpoint.hub_http import (
-    FetchStats, HubSettings, ShardBytes, Where, fetch_shard_header, offline_error, with_retries,
+    FetchStats,
+    HubSettings,
+    ShardBytes,
+    Where,
+    fetch_shard_header,
+    offline_error,
+    with_retries,
 )
 from apron.checkpoint.model import Checkpoint
 from apron.checkpoint.safetensors import LENGTH_PREFIX_BYTES, TensorInfo, header_length, parse_header
@@ -53,6 +60,7 @@ def load_hub(repo_id: str, revision: str | None = None, *, settings: HubSettings
 
 
 # --- 1. revision and file list ------------------------------------------------------------------
+
 
 def resolve_listing(repo_id: str, revision: str | None, settings: HubSettings, stats: FetchStats) -> Listing:
     from huggingface_hub import constants
@@ -88,12 +96,15 @@ def _model_info(repo_id: str, revision: str | None, settings: HubSettings, stats
 
 # --- 2. config files ----------------------------------------------------------------------------
 
+
 def fetch_small_files(listing: Listing, settings: HubSettings) -> dict[str, bytes]:
     """config.json and its companions, through huggingface_hub's download and cache (which skips the
     network for a commit already cached), fetched concurrently."""
     if cf.CONFIG not in listing.sizes:
-        raise BadInput(f"Hub repo '{listing.repo_id}' at {listing.sha[:12]} has no config.json; Apron plans "
-                       "Transformers-format checkpoints (config.json and *.safetensors)")
+        raise BadInput(
+            f"Hub repo '{listing.repo_id}' at {listing.sha[:12]} has no config.json; Apron plans "
+            "Transformers-format checkpoints (config.json and *.safetensors)"
+        )
     names = [name for name in SMALL_FILES if name in listing.sizes]
     with ThreadPoolExecutor(max_workers=min(settings.max_workers, len(names))) as pool:
         contents = _all_or_first_error(pool, [pool.submit(_download, listing, name, settings) for name in names])
@@ -108,8 +119,9 @@ def _download(listing: Listing, name: str, settings: HubSettings) -> bytes:
     from huggingface_hub.utils import silent_tqdm
 
     def download() -> str:
-        return hf_hub_download(listing.repo_id, name, revision=listing.sha, etag_timeout=settings.timeout_seconds,
-                               tqdm_class=silent_tqdm)
+        return hf_hub_download(
+            listing.repo_id, name, revision=listing.sha, etag_timeout=settings.timeout_seconds, tqdm_class=silent_tqdm
+        )
 
     path = with_retries(download, Where(listing.repo_id, listing.sha[:12], name), settings)
     with open(path, "rb") as handle:
@@ -124,17 +136,22 @@ def weight_files(listing: Listing, texts: dict[str, bytes]) -> list[str]:
         names = cf.weight_files_from_index(cf.parse_json(texts[cf.INDEX], label), label)
         missing = [name for name in names if name not in listing.sizes]
         if missing:
-            raise BadInput(f"{label}: field 'weight_map' names {missing[0]}, which is not in the repo at "
-                           f"{listing.sha[:12]}; the repo is incomplete, pick another revision")
+            raise BadInput(
+                f"{label}: field 'weight_map' names {missing[0]}, which is not in the repo at "
+                f"{listing.sha[:12]}; the repo is incomplete, pick another revision"
+            )
         return names
     names = sorted(name for name in listing.sizes if name.endswith(".safetensors") and "/" not in name)
     if not names:
-        raise BadInput(f"Hub repo '{listing.repo_id}' at {listing.sha[:12]} has no *.safetensors files; Apron "
-                       "reads safetensors headers (.bin/.pt/GGUF checkpoints are not supported)")
+        raise BadInput(
+            f"Hub repo '{listing.repo_id}' at {listing.sha[:12]} has no *.safetensors files; Apron "
+            "reads safetensors headers (.bin/.pt/GGUF checkpoints are not supported)"
+        )
     return names
 
 
 # --- 3. safetensors headers ---------------------------------------------------------------------
+
 
 def fetch_headers(listing: Listing, names: list[str], settings: HubSettings, stats: FetchStats) -> list[ShardBytes]:
     from huggingface_hub import constants
@@ -142,15 +159,19 @@ def fetch_headers(listing: Listing, names: list[str], settings: HubSettings, sta
     cached = {name: hub_cache.read_header(listing.repo_id, listing.sha, name) for name in names}
     missing = [name for name in names if cached[name] is None]
     if missing and constants.is_offline_mode():
-        raise offline_error(Where(listing.repo_id, listing.sha[:12]),
-                            f"no headers for {len(missing)} of {len(names)} shard(s)")
+        raise offline_error(
+            Where(listing.repo_id, listing.sha[:12]), f"no headers for {len(missing)} of {len(names)} shard(s)"
+        )
     fetched = _fetch_concurrently(listing, missing, settings, stats) if missing else {}
-    return [fetched[name] if name in fetched else
-            ShardBytes(name, cached[name], listing.sizes.get(name), from_cache=True) for name in names]
+    return [
+        fetched[name] if name in fetched else ShardBytes(name, cached[name], listing.sizes.get(name), from_cache=True)
+        for name in names
+    ]
 
 
-def _fetch_concurrently(listing: Listing, names: list[str], settings: HubSettings,
-                        stats: FetchStats) -> dict[str, ShardBytes]:
+def _fetch_concurrently(
+    listing: Listing, names: list[str], settings: HubSettings, stats: FetchStats
+) -> dict[str, ShardBytes]:
     from huggingface_hub import hf_hub_url
     from huggingface_hub.utils import build_hf_headers
 
@@ -159,8 +180,9 @@ def _fetch_concurrently(listing: Listing, names: list[str], settings: HubSetting
 
     def one(name: str) -> ShardBytes:
         url = hf_hub_url(listing.repo_id, name, revision=listing.sha)
-        shard = fetch_shard_header(url, headers, name, _label(listing, name), settings, stats,
-                                   Where(listing.repo_id, listing.sha[:12], name))
+        shard = fetch_shard_header(
+            url, headers, name, _label(listing, name), settings, stats, Where(listing.repo_id, listing.sha[:12], name)
+        )
         progress.step()
         return shard
 
@@ -193,11 +215,15 @@ class _Progress:
         with self._lock:
             self._done += 1
             if self._enabled and (self._done % self._every == 0 or self._done == self._total):
-                print(f"apron: read {self._done}/{self._total} safetensors headers of {self._repo_id}",
-                      file=sys.stderr, flush=True)
+                print(
+                    f"apron: read {self._done}/{self._total} safetensors headers of {self._repo_id}",
+                    file=sys.stderr,
+                    flush=True,
+                )
 
 
 # --- 4. parse and assemble ----------------------------------------------------------------------
+
 
 def _label(listing: Listing, name: str) -> str:
     return f"{listing.repo_id}/{name} (revision {listing.sha[:12]})"
@@ -207,33 +233,59 @@ def parse_shard(listing: Listing, shard: ShardBytes) -> list[TensorInfo]:
     label = _label(listing, shard.file)
     size = shard.file_size_bytes if shard.file_size_bytes is not None else listing.sizes.get(shard.file)
     length = header_length(shard.raw[:LENGTH_PREFIX_BYTES], label, size)
-    raw = shard.raw[LENGTH_PREFIX_BYTES:LENGTH_PREFIX_BYTES + length]
+    raw = shard.raw[LENGTH_PREFIX_BYTES : LENGTH_PREFIX_BYTES + length]
     data_bytes = size - LENGTH_PREFIX_BYTES - length if size is not None else None
     tensors = parse_header(raw, label, data_bytes)
     return [TensorInfo(t.name, t.dtype, t.shape, shard.file) for t in tensors]
 
 
-def _checkpoint(listing: Listing, revision: str | None, small: cf.SmallFiles, small_files_bytes: int,
-                shards: list[ShardBytes], stats: FetchStats) -> Checkpoint:
-    tensors = cf.merge_shards([(shard.file, parse_shard(listing, shard)) for shard in shards],
-                              f"Hub repo '{listing.repo_id}' at {listing.sha[:12]}")
+def _checkpoint(
+    listing: Listing,
+    revision: str | None,
+    small: cf.SmallFiles,
+    small_files_bytes: int,
+    shards: list[ShardBytes],
+    stats: FetchStats,
+) -> Checkpoint:
+    tensors = cf.merge_shards(
+        [(shard.file, parse_shard(listing, shard)) for shard in shards],
+        f"Hub repo '{listing.repo_id}' at {listing.sha[:12]}",
+    )
     for shard in shards:  # cache only what parsed: a corrupt answer must not outlive this plan
         if not shard.from_cache:
             hub_cache.write_header(listing.repo_id, listing.sha, shard.file, shard.raw)
     hits = sum(shard.from_cache for shard in shards)
-    notes = [f"read from the Hub at commit {listing.sha}"
-             + (f" (revision '{revision}')" if revision and revision != listing.sha else "")]
+    notes = [
+        f"read from the Hub at commit {listing.sha}"
+        + (f" (revision '{revision}')" if revision and revision != listing.sha else "")
+    ]
     if stats.range_ignored_files:
-        notes.append(f"the server ignored Range for {len(stats.range_ignored_files)} shard(s); Apron stopped "
-                     "reading each at the end of its header")
+        notes.append(
+            f"the server ignored Range for {len(stats.range_ignored_files)} shard(s); Apron stopped "
+            "reading each at the end of its header"
+        )
     return Checkpoint(
-        source=listing.repo_id, source_kind="hub", repo_id=listing.repo_id, revision=listing.sha,
-        config=small.config, tensors=tuple(tensors), files=tuple(shard.file for shard in shards),
-        generation_config=small.generation_config, tokenizer_config=small.tokenizer_config,
+        source=listing.repo_id,
+        source_kind="hub",
+        repo_id=listing.repo_id,
+        revision=listing.sha,
+        config=small.config,
+        tensors=tuple(tensors),
+        files=tuple(shard.file for shard in shards),
+        generation_config=small.generation_config,
+        tokenizer_config=small.tokenizer_config,
         chat_template=small.chat_template,
         header_bytes_read=small_files_bytes + sum(len(shard.raw) for shard in shards),
         notes=tuple(notes),
-        extra={"hub": {"commit": listing.sha, "requested_revision": revision, "requests": stats.requests,
-                       "bytes_received": stats.bytes_received, "retries": stats.retries,
-                       "header_cache_hits": hits, "range_ignored_files": sorted(stats.range_ignored_files)}},
+        extra={
+            "hub": {
+                "commit": listing.sha,
+                "requested_revision": revision,
+                "requests": stats.requests,
+                "bytes_received": stats.bytes_received,
+                "retries": stats.retries,
+                "header_cache_hits": hits,
+                "range_ignored_files": sorted(stats.range_ignored_files),
+            }
+        },
     )

@@ -10,6 +10,7 @@ Layout under apron.paths.cache_dir():
     hub-headers/<org>--<name>/<sha>/listing.json               {"files": {name: size_bytes | null}}
     hub-headers/<org>--<name>/<sha>/headers/<file>             the first 8 + N bytes of the shard
 """
+
 from __future__ import annotations
 
 import json

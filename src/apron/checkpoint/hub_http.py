@@ -10,6 +10,7 @@ and logs multi-line warnings, while a plan needs one bounded policy that tests c
 huggingface_hub and httpx2 are imported inside functions: `apron plan` on a local folder must not
 pay for importing them.
 """
+
 from __future__ import annotations
 
 import email.utils
@@ -40,12 +41,12 @@ class HubSettings:
     max_attempts: int = 5
     retry_base_seconds: float = 0.5
     retry_max_seconds: float = 8.0
-    max_retry_after_seconds: float = 60.0   # a server asking for a longer wait gets a Failed instead
+    max_retry_after_seconds: float = 60.0  # a server asking for a longer wait gets a Failed instead
     max_workers: int = 8
-    progress: bool | None = None            # None: progress lines only when stderr is a terminal
+    progress: bool | None = None  # None: progress lines only when stderr is a terminal
 
     @classmethod
-    def from_env(cls) -> "HubSettings":
+    def from_env(cls) -> HubSettings:
         """Defaults, overridden by APRON_HUB_* variables (tests use them to make retries fast)."""
         return cls(
             timeout_seconds=_env_number("APRON_HUB_TIMEOUT_SECONDS", cls.timeout_seconds),
@@ -102,8 +103,9 @@ class FetchStats:
     range_ignored_files: set[str] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def add(self, *, requests: int = 0, bytes_received: int = 0, retries: int = 0,
-            range_ignored_file: str | None = None) -> None:
+    def add(
+        self, *, requests: int = 0, bytes_received: int = 0, retries: int = 0, range_ignored_file: str | None = None
+    ) -> None:
         with self._lock:
             self.requests += requests
             self.bytes_received += bytes_received
@@ -113,6 +115,7 @@ class FetchStats:
 
 
 # --- retries ------------------------------------------------------------------------------------
+
 
 def with_retries(call: Callable[[], T], where: Where, settings: HubSettings, stats: FetchStats | None = None) -> T:
     """Run `call`, retrying transient failures with backoff; any other failure, or the last
@@ -177,11 +180,14 @@ def _status_of(exc: BaseException) -> int | None:
 
 # --- errors -------------------------------------------------------------------------------------
 
+
 def offline_error(where: Where, missing: str) -> BadInput:
     """`missing` completes "Apron's cache has ...", e.g. "no file list" or "no headers for 2 of 5 shards"."""
-    return BadInput(f"HF_HUB_OFFLINE is set and Apron's cache has {missing} for {where.describe()}; unset "
-                    "HF_HUB_OFFLINE to read them from the Hub (a few KB per shard), or give a local "
-                    "checkpoint folder")
+    return BadInput(
+        f"HF_HUB_OFFLINE is set and Apron's cache has {missing} for {where.describe()}; unset "
+        "HF_HUB_OFFLINE to read them from the Hub (a few KB per shard), or give a local "
+        "checkpoint folder"
+    )
 
 
 def to_apron_error(exc: BaseException, where: Where, attempts: int, settings: HubSettings) -> ApronError | None:
@@ -191,34 +197,49 @@ def to_apron_error(exc: BaseException, where: Where, attempts: int, settings: Hu
     from huggingface_hub import errors as hf
 
     if isinstance(exc, hf.OfflineModeIsEnabled) or (
-            isinstance(exc, hf.LocalEntryNotFoundError) and constants.is_offline_mode()):
-        return BadInput(f"HF_HUB_OFFLINE is set and {where.describe()} is not in the huggingface_hub cache; "
-                        "unset HF_HUB_OFFLINE to download it, or give a local checkpoint folder")
+        isinstance(exc, hf.LocalEntryNotFoundError) and constants.is_offline_mode()
+    ):
+        return BadInput(
+            f"HF_HUB_OFFLINE is set and {where.describe()} is not in the huggingface_hub cache; "
+            "unset HF_HUB_OFFLINE to download it, or give a local checkpoint folder"
+        )
     if isinstance(exc, hf.LocalEntryNotFoundError):
         cause = exc.__cause__
         mapped = to_apron_error(cause, where, attempts, settings) if cause is not None else None
-        return mapped or Failed(f"could not download {where.describe()} from {constants.ENDPOINT} and it is "
-                                "not in the huggingface_hub cache; check your connection or HF_ENDPOINT")
+        return mapped or Failed(
+            f"could not download {where.describe()} from {constants.ENDPOINT} and it is "
+            "not in the huggingface_hub cache; check your connection or HF_ENDPOINT"
+        )
     if isinstance(exc, hf.HFValidationError):
-        return BadInput(f"'{where.repo_id}' is not a valid Hub repo id; give org/name (letters, digits, '-', '_', "
-                        "'.'), a checkpoint folder or a snapshot file")
+        return BadInput(
+            f"'{where.repo_id}' is not a valid Hub repo id; give org/name (letters, digits, '-', '_', "
+            "'.'), a checkpoint folder or a snapshot file"
+        )
     if isinstance(exc, hf.FileMetadataError):
-        return Failed(f"{where.describe()}: the answer from {constants.ENDPOINT} lacks the Hub's headers "
-                      "(X-Repo-Commit, ETag); check HF_ENDPOINT and any proxy")
+        return Failed(
+            f"{where.describe()}: the answer from {constants.ENDPOINT} lacks the Hub's headers "
+            "(X-Repo-Commit, ETag); check HF_ENDPOINT and any proxy"
+        )
     status = _status_of(exc)
     if isinstance(exc, hf.HfHubHTTPError) and status is not None:
         return _http_error(exc, status, where, attempts)
     if isinstance(exc, httpx2.TimeoutException):
-        return Failed(f"{where.describe()}: no answer within {settings.timeout_seconds:g} s on {attempts} "
-                      f"attempt(s) (endpoint {constants.ENDPOINT}); check your connection or raise "
-                      "APRON_HUB_TIMEOUT_SECONDS")
+        return Failed(
+            f"{where.describe()}: no answer within {settings.timeout_seconds:g} s on {attempts} "
+            f"attempt(s) (endpoint {constants.ENDPOINT}); check your connection or raise "
+            "APRON_HUB_TIMEOUT_SECONDS"
+        )
     if isinstance(exc, httpx2.ConnectError):
-        return Failed(f"{where.describe()}: cannot reach {constants.ENDPOINT} ({_first_line(exc)}) after "
-                      f"{attempts} attempt(s); check your connection or HF_ENDPOINT, or set HF_HUB_OFFLINE=1 "
-                      "to plan from cached headers")
+        return Failed(
+            f"{where.describe()}: cannot reach {constants.ENDPOINT} ({_first_line(exc)}) after "
+            f"{attempts} attempt(s); check your connection or HF_ENDPOINT, or set HF_HUB_OFFLINE=1 "
+            "to plan from cached headers"
+        )
     if isinstance(exc, httpx2.TransportError):
-        return Failed(f"{where.describe()}: the connection failed ({type(exc).__name__}: {_first_line(exc)}) "
-                      f"on {attempts} attempt(s) (endpoint {constants.ENDPOINT}); try again later")
+        return Failed(
+            f"{where.describe()}: the connection failed ({type(exc).__name__}: {_first_line(exc)}) "
+            f"on {attempts} attempt(s) (endpoint {constants.ENDPOINT}); try again later"
+        )
     return None
 
 
@@ -228,34 +249,53 @@ def _http_error(exc, status: int, where: Where, attempts: int) -> ApronError:
 
     sent_token = _sent_token(exc)
     if isinstance(exc, hf.GatedRepoError):
-        access = ("the token sent has not been granted access" if sent_token else "no token was sent")
-        return BadInput(f"Hub repo '{where.repo_id}' is gated (HTTP {status}) and {access}; accept its terms at "
-                        f"{constants.ENDPOINT}/{where.repo_id} and pass a token with access: {TOKEN_HINT}")
+        access = "the token sent has not been granted access" if sent_token else "no token was sent"
+        return BadInput(
+            f"Hub repo '{where.repo_id}' is gated (HTTP {status}) and {access}; accept its terms at "
+            f"{constants.ENDPOINT}/{where.repo_id} and pass a token with access: {TOKEN_HINT}"
+        )
     if isinstance(exc, hf.RevisionNotFoundError):
-        return BadInput(f"Hub repo '{where.repo_id}' has no revision '{where.revision}' (HTTP {status}); give a "
-                        "branch, tag or commit sha that exists there")
+        return BadInput(
+            f"Hub repo '{where.repo_id}' has no revision '{where.revision}' (HTTP {status}); give a "
+            "branch, tag or commit sha that exists there"
+        )
     if isinstance(exc, hf.RemoteEntryNotFoundError):
-        return BadInput(f"{where.describe()}: the file is not in the repo (HTTP {status}); the repo listing "
-                        "changed while reading, or the index names a missing shard")
+        return BadInput(
+            f"{where.describe()}: the file is not in the repo (HTTP {status}); the repo listing "
+            "changed while reading, or the index names a missing shard"
+        )
     if status in (401, 403):
-        access = (f"the token sent has no access to it; to use another, {TOKEN_HINT}" if sent_token
-                  else f"no token was sent; if you have access, {TOKEN_HINT}")
-        return BadInput(f"Hub repo '{where.repo_id}' refused access (HTTP {status}): it is private, gated or "
-                        f"does not exist, and {access}; no local folder named '{where.repo_id}' exists either")
+        access = (
+            f"the token sent has no access to it; to use another, {TOKEN_HINT}"
+            if sent_token
+            else f"no token was sent; if you have access, {TOKEN_HINT}"
+        )
+        return BadInput(
+            f"Hub repo '{where.repo_id}' refused access (HTTP {status}): it is private, gated or "
+            f"does not exist, and {access}; no local folder named '{where.repo_id}' exists either"
+        )
     if status == 404 and where.file:
-        return BadInput(f"{where.describe()}: not found on the Hub (HTTP 404) though the repo lists it; the repo "
-                        "changed while reading, try again")
+        return BadInput(
+            f"{where.describe()}: not found on the Hub (HTTP 404) though the repo lists it; the repo "
+            "changed while reading, try again"
+        )
     if status == 404:
-        return BadInput(f"{where.describe()}: not found on the Hub (HTTP 404), and no local folder named "
-                        f"'{where.repo_id}' exists either; check the repo id (org/name) and revision")
+        return BadInput(
+            f"{where.describe()}: not found on the Hub (HTTP 404), and no local folder named "
+            f"'{where.repo_id}' exists either; check the repo id (org/name) and revision"
+        )
     if status == 429:
         wait = retry_after_seconds(exc.response.headers)
         asked = f" and asks to wait {wait:.0f} s" if wait is not None else ""
-        return Failed(f"{where.describe()}: the Hub is rate limiting requests (HTTP 429){asked}, after {attempts} "
-                      f"attempt(s); retry later, or pass a token ({TOKEN_HINT}) for higher limits")
+        return Failed(
+            f"{where.describe()}: the Hub is rate limiting requests (HTTP 429){asked}, after {attempts} "
+            f"attempt(s); retry later, or pass a token ({TOKEN_HINT}) for higher limits"
+        )
     if status in TRANSIENT_STATUS:
-        return Failed(f"{where.describe()}: the Hub answered HTTP {status} on {attempts} attempt(s); try again "
-                      "later or check HF_ENDPOINT")
+        return Failed(
+            f"{where.describe()}: the Hub answered HTTP {status} on {attempts} attempt(s); try again "
+            "later or check HF_ENDPOINT"
+        )
     return Failed(f"{where.describe()}: the Hub answered HTTP {status} ({_first_line(exc)[:120]})")
 
 
@@ -272,13 +312,14 @@ def _first_line(exc: BaseException) -> str:
 
 # --- Range reads --------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class ShardBytes:
     """The first 8 + N bytes of one safetensors file, and what the server said about the file."""
 
     file: str
-    raw: bytes                      # the 8-byte length prefix followed by the header
-    file_size_bytes: int | None     # from Content-Range or Content-Length, when the server says
+    raw: bytes  # the 8-byte length prefix followed by the header
+    file_size_bytes: int | None  # from Content-Range or Content-Length, when the server says
     from_cache: bool = False
 
 
@@ -306,29 +347,36 @@ class _Body:
 @dataclass(frozen=True)
 class _Part:
     body: _Body
-    is_whole_file: bool             # the server ignored Range and is sending the file from byte 0
+    is_whole_file: bool  # the server ignored Range and is sending the file from byte 0
     file_size_bytes: int | None
 
 
 @contextmanager
-def _open_range(url: str, headers: dict, start: int, length: int, settings: HubSettings,
-                stats: FetchStats) -> Iterator[_Part]:
+def _open_range(
+    url: str, headers: dict, start: int, length: int, settings: HubSettings, stats: FetchStats
+) -> Iterator[_Part]:
     """GET bytes [start, start + length) of `url`, following redirects (the Hub sends LFS files to a
     CDN; httpx keeps Range across the hop and drops Authorization when the host changes)."""
     from huggingface_hub.utils import get_session, hf_raise_for_status
 
-    request_headers = {**headers, "Range": f"bytes={start}-{start + length - 1}",
-                       "Accept-Encoding": "identity"}  # a compressed body has no byte offsets
+    request_headers = {
+        **headers,
+        "Range": f"bytes={start}-{start + length - 1}",
+        "Accept-Encoding": "identity",
+    }  # a compressed body has no byte offsets
     stats.add(requests=1)
-    with get_session().stream("GET", url, headers=request_headers, timeout=settings.timeout_seconds,
-                              follow_redirects=True) as response:
+    with get_session().stream(
+        "GET", url, headers=request_headers, timeout=settings.timeout_seconds, follow_redirects=True
+    ) as response:
         if response.status_code == 416:  # the file ends before `start`: an empty part, sized if said
             yield _Part(_Body(_EmptyResponse(), stats), False, _total_from_content_range(response.headers))
             return
         hf_raise_for_status(response)
         if response.status_code not in (200, 206):  # e.g. a redirect without Location: not file bytes
-            raise Failed(f"{url}: HTTP {response.status_code} to a Range request, expected 206 or 200; check "
-                         "HF_ENDPOINT and any proxy")
+            raise Failed(
+                f"{url}: HTTP {response.status_code} to a Range request, expected 206 or 200; check "
+                "HF_ENDPOINT and any proxy"
+            )
         if response.status_code == 206:
             _check_content_range(response.headers, start, url)
             yield _Part(_Body(response, stats), False, _total_from_content_range(response.headers))
@@ -346,11 +394,15 @@ def _check_content_range(headers, start: int, url: str) -> None:
     try:
         first = int(value.split()[1].split("-")[0])
     except (IndexError, ValueError):
-        raise Failed(f"{url}: a 206 answer without a usable Content-Range ({value!r}); the server or a "
-                     "proxy mangles Range requests") from None
+        raise Failed(
+            f"{url}: a 206 answer without a usable Content-Range ({value!r}); the server or a "
+            "proxy mangles Range requests"
+        ) from None
     if first != start:
-        raise Failed(f"{url}: asked for bytes from {start}, the server sent from {first} ({value!r}); the "
-                     "server or a proxy mangles Range requests")
+        raise Failed(
+            f"{url}: asked for bytes from {start}, the server sent from {first} ({value!r}); the "
+            "server or a proxy mangles Range requests"
+        )
 
 
 def _total_from_content_range(headers) -> int | None:
@@ -362,10 +414,12 @@ def _int_or_none(value: str | None) -> int | None:
     return int(value) if value is not None and value.isdigit() else None
 
 
-def fetch_shard_header(url: str, headers: dict, file: str, label: str, settings: HubSettings,
-                       stats: FetchStats, where: Where) -> ShardBytes:
+def fetch_shard_header(
+    url: str, headers: dict, file: str, label: str, settings: HubSettings, stats: FetchStats, where: Where
+) -> ShardBytes:
     """Two Range requests: the 8-byte length, then exactly the header. A server that ignores Range
     gets one request, read up to the end of the header and then closed: the data region is never read."""
+
     def first() -> tuple[bytes, int | None, bytes | None]:
         with _open_range(url, headers, 0, LENGTH_PREFIX_BYTES, settings, stats) as part:
             prefix = part.body.read(LENGTH_PREFIX_BYTES)

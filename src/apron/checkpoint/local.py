@@ -1,4 +1,5 @@
 """A checkpoint folder on disk: config files plus the header of every safetensors file it loads."""
+
 from __future__ import annotations
 
 import os
@@ -14,8 +15,10 @@ def load_local(folder: str | os.PathLike) -> Checkpoint:
     root = Path(folder)
     config_path = root / cf.CONFIG
     if not config_path.is_file():
-        raise BadInput(f"{root}: no config.json; point Apron at the checkpoint folder that holds "
-                       "config.json and the *.safetensors files")
+        raise BadInput(
+            f"{root}: no config.json; point Apron at the checkpoint folder that holds "
+            "config.json and the *.safetensors files"
+        )
     bytes_read = 0
     texts: dict[str, bytes] = {}
     for name in (cf.CONFIG, *cf.OPTIONAL_FILES):
@@ -27,9 +30,16 @@ def load_local(folder: str | os.PathLike) -> Checkpoint:
     names = _weight_files(root)
     tensors, header_bytes = read_headers(root, names)
     return Checkpoint(
-        source=str(folder), source_kind="local", repo_id=None, revision=None, config=small.config,
-        tensors=tuple(tensors), files=tuple(names), generation_config=small.generation_config,
-        tokenizer_config=small.tokenizer_config, chat_template=small.chat_template,
+        source=str(folder),
+        source_kind="local",
+        repo_id=None,
+        revision=None,
+        config=small.config,
+        tensors=tuple(tensors),
+        files=tuple(names),
+        generation_config=small.generation_config,
+        tokenizer_config=small.tokenizer_config,
+        chat_template=small.chat_template,
         header_bytes_read=bytes_read + header_bytes,
     )
 
@@ -41,13 +51,17 @@ def _weight_files(root: Path) -> list[str]:
         names = cf.weight_files_from_index(index, str(index_path))
         missing = [n for n in names if not (root / n).is_file()]
         if missing:
-            raise BadInput(f"{index_path}: field 'weight_map' names {missing[0]}, which is not in the "
-                           "folder; download the missing shard")
+            raise BadInput(
+                f"{index_path}: field 'weight_map' names {missing[0]}, which is not in the "
+                "folder; download the missing shard"
+            )
         return names
     names = sorted(p.name for p in root.glob("*.safetensors") if p.is_file())
     if not names:
-        raise BadInput(f"{root}: no *.safetensors files; Apron reads safetensors headers (convert "
-                       ".bin/.pt checkpoints to safetensors first)")
+        raise BadInput(
+            f"{root}: no *.safetensors files; Apron reads safetensors headers (convert "
+            ".bin/.pt checkpoints to safetensors first)"
+        )
     return names
 
 

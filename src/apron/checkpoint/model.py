@@ -1,4 +1,5 @@
 """The one `Checkpoint` value every source (folder, Hub, snapshot, bundled catalog) produces."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -10,18 +11,18 @@ from apron.errors import BadInput
 
 @dataclass(frozen=True)
 class Checkpoint:
-    source: str                       # what the user gave: a path, a repo id, a snapshot file
-    source_kind: str                  # "local" | "hub" | "snapshot" | "catalog"
+    source: str  # what the user gave: a path, a repo id, a snapshot file
+    source_kind: str  # "local" | "hub" | "snapshot" | "catalog"
     repo_id: str | None
-    revision: str | None              # a commit sha where known
+    revision: str | None  # a commit sha where known
     config: dict
-    tensors: tuple[TensorInfo, ...]   # the tensors vLLM would read (indexed files only)
-    files: tuple[str, ...]            # the safetensors files read
+    tensors: tuple[TensorInfo, ...]  # the tensors vLLM would read (indexed files only)
+    files: tuple[str, ...]  # the safetensors files read
     generation_config: dict | None = None
     tokenizer_config: dict | None = None
     chat_template: str | None = None
-    header_bytes_read: int = 0        # bytes of headers and config files read, for the byte budget
-    notes: tuple[str, ...] = ()       # facts about the source worth showing (e.g. "from the catalog")
+    header_bytes_read: int = 0  # bytes of headers and config files read, for the byte budget
+    notes: tuple[str, ...] = ()  # facts about the source worth showing (e.g. "from the catalog")
     extra: dict = field(default_factory=dict, compare=False)
 
     @cached_property
@@ -37,8 +38,10 @@ class Checkpoint:
     def architecture(self) -> str:
         archs = self.architectures
         if not archs:
-            raise BadInput(f"{self.source}: config.json field 'architectures' is missing or empty; "
-                           "vLLM needs it to pick the model class")
+            raise BadInput(
+                f"{self.source}: config.json field 'architectures' is missing or empty; "
+                "vLLM needs it to pick the model class"
+            )
         return archs[0]
 
     @property

@@ -1,4 +1,5 @@
 """SOURCE -> Checkpoint: a folder, a snapshot file, a catalog entry or a Hub repo id."""
+
 from __future__ import annotations
 
 import os
@@ -23,11 +24,15 @@ def load_checkpoint(source: str, revision: str | None = None, *, use_catalog: bo
             from apron.checkpoint.snapshot import load_snapshot
 
             return load_snapshot(path)
-        raise BadInput(f"{source}: a file, but not a snapshot (*.json or *.json.gz); give a checkpoint "
-                       "folder, a snapshot file or a Hub repo id")
+        raise BadInput(
+            f"{source}: a file, but not a snapshot (*.json or *.json.gz); give a checkpoint "
+            "folder, a snapshot file or a Hub repo id"
+        )
     if not REPO_ID.match(source) or source.endswith((".json", ".gz", ".safetensors")):
-        raise BadInput(f"SOURCE '{source}' does not exist and is not a Hub repo id (org/name); give a "
-                       "checkpoint folder, a snapshot file or a repo id")
+        raise BadInput(
+            f"SOURCE '{source}' does not exist and is not a Hub repo id (org/name); give a "
+            "checkpoint folder, a snapshot file or a repo id"
+        )
     from apron.checkpoint.catalog import in_catalog, load_from_catalog
 
     if use_catalog and in_catalog(source, revision):

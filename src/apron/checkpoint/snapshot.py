@@ -4,6 +4,7 @@ The format is the fixtures' `snapshot.json` (see tests/fixtures/README.md): `rep
 `files` {name: JSON object or text}, `safetensors` {file: header object}, `unindexed` [file, ...].
 Files the repo ships but its index does not list are skipped, as vLLM skips them.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -30,8 +31,9 @@ def read_snapshot_document(path: str | os.PathLike) -> dict:
     return cf.parse_json(raw, str(path))
 
 
-def load_snapshot(path: str | os.PathLike, *, source_kind: str = "snapshot", source: str | None = None,
-                  document: dict | None = None) -> Checkpoint:
+def load_snapshot(
+    path: str | os.PathLike, *, source_kind: str = "snapshot", source: str | None = None, document: dict | None = None
+) -> Checkpoint:
     label = str(path)
     doc = document if document is not None else read_snapshot_document(path)
     files = doc.get("files")
@@ -58,11 +60,19 @@ def load_snapshot(path: str | os.PathLike, *, source_kind: str = "snapshot", sou
     gen = _json_file(files, cf.GENERATION_CONFIG, label) if cf.GENERATION_CONFIG in files else None
     template = files.get(cf.CHAT_TEMPLATE) if isinstance(files.get(cf.CHAT_TEMPLATE), str) else None
     return Checkpoint(
-        source=source or label, source_kind=source_kind, repo_id=_optional_str(doc, "repo_id", label),
-        revision=_optional_str(doc, "revision", label), config=cf.check_config(config, label),
-        tensors=tuple(tensors), files=tuple(loaded), generation_config=gen, tokenizer_config=tok,
+        source=source or label,
+        source_kind=source_kind,
+        repo_id=_optional_str(doc, "repo_id", label),
+        revision=_optional_str(doc, "revision", label),
+        config=cf.check_config(config, label),
+        tensors=tuple(tensors),
+        files=tuple(loaded),
+        generation_config=gen,
+        tokenizer_config=tok,
         chat_template=cf.chat_template_of(tok, template),
-        header_bytes_read=0, notes=(), extra={"exact": doc.get("exact")},
+        header_bytes_read=0,
+        notes=(),
+        extra={"exact": doc.get("exact")},
     )
 
 
@@ -95,8 +105,13 @@ def dump_snapshot(checkpoint: Checkpoint) -> dict:
         files[cf.GENERATION_CONFIG] = checkpoint.generation_config
     if checkpoint.tokenizer_config is not None:
         files[cf.TOKENIZER_CONFIG] = checkpoint.tokenizer_config
-    return {"repo_id": checkpoint.repo_id, "revision": checkpoint.revision, "files": files,
-            "safetensors": headers, "unindexed": []}
+    return {
+        "repo_id": checkpoint.repo_id,
+        "revision": checkpoint.revision,
+        "files": files,
+        "safetensors": headers,
+        "unindexed": [],
+    }
 
 
 def to_json_bytes(document: dict) -> bytes:

@@ -1,5 +1,6 @@
 """What changed between two releases' facts: registries, defaults, parsers, and mirrored functions
 whose source changed (plans that rely on them need re-checking)."""
+
 from __future__ import annotations
 
 RECHECK_NOTE = "plans for these layouts need re-checking"
@@ -39,6 +40,7 @@ def _split_key(key: str) -> tuple[str, str]:
 
 def mirrored_changes(old: dict, new: dict) -> dict:
     """Functions matched by qualified name across files, so a move is a move, not add + remove."""
+
     def by_qual(table: dict) -> dict[str, dict[str, str]]:
         out: dict[str, dict[str, str]] = {}
         for key, digest in (table or {}).items():
@@ -54,8 +56,13 @@ def mirrored_changes(old: dict, new: dict) -> dict:
             moved[qual] = [sorted(a), sorted(b)]
         if sorted(a.values()) != sorted(b.values()):
             changed.append(qual)
-    return {"changed": changed, "moved": moved, "added": sorted(set(after) - set(before)),
-            "removed": sorted(set(before) - set(after)), "note": RECHECK_NOTE}
+    return {
+        "changed": changed,
+        "moved": moved,
+        "added": sorted(set(after) - set(before)),
+        "removed": sorted(set(before) - set(after)),
+        "note": RECHECK_NOTE,
+    }
 
 
 def _entries(facts: dict, key: str, fields: tuple[str, ...]) -> set[tuple]:
@@ -75,16 +82,19 @@ def diff_facts(old: dict, new: dict) -> dict:
         "to": new["version"],
         "pins": _leaves(old.get("pins"), new.get("pins")),
         "architectures": _keyed(registry_old["architectures"], registry_new["architectures"]),
-        "previously_supported": _keyed(registry_old.get("previously_supported"),
-                                       registry_new.get("previously_supported")),
+        "previously_supported": _keyed(
+            registry_old.get("previously_supported"), registry_new.get("previously_supported")
+        ),
         "out_of_tree": _keyed(registry_old.get("out_of_tree"), registry_new.get("out_of_tree")),
         "config_hooks": _keyed(old.get("config_hooks"), new.get("config_hooks")),
         "defaults": _leaves(old.get("defaults"), new.get("defaults")),
         "quantization": _keyed(old.get("quantization"), new.get("quantization")),
         "attention_backends": _keyed(old.get("attention_backends"), new.get("attention_backends")),
         "backend_priority": _leaves(old.get("backend_priority"), new.get("backend_priority")),
-        "parsers": {kind: _keyed((old.get("parsers") or {}).get(kind), (new.get("parsers") or {}).get(kind))
-                    for kind in ("reasoning", "tool")},
+        "parsers": {
+            kind: _keyed((old.get("parsers") or {}).get(kind), (new.get("parsers") or {}).get(kind))
+            for kind in ("reasoning", "tool")
+        },
         "tokenizer": _leaves(old.get("tokenizer"), new.get("tokenizer")),
         "mirrored_functions": mirrored_changes(old.get("mirrored_functions"), new.get("mirrored_functions")),
         "log_formats": _list_changes(old, new, "log_formats", ("file", "function", "level", "format")),

@@ -5,13 +5,14 @@ The files are written by `apron engine sync` (see docs/engine-facts.md); shipped
 the same version). Nothing here hard-codes an engine default: every answer comes from the facts of
 the release asked about, and where the facts say "not statically resolvable" the answer is None.
 """
+
 from __future__ import annotations
 
 import gzip
 import json
 import re
 from dataclasses import dataclass
-from functools import cached_property, lru_cache
+from functools import cache, cached_property, lru_cache
 from pathlib import Path
 
 from apron.engine import templates
@@ -72,7 +73,7 @@ MESSAGE_KEYS = ("log_formats", "refusals")
 @dataclass(frozen=True)
 class EngineFacts:
     data: dict
-    full_path: str | None = None   # where the full file is, when `data` is the core companion
+    full_path: str | None = None  # where the full file is, when `data` is the core companion
 
     @cached_property
     def _messages(self) -> dict:
@@ -160,8 +161,9 @@ class EngineFacts:
 
     # ------------------------------------------------------------ batch and graph defaults
 
-    def batch_defaults(self, device_total_bytes: int, device_name: str, compute_capability,
-                       usage_context: str = "OPENAI_API_SERVER") -> BatchDefaults | None:
+    def batch_defaults(
+        self, device_total_bytes: int, device_name: str, compute_capability, usage_context: str = "OPENAI_API_SERVER"
+    ) -> BatchDefaults | None:
         """max_num_seqs / max_num_batched_tokens as EngineArgs.get_batch_defaults picks them for this
         GPU (before the post rules that cap them by max_model_len); None if the tiers are not static."""
         tiers = self.defaults.get("batch_tiers")
@@ -173,9 +175,11 @@ class EngineFacts:
             if tier.get("unparsed_conditions"):
                 return None
             excluded = {capability_int(c) for c in tier["excluded_capabilities"]}
-            if (device_total_bytes >= tier["min_device_memory_bytes"]
-                    and not any(word in name for word in tier["name_excludes"])
-                    and capability not in excluded):
+            if (
+                device_total_bytes >= tier["min_device_memory_bytes"]
+                and not any(word in name for word in tier["name_excludes"])
+                and capability not in excluded
+            ):
                 seqs = tier["max_num_seqs"].get(usage_context)
                 tokens = tier["max_num_batched_tokens"].get(usage_context)
                 if seqs is None or tokens is None:
@@ -232,8 +236,7 @@ class EngineFacts:
         for arch in architectures:
             version = self.previously_supported(arch)
             if version is not None:
-                return self._render(REGISTRY_FUNCTION, {"arch": arch, "previous_version": version},
-                                    "previous_version")
+                return self._render(REGISTRY_FUNCTION, {"arch": arch, "previous_version": version}, "previous_version")
             url = self.out_of_tree(arch)
             if url is not None:
                 return self._render(REGISTRY_FUNCTION, {"arch": arch, "plugin_url": url}, "plugin_url")
@@ -249,8 +252,11 @@ class EngineFacts:
         capability = capability_int(compute_capability)
         if minimum is None or capability >= minimum:
             return None
-        values = {"model_config.quantization": method, "quant_config.get_min_capability()": minimum,
-                  "capability": capability}
+        values = {
+            "model_config.quantization": method,
+            "quant_config.get_min_capability()": minimum,
+            "capability": capability,
+        }
         return self._render(QUANT_FUNCTION, values, "quant_config.get_min_capability()")
 
 
@@ -263,6 +269,7 @@ def _tier_basis(version: str, tier: dict, usage_context: str) -> str:
 
 # ------------------------------------------------------------------ finding and loading files
 
+
 def facts_dirs() -> list[Path]:
     """Synced facts (cache) first, then the shipped ones."""
     from apron.paths import engine_facts_dir
@@ -270,11 +277,11 @@ def facts_dirs() -> list[Path]:
     return [engine_facts_dir()]
 
 
-@lru_cache(maxsize=None)
+@cache
 def _shipped_files() -> dict[str, str]:
     root = DATA_DIR
     out = {}
-    for entry in (root.iterdir() if root.is_dir() else []):
+    for entry in root.iterdir() if root.is_dir() else []:
         match = _FILE_NAME.fullmatch(entry.name)
         if match:
             out.setdefault(match.group(1), entry.name)
@@ -306,7 +313,7 @@ def known_versions() -> list[str]:
 
 
 def facts_origin(version: str) -> str | None:
-    """"synced" or "shipped" for a known version, else None."""
+    """ "synced" or "shipped" for a known version, else None."""
     if version in _synced_files():
         return "synced"
     return "shipped" if version in _shipped_files() else None
@@ -333,12 +340,14 @@ def _read_facts(path: str) -> dict:
     except (OSError, ValueError, EOFError) as exc:
         raise BadInput(f"engine facts {path}: unreadable ({exc}); run `apron engine sync` for it again") from None
     if data.get("schema") != FACTS_SCHEMA:
-        raise BadInput(f"engine facts {path}: schema {data.get('schema')!r} is not {FACTS_SCHEMA}; run "
-                       f"`apron engine sync vllm=={data.get('version')}` again")
+        raise BadInput(
+            f"engine facts {path}: schema {data.get('schema')!r} is not {FACTS_SCHEMA}; run "
+            f"`apron engine sync vllm=={data.get('version')}` again"
+        )
     return data
 
 
-@lru_cache(maxsize=None)
+@cache
 def _load(version: str, path: str, mtime_ns: int = 0) -> EngineFacts:
     core = core_path(Path(path))
     if core.is_file() and core.stat().st_mtime_ns >= mtime_ns:
@@ -358,8 +367,10 @@ def load_facts(version: str) -> EngineFacts:
     if version in _shipped_files():
         return _load(version, _shipped_path(version))
     known = ", ".join(known_versions()) or "none"
-    raise BadInput(f"--engine vllm=={version}: no facts for this release (known: {known}); run "
-                   f"`apron engine sync vllm=={version}` first")
+    raise BadInput(
+        f"--engine vllm=={version}: no facts for this release (known: {known}); run "
+        f"`apron engine sync vllm=={version}` first"
+    )
 
 
 def parse_engine_spec(spec: str) -> str:
@@ -379,13 +390,18 @@ def choose_version(architecture: str, versions: list[str] | None = None) -> Vers
     for version in reversed(ordered):
         if load_facts(version).architecture(architecture) is not None:
             if version == ordered[-1]:
-                return VersionChoice(version, f"vllm {version} is the newest known release and registers "
-                                              f"{architecture}")
-            return VersionChoice(version, f"vllm {version} is the newest known release that registers "
-                                          f"{architecture}; vllm {ordered[-1]} does not "
-                                          f"({_absence(newest, architecture)})")
-    return VersionChoice(None, f"no known release ({', '.join(ordered)}) registers {architecture} "
-                               f"({_absence(newest, architecture)})")
+                return VersionChoice(
+                    version, f"vllm {version} is the newest known release and registers {architecture}"
+                )
+            return VersionChoice(
+                version,
+                f"vllm {version} is the newest known release that registers "
+                f"{architecture}; vllm {ordered[-1]} does not "
+                f"({_absence(newest, architecture)})",
+            )
+    return VersionChoice(
+        None, f"no known release ({', '.join(ordered)}) registers {architecture} ({_absence(newest, architecture)})"
+    )
 
 
 def _absence(facts: EngineFacts, arch: str) -> str:

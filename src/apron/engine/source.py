@@ -3,6 +3,7 @@
 Fetching bytes is kept apart from parsing them (see `apron.engine.extract`). Nothing here imports
 vLLM; files are read from the wheel's zip or from disk.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -11,10 +12,10 @@ import re
 import subprocess
 import sys
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from email.parser import HeaderParser
 from pathlib import Path
-from typing import Callable
 
 from apron.errors import BadInput, Failed
 
@@ -43,7 +44,7 @@ class EngineSource:
             names = [p.relative_to(package).as_posix() for p in package.rglob("*.py")]
         return sorted(names)
 
-    def reader(self) -> "SourceReader":
+    def reader(self) -> SourceReader:
         return SourceReader(self)
 
     def metadata(self) -> dict[str, list[str]]:
@@ -130,8 +131,10 @@ def open_local(path: Path) -> EngineSource:
         return EngineSource("tree", path.resolve(), from_user=True)
     if path.name == "vllm" and (path / "__init__.py").is_file():
         return EngineSource("tree", path.parent.resolve(), from_user=True)
-    raise BadInput(f"{path}: no vllm/__init__.py in this folder; point at the folder that holds the "
-                   f"vllm package (an unpacked wheel or a checkout)")
+    raise BadInput(
+        f"{path}: no vllm/__init__.py in this folder; point at the folder that holds the "
+        f"vllm package (an unpacked wheel or a checkout)"
+    )
 
 
 def download_wheel(version: str, dest: Path, say: Callable[[str], None]) -> Path:
@@ -142,22 +145,38 @@ def download_wheel(version: str, dest: Path, say: Callable[[str], None]) -> Path
         say(f"using cached wheel {existing[0]}")
         return existing[0]
     say(f"downloading vllm=={version} with pip (about 300 MB) into {dest}")
-    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-               "--platform", _PIP_PLATFORM, "--dest", str(dest),
-               "--disable-pip-version-check", f"vllm=={version}"]
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--platform",
+        _PIP_PLATFORM,
+        "--dest",
+        str(dest),
+        "--disable-pip-version-check",
+        f"vllm=={version}",
+    ]
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=3600,
-                              env={**os.environ, "PIP_NO_INPUT": "1"})
+        done = subprocess.run(
+            command, capture_output=True, text=True, timeout=3600, env={**os.environ, "PIP_NO_INPUT": "1"}
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise Failed(f"pip download vllm=={version} failed to run: {exc}") from None
     output = (done.stdout or "") + (done.stderr or "")
     if done.returncode != 0:
         if "No matching distribution" in output or "Could not find a version" in output:
-            raise BadInput(f"vllm=={version}: no such release with a Linux wheel on the package index; "
-                           f"check the version (`pip index versions vllm`)")
+            raise BadInput(
+                f"vllm=={version}: no such release with a Linux wheel on the package index; "
+                f"check the version (`pip index versions vllm`)"
+            )
         last = [line for line in output.splitlines() if line.strip()][-1:] or ["no output"]
-        raise Failed(f"pip download vllm=={version} failed (exit {done.returncode}): {last[0].strip()}; "
-                     f"check the network or pass a local wheel path instead")
+        raise Failed(
+            f"pip download vllm=={version} failed (exit {done.returncode}): {last[0].strip()}; "
+            f"check the network or pass a local wheel path instead"
+        )
     found = sorted(dest.glob(f"vllm-{version}-*.whl"))
     if not found:
         raise Failed(f"pip download vllm=={version} reported success but left no wheel in {dest}")

@@ -1,4 +1,5 @@
 """Short readable views of engine facts for `apron engine list | show | diff`."""
+
 from __future__ import annotations
 
 from apron.engine.facts import EngineFacts, facts_origin, known_versions, load_facts
@@ -33,9 +34,20 @@ def summary(facts: EngineFacts) -> dict:
         "num_log_formats": len(data.get("log_formats") or []),
         "num_refusals": len(data.get("refusals") or []),
         "num_mirrored_functions": len(data.get("mirrored_functions") or {}),
-        "defaults": {key: defaults.get(key) for key in (
-            "gpu_memory_utilization", "block_size", "kv_cache_dtype", "dtype", "vocab_padding_size",
-            "optimization_level", "cudagraph_mode_by_level", "cudagraph", "batch_tiers")},
+        "defaults": {
+            key: defaults.get(key)
+            for key in (
+                "gpu_memory_utilization",
+                "block_size",
+                "kv_cache_dtype",
+                "dtype",
+                "vocab_padding_size",
+                "optimization_level",
+                "cudagraph_mode_by_level",
+                "cudagraph",
+                "batch_tiers",
+            )
+        },
         "gaps": data.get("gaps", []),
     }
 
@@ -44,10 +56,16 @@ def list_rows() -> list[dict]:
     rows = []
     for version in known_versions():
         data = load_facts(version).data
-        rows.append({"version": version, "origin": facts_origin(version),
-                     "num_architectures": len(data["registry"]["architectures"]),
-                     "torch": data["pins"].get("torch"), "sha256": data["source"]["sha256"],
-                     "filename": data["source"]["filename"]})
+        rows.append(
+            {
+                "version": version,
+                "origin": facts_origin(version),
+                "num_architectures": len(data["registry"]["architectures"]),
+                "torch": data["pins"].get("torch"),
+                "sha256": data["source"]["sha256"],
+                "filename": data["source"]["filename"],
+            }
+        )
     return rows
 
 
@@ -68,11 +86,15 @@ def render_summary(info: dict) -> list[str]:
         f"kv cache dtype {d['kv_cache_dtype']}, optimization level {d['optimization_level']}",
     ]
     for tier in d.get("batch_tiers") or []:
-        lines.append(f"  batch tier >= {tier['min_device_memory_bytes'] / 2**30:g} GiB"
-                     f"{' excluding ' + ', '.join(tier['name_excludes']) if tier['name_excludes'] else ''}: "
-                     f"max_num_seqs {tier['max_num_seqs']}, max_num_batched_tokens {tier['max_num_batched_tokens']}")
-    lines.append(f"  {info['num_log_formats']} log formats, {info['num_refusals']} refusal templates, "
-                 f"{info['num_mirrored_functions']} mirrored functions; {len(info['gaps'])} gaps")
+        lines.append(
+            f"  batch tier >= {tier['min_device_memory_bytes'] / 2**30:g} GiB"
+            f"{' excluding ' + ', '.join(tier['name_excludes']) if tier['name_excludes'] else ''}: "
+            f"max_num_seqs {tier['max_num_seqs']}, max_num_batched_tokens {tier['max_num_batched_tokens']}"
+        )
+    lines.append(
+        f"  {info['num_log_formats']} log formats, {info['num_refusals']} refusal templates, "
+        f"{info['num_mirrored_functions']} mirrored functions; {len(info['gaps'])} gaps"
+    )
     lines += [f"  gap: {gap}" for gap in info["gaps"]]
     return lines
 
@@ -93,8 +115,9 @@ def render_diff(diff: dict) -> list[str]:
     lines += _names("architectures changed", sorted(archs["changed"]))
     for kind in ("reasoning", "tool"):
         parsers = diff["parsers"][kind]
-        lines += _names(f"{kind} parsers added", parsers["added"]) + _names(f"{kind} parsers removed",
-                                                                           parsers["removed"])
+        lines += _names(f"{kind} parsers added", parsers["added"]) + _names(
+            f"{kind} parsers removed", parsers["removed"]
+        )
     lines += _names("quantization methods added", diff["quantization"]["added"])
     lines += _names("quantization methods changed", sorted(diff["quantization"]["changed"]))
     lines += _names("attention backends added", diff["attention_backends"]["added"])
@@ -110,9 +133,12 @@ def render_diff(diff: dict) -> list[str]:
     lines += _names(f"mirrored functions changed ({mirrored['note']})", mirrored["changed"], limit=50)
     for qual, (a, b) in mirrored["moved"].items():
         lines.append(f"  moved {qual}: {', '.join(a)} -> {', '.join(b)}")
-    lines += _names("mirrored functions new", mirrored["added"]) + _names("mirrored functions gone",
-                                                                          mirrored["removed"])
-    lines.append(f"  log formats: {len(diff['log_formats']['added'])} added, "
-                 f"{len(diff['log_formats']['removed'])} removed; refusals: "
-                 f"{len(diff['refusals']['added'])} added, {len(diff['refusals']['removed'])} removed")
+    lines += _names("mirrored functions new", mirrored["added"]) + _names(
+        "mirrored functions gone", mirrored["removed"]
+    )
+    lines.append(
+        f"  log formats: {len(diff['log_formats']['added'])} added, "
+        f"{len(diff['log_formats']['removed'])} removed; refusals: "
+        f"{len(diff['refusals']['added'])} added, {len(diff['refusals']['removed'])} removed"
+    )
     return lines

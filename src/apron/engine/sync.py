@@ -1,4 +1,5 @@
 """`apron engine sync`: fetch a release, extract its facts, write them atomically and deterministically."""
+
 from __future__ import annotations
 
 import gzip
@@ -7,9 +8,9 @@ import json
 import os
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from apron.engine.extract import extract_facts
 from apron.engine.facts import core_bytes, core_path
@@ -66,8 +67,9 @@ def resolve_source(spec: str, wheel_dir: Path, say: Callable[[str], None]) -> tu
     return open_local(Path(spec).expanduser()), None
 
 
-def sync(spec: str, out_dir: Path | None = None, say: Callable[[str], None] = lambda _: None,
-         jobs: int | None = None) -> SyncResult:
+def sync(
+    spec: str, out_dir: Path | None = None, say: Callable[[str], None] = lambda _: None, jobs: int | None = None
+) -> SyncResult:
     from apron.paths import cache_dir, engine_facts_dir
 
     started = time.perf_counter()
@@ -79,6 +81,8 @@ def sync(spec: str, out_dir: Path | None = None, say: Callable[[str], None] = la
     write_atomic(core_path(path), core_bytes(facts))
     path.with_suffix("").with_suffix(".json").unlink(missing_ok=True)  # an older uncompressed copy would shadow it
     finished = time.perf_counter()
-    say(f"wrote {path} ({len(facts['registry']['architectures'])} architectures, "
-        f"{finished - downloaded:.1f} s to extract)")
+    say(
+        f"wrote {path} ({len(facts['registry']['architectures'])} architectures, "
+        f"{finished - downloaded:.1f} s to extract)"
+    )
     return SyncResult(facts["version"], path, facts, finished - downloaded, downloaded - started)

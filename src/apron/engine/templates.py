@@ -5,6 +5,7 @@ as str.format does. Rendering applies the same conversion and format spec Python
 result is the engine's own text; a field whose value is not given is left as written and the result
 is marked inexact.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -28,7 +29,7 @@ def split(template: str) -> list[str | Field]:
     literal, i = [], 0
     while i < len(template):
         char = template[i]
-        if char in "{}" and template[i:i + 2] in ("{{", "}}"):
+        if char in "{}" and template[i : i + 2] in ("{{", "}}"):
             literal.append(char)
             i += 2
         elif char == "{":
@@ -36,7 +37,7 @@ def split(template: str) -> list[str | Field]:
             if literal:
                 parts.append("".join(literal))
                 literal = []
-            parts.append(_field(template[i:end + 1]))
+            parts.append(_field(template[i : end + 1]))
             i = end + 1
         else:
             literal.append(char)
@@ -82,11 +83,10 @@ def _field(text: str) -> Field:
             depth += 1
         elif char in _CLOSE:
             depth -= 1
-        elif depth == 0 and char == "!" and body[i + 1:i + 2] in ("r", "s", "a") \
-                and body[i + 2:i + 3] in ("", ":"):
-            return Field(text, body[:i].strip(), body[i + 1], body[i + 3:])
-        elif depth == 0 and char == ":" and body[i + 1:i + 2] != "=":  # not a walrus
-            return Field(text, body[:i].strip(), None, body[i + 1:])
+        elif depth == 0 and char == "!" and body[i + 1 : i + 2] in ("r", "s", "a") and body[i + 2 : i + 3] in ("", ":"):
+            return Field(text, body[:i].strip(), body[i + 1], body[i + 3 :])
+        elif depth == 0 and char == ":" and body[i + 1 : i + 2] != "=":  # not a walrus
+            return Field(text, body[:i].strip(), None, body[i + 1 :])
     return Field(text, body.strip(), None, "")
 
 

@@ -1,4 +1,5 @@
 """Resolve `--gpu` (PyTorch's device name or a short alias) to a catalog entry."""
+
 from __future__ import annotations
 
 import difflib
@@ -15,10 +16,10 @@ MIB = 2**20
 
 @dataclass(frozen=True)
 class Gpu:
-    name: str                   # PyTorch's device name, e.g. "NVIDIA H100 80GB HBM3"
-    total_bytes: int            # as torch.cuda.mem_get_info() reports it
+    name: str  # PyTorch's device name, e.g. "NVIDIA H100 80GB HBM3"
+    total_bytes: int  # as torch.cuda.mem_get_info() reports it
     compute_capability: tuple[int, int]
-    is_total_exact: bool        # read on a real machine, or derived from nvidia-smi's figure
+    is_total_exact: bool  # read on a real machine, or derived from nvidia-smi's figure
     total_bytes_basis: str
     aliases: tuple[str, ...] = ()
 
@@ -40,9 +41,11 @@ def _entry(raw: dict) -> Gpu:
         basis = "PyTorch total read on a rented machine"
     else:
         total = (raw["nvidia_smi_total_mib"] - raw["family_gap_mib"]) * MIB
-        basis = (f"approximate: nvidia-smi's {raw['nvidia_smi_total_mib']} MiB minus the "
-                 f"{raw['family_gap_mib']} MiB gap measured on the same GPU family; pass "
-                 "--gpu-memory-bytes with torch.cuda.mem_get_info()[1] for the exact figure")
+        basis = (
+            f"approximate: nvidia-smi's {raw['nvidia_smi_total_mib']} MiB minus the "
+            f"{raw['family_gap_mib']} MiB gap measured on the same GPU family; pass "
+            "--gpu-memory-bytes with torch.cuda.mem_get_info()[1] for the exact figure"
+        )
     return Gpu(raw["name"], total, (major, minor), raw["is_total_exact"], basis, tuple(raw["aliases"]))
 
 
@@ -66,16 +69,16 @@ def resolve_gpu(text: str, *, memory_bytes: int | None = None, capability: str |
     gpu = _lookup().get(_normalize(text))
     if gpu is None:
         if memory_bytes is not None and capability is not None:
-            return Gpu(text, memory_bytes, _parse_capability(capability), True,
-                       "given with --gpu-memory-bytes")
+            return Gpu(text, memory_bytes, _parse_capability(capability), True, "given with --gpu-memory-bytes")
         close = difflib.get_close_matches(_normalize(text), list(_lookup()), n=4, cutoff=0.5)
         names = sorted({_lookup()[c].name for c in close})
         hint = f"; close names: {', '.join(names)}" if names else ""
-        raise BadInput(f"--gpu '{text}' is not in Apron's GPU catalog{hint}. See `apron gpus`, or give "
-                       "--gpu-memory-bytes and --gpu-capability for an unlisted GPU")
+        raise BadInput(
+            f"--gpu '{text}' is not in Apron's GPU catalog{hint}. See `apron gpus`, or give "
+            "--gpu-memory-bytes and --gpu-capability for an unlisted GPU"
+        )
     if memory_bytes is not None:
-        return Gpu(gpu.name, memory_bytes, gpu.compute_capability, True, "given with --gpu-memory-bytes",
-                   gpu.aliases)
+        return Gpu(gpu.name, memory_bytes, gpu.compute_capability, True, "given with --gpu-memory-bytes", gpu.aliases)
     return gpu
 
 

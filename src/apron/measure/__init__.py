@@ -4,12 +4,19 @@ read what the engine logged (apron.measure.logparse).
 The names below load on first use: `checks` imports the openai client (~1 s), which `apron log parse`
 and `apron boot` should not pay for.
 """
+
 from __future__ import annotations
 
 import importlib
 
-_LAZY = {"CheckReport": "checks", "CheckResult": "checks", "run_checks": "checks",
-         "template_reads_reasoning_effort": "checks", "ServeReport": "servetest", "run_serve_test": "servetest"}
+_LAZY = {
+    "CheckReport": "checks",
+    "CheckResult": "checks",
+    "run_checks": "checks",
+    "template_reads_reasoning_effort": "checks",
+    "ServeReport": "servetest",
+    "run_serve_test": "servetest",
+}
 __all__ = sorted(_LAZY)
 
 

@@ -8,21 +8,29 @@ Suites: `short` - three questions with exact answers; `deploy` - a needle in a ~
 a tool call, JSON output against a schema, an image (multimodal models only) and reasoning returned
 in its own channel.
 """
+
 from __future__ import annotations
 
 import json
 import random
 import re
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Callable
 
 from apron.errors import BadInput
 from apron.measure.endpoint import Endpoint, Reply, ServedModel
 from apron.measure.haystack import build_haystack
 from apron.measure.png import COLOURS, data_url, solid_png
-from apron.measure.replies import (ChatAnswer, clip, excerpt, read_answer, reasoning_marker_in, shown,
-                                   tool_call_marker_in)
+from apron.measure.replies import (
+    ChatAnswer,
+    clip,
+    excerpt,
+    read_answer,
+    reasoning_marker_in,
+    shown,
+    tool_call_marker_in,
+)
 
 SUITES: dict[str, tuple[str, ...]] = {
     "short": ("arithmetic", "capital", "reversal"),
@@ -57,37 +65,53 @@ class Question:
 SHORT_QUESTIONS = (
     Question("arithmetic", "What is 17 + 25? Reply with the number only.", "42", "number"),
     Question("capital", "What is the capital of France? Reply with one word.", "Paris", "word"),
-    Question("reversal", "Write the word 'stressed' backwards, letter by letter reversed. Reply with the "
-             "reversed word only.", "desserts", "word"),
+    Question(
+        "reversal",
+        "Write the word 'stressed' backwards, letter by letter reversed. Reply with the reversed word only.",
+        "desserts",
+        "word",
+    ),
 )
 REASONING_QUESTION = Question(
-    "reasoning", "A train leaves at 14:20 and the journey takes 95 minutes. At what time does it arrive? "
-    "Think it through, then reply with the arrival time only, as HH:MM.", "15:55", "text")
+    "reasoning",
+    "A train leaves at 14:20 and the journey takes 95 minutes. At what time does it arrive? "
+    "Think it through, then reply with the arrival time only, as HH:MM.",
+    "15:55",
+    "text",
+)
 
 WEATHER_PARAMETERS = {
     "type": "object",
-    "properties": {"city": {"type": "string"},
-                   "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
+    "properties": {"city": {"type": "string"}, "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
     "required": ["city", "unit"],
     "additionalProperties": False,
 }
-WEATHER_TOOL = {"type": "function", "function": {
-    "name": "get_weather", "description": "Get the current weather in a city.",
-    "parameters": WEATHER_PARAMETERS}}
+WEATHER_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Get the current weather in a city.",
+        "parameters": WEATHER_PARAMETERS,
+    },
+}
 TOOL_PROMPT = "What is the weather in Paris right now, in celsius? Use the get_weather tool."
 EXPECTED_TOOL_ARGUMENTS = {"city": "Paris", "unit": "celsius"}  # compared case-insensitively
 
 # Enums and a bounded integer keep a right answer short and leave nothing for free text to wander.
 CITY_SCHEMA = {
     "type": "object",
-    "properties": {"city": {"type": "string", "enum": ["Paris", "Rome", "Berlin", "Madrid"]},
-                   "is_capital": {"type": "boolean"},
-                   "population_millions": {"type": "integer", "minimum": 0, "maximum": 100}},
+    "properties": {
+        "city": {"type": "string", "enum": ["Paris", "Rome", "Berlin", "Madrid"]},
+        "is_capital": {"type": "boolean"},
+        "population_millions": {"type": "integer", "minimum": 0, "maximum": 100},
+    },
     "required": ["city", "is_capital", "population_millions"],
     "additionalProperties": False,
 }
-JSON_PROMPT = ("Describe Rome as a JSON object: the city's name, whether it is its country's capital, and "
-               "its population in millions as a whole number.")
+JSON_PROMPT = (
+    "Describe Rome as a JSON object: the city's name, whether it is its country's capital, and "
+    "its population in millions as a whole number."
+)
 
 
 @dataclass(frozen=True)
@@ -95,11 +119,11 @@ class CheckOptions:
     """How to ask: what the caller knows about the model and its server."""
 
     multimodal: bool = False
-    reasoning_effort: str | None = None   # sent only where the chat template reads it
-    reasoning: bool | None = None         # the model reasons; None: judge from its replies
-    reasoning_parser: str | None = None   # named in the fix when reasoning lands in the wrong channel
-    tool_parser: str | None = None        # named in the fix when tool calls are not parsed
-    tool_choice: str = "auto"             # auto (the server's tool parser) | required | named
+    reasoning_effort: str | None = None  # sent only where the chat template reads it
+    reasoning: bool | None = None  # the model reasons; None: judge from its replies
+    reasoning_parser: str | None = None  # named in the fix when reasoning lands in the wrong channel
+    tool_parser: str | None = None  # named in the fix when tool calls are not parsed
+    tool_choice: str = "auto"  # auto (the server's tool parser) | required | named
     answer_budget_tokens: int = 64
 
     def budget_tokens(self, answer_tokens: int | None = None, *, expect_thinking: bool = False) -> int:
@@ -108,10 +132,15 @@ class CheckOptions:
         return (answer_tokens or self.answer_budget_tokens) + (REASONING_ALLOWANCE_TOKENS if thinks else 0)
 
     def to_json(self) -> dict:
-        return {"multimodal": self.multimodal, "reasoning_effort": self.reasoning_effort,
-                "reasoning": self.reasoning, "reasoning_parser": self.reasoning_parser,
-                "tool_parser": self.tool_parser, "tool_choice": self.tool_choice,
-                "answer_budget_tokens": self.answer_budget_tokens}
+        return {
+            "multimodal": self.multimodal,
+            "reasoning_effort": self.reasoning_effort,
+            "reasoning": self.reasoning,
+            "reasoning_parser": self.reasoning_parser,
+            "tool_parser": self.tool_parser,
+            "tool_choice": self.tool_choice,
+            "answer_budget_tokens": self.answer_budget_tokens,
+        }
 
 
 @dataclass(frozen=True)
@@ -147,9 +176,15 @@ class CheckResult:
         return self.status == "pass"
 
     def to_json(self) -> dict:
-        return {"name": self.name, "status": self.status, "reason": self.reason, "fix": self.fix,
-                "latency_seconds": None if self.latency_seconds is None else round(self.latency_seconds, 4),
-                "excerpt": self.excerpt, "details": self.details}
+        return {
+            "name": self.name,
+            "status": self.status,
+            "reason": self.reason,
+            "fix": self.fix,
+            "latency_seconds": None if self.latency_seconds is None else round(self.latency_seconds, 4),
+            "excerpt": self.excerpt,
+            "details": self.details,
+        }
 
 
 @dataclass(frozen=True)
@@ -172,15 +207,24 @@ class CheckReport:
         return "answered" if self.count("fail") == 0 and self.count("pass") > 0 else "not_answered"
 
     def to_json(self) -> dict:
-        return {"schema": "apron.check/1", "url": self.url, "model": self.model, "suite": self.suite,
-                "verdict": self.verdict,
-                "served": {"root": self.served.root, "max_model_len_tokens": self.served.max_model_len_tokens},
-                "options": self.options.to_json(), "seed": self.seed,
-                "num_passed": self.count("pass"), "num_failed": self.count("fail"),
-                "num_skipped": self.count("skip"), "checks": [r.to_json() for r in self.results]}
+        return {
+            "schema": "apron.check/1",
+            "url": self.url,
+            "model": self.model,
+            "suite": self.suite,
+            "verdict": self.verdict,
+            "served": {"root": self.served.root, "max_model_len_tokens": self.served.max_model_len_tokens},
+            "options": self.options.to_json(),
+            "seed": self.seed,
+            "num_passed": self.count("pass"),
+            "num_failed": self.count("fail"),
+            "num_skipped": self.count("skip"),
+            "checks": [r.to_json() for r in self.results],
+        }
 
 
 # ---- fixes named in failure reasons -------------------------------------------------------------
+
 
 def reasoning_fix(options: CheckOptions) -> str:
     parser = options.reasoning_parser or "NAME (the model family's, e.g. qwen3)"
@@ -195,17 +239,21 @@ def tool_fix(options: CheckOptions) -> str:
 def budget_fix(options: CheckOptions) -> str:
     if options.reasoning_effort:
         return "raise the answer budget (--answer-budget-tokens) or lower --reasoning-effort"
-    return ("send --reasoning-effort low where the chat template reads reasoning_effort, or pass --reasoning "
-            f"to allow {REASONING_ALLOWANCE_TOKENS} tokens of thinking")
+    return (
+        "send --reasoning-effort low where the chat template reads reasoning_effort, or pass --reasoning "
+        f"to allow {REASONING_ALLOWANCE_TOKENS} tokens of thinking"
+    )
 
 
 # ---- scoring (pure: a reply in, an outcome out) -------------------------------------------------
 
+
 def _http_failure(reply: Reply) -> Outcome:
     if reply.status_code == 0:
         return _fail(f"no answer: {reply.error}")
-    return _fail(f"the server refused the request: HTTP {reply.status_code}: {reply.error}",
-                 http_status=reply.status_code)
+    return _fail(
+        f"the server refused the request: HTTP {reply.status_code}: {reply.error}", http_status=reply.status_code
+    )
 
 
 def _answer_or_failure(reply: Reply) -> ChatAnswer | Outcome:
@@ -220,22 +268,30 @@ def _channel_failure(answer: ChatAnswer, options: CheckOptions) -> Outcome | Non
     marker = reasoning_marker_in(answer.content)
     if marker is None:
         return None
-    return _fail(f"wrong channel: reasoning and answer came back in one string (the answer holds {marker!r})",
-                 reasoning_fix(options), marker=marker)
+    return _fail(
+        f"wrong channel: reasoning and answer came back in one string (the answer holds {marker!r})",
+        reasoning_fix(options),
+        marker=marker,
+    )
 
 
-def _empty_answer(answer: ChatAnswer, question: Question | None, options: CheckOptions,
-                  budget_tokens: int) -> Outcome:
+def _empty_answer(answer: ChatAnswer, question: Question | None, options: CheckOptions, budget_tokens: int) -> Outcome:
     """The answer channel is empty: say whether the answer is in the reasoning, cut off, or absent."""
     in_reasoning = question is not None and bool(answer.reasoning) and question.matches(answer.reasoning)
     if in_reasoning and answer.finish_reason != "length":
-        return _fail("wrong channel: the answer is inside the reasoning text and the answer channel is empty; "
-                     "the reasoning parser does not match the model",
-                     reasoning_fix(options), answer_in_reasoning=True)
+        return _fail(
+            "wrong channel: the answer is inside the reasoning text and the answer channel is empty; "
+            "the reasoning parser does not match the model",
+            reasoning_fix(options),
+            answer_in_reasoning=True,
+        )
     if answer.finish_reason == "length":
         where = " while still reasoning" if answer.reasoning else ""
-        return _fail(f"no answer: ran out of the {budget_tokens}-token budget{where} (finish_reason length)",
-                     budget_fix(options) if answer.reasoning else None, budget_tokens=budget_tokens)
+        return _fail(
+            f"no answer: ran out of the {budget_tokens}-token budget{where} (finish_reason length)",
+            budget_fix(options) if answer.reasoning else None,
+            budget_tokens=budget_tokens,
+        )
     if answer.tool_calls:
         return _fail("no answer: the model called a tool instead of answering")
     return _fail(f"empty answer (finish_reason {answer.finish_reason})")
@@ -270,14 +326,25 @@ def score_reasoning(reply: Reply, question: Question, options: CheckOptions, bud
         return outcome
     answer = read_answer(reply.body)
     if answer.reasoning.strip():
-        return _pass(f"reasoning in its own channel ({len(answer.reasoning)} characters) and the right answer "
-                     f"{question.expected}", reasoning_chars=len(answer.reasoning), **outcome.details)
+        return _pass(
+            f"reasoning in its own channel ({len(answer.reasoning)} characters) and the right answer "
+            f"{question.expected}",
+            reasoning_chars=len(answer.reasoning),
+            **outcome.details,
+        )
     if options.reasoning:
-        return _fail("no reasoning came back: the answer is right but the reasoning channel is empty",
-                     reasoning_fix(options) + ", and check that the chat template turns thinking on",
-                     **outcome.details)
-    return Outcome("skip", "no reasoning channel in the reply and none expected (a model that does not "
-                   "reason, or reasoning off); the answer is right", None, outcome.details)
+        return _fail(
+            "no reasoning came back: the answer is right but the reasoning channel is empty",
+            reasoning_fix(options) + ", and check that the chat template turns thinking on",
+            **outcome.details,
+        )
+    return Outcome(
+        "skip",
+        "no reasoning channel in the reply and none expected (a model that does not "
+        "reason, or reasoning off); the answer is right",
+        None,
+        outcome.details,
+    )
 
 
 def _schema_error(instance, schema: dict) -> str | None:
@@ -310,27 +377,34 @@ def score_json(reply: Reply, schema: dict, options: CheckOptions, budget_tokens:
 
 def _not_json(text: str, exc: ValueError, answer: ChatAnswer, budget_tokens: int) -> Outcome:
     if answer.finish_reason == "length":
-        return _fail(f"invalid JSON: cut off at the {budget_tokens}-token budget: {clip(text)}",
-                     budget_tokens=budget_tokens)
+        return _fail(
+            f"invalid JSON: cut off at the {budget_tokens}-token budget: {clip(text)}", budget_tokens=budget_tokens
+        )
     if text.startswith("```"):
-        return _fail("invalid JSON: wrapped in a markdown code fence, so the server did not apply the schema",
-                     "use a server with structured output (vLLM applies response_format json_schema)")
+        return _fail(
+            "invalid JSON: wrapped in a markdown code fence, so the server did not apply the schema",
+            "use a server with structured output (vLLM applies response_format json_schema)",
+        )
     return _fail(f"invalid JSON ({exc}): {clip(text)}")
 
 
 def score_tool_call(reply: Reply, options: CheckOptions, budget_tokens: int) -> Outcome:
     """One call of get_weather with arguments valid for its schema and the right values."""
     if not reply.is_ok and re.search(r"tool-call-parser|enable-auto-tool-choice", reply.error or ""):
-        return _fail(f"the server cannot parse tool calls: {reply.error}", tool_fix(options),
-                     http_status=reply.status_code)
+        return _fail(
+            f"the server cannot parse tool calls: {reply.error}", tool_fix(options), http_status=reply.status_code
+        )
     answer = _answer_or_failure(reply)
     if isinstance(answer, Outcome):
         return answer
     if not answer.tool_calls:
         return _no_tool_call(answer, options, budget_tokens)
     function = answer.tool_calls[0].get("function") or {}
-    details = {"num_tool_calls": len(answer.tool_calls), "name": function.get("name"),
-               "arguments": function.get("arguments")}
+    details = {
+        "num_tool_calls": len(answer.tool_calls),
+        "name": function.get("name"),
+        "arguments": function.get("arguments"),
+    }
     if function.get("name") != WEATHER_TOOL["function"]["name"]:
         return _fail(f"called {function.get('name')!r} instead of 'get_weather'", **details)
     return _score_arguments(function.get("arguments"), details)
@@ -341,11 +415,16 @@ def _no_tool_call(answer: ChatAnswer, options: CheckOptions, budget_tokens: int)
     if marker is None:
         return _fail(f"no tool call: the model answered in text: {shown(answer.content or answer.reasoning)}")
     if answer.finish_reason == "length":
-        return _fail(f"no tool call: a call ({marker!r}) was cut off at the {budget_tokens}-token budget and came "
-                     "back as text", marker=marker)
+        return _fail(
+            f"no tool call: a call ({marker!r}) was cut off at the {budget_tokens}-token budget and came back as text",
+            marker=marker,
+        )
     where = "the answer" if marker in answer.content else "the reasoning text"
-    return _fail(f"the tool call came back as text in {where} ({marker!r}): the server did not parse it",
-                 tool_fix(options), marker=marker)
+    return _fail(
+        f"the tool call came back as text in {where} ({marker!r}): the server did not parse it",
+        tool_fix(options),
+        marker=marker,
+    )
 
 
 def _score_arguments(raw, details: dict) -> Outcome:
@@ -358,14 +437,18 @@ def _score_arguments(raw, details: dict) -> Outcome:
     error = _schema_error(arguments, WEATHER_PARAMETERS)
     if error is not None:
         return _fail(f"malformed tool call: the arguments break the function's schema: {error}", **details)
-    wrong = [f"{key}={arguments.get(key)!r} (expected {value!r})" for key, value in EXPECTED_TOOL_ARGUMENTS.items()
-             if str(arguments.get(key, "")).strip().casefold() != value.casefold()]
+    wrong = [
+        f"{key}={arguments.get(key)!r} (expected {value!r})"
+        for key, value in EXPECTED_TOOL_ARGUMENTS.items()
+        if str(arguments.get(key, "")).strip().casefold() != value.casefold()
+    ]
     if wrong:
         return _fail("wrong arguments: " + ", ".join(wrong), **details)
     return _pass(f"called get_weather({json.dumps(arguments, ensure_ascii=False)})", **details)
 
 
 # ---- running the checks -------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class _Context:
@@ -389,9 +472,15 @@ class _Context:
 
 
 def _result(name: str, reply: Reply | None, outcome: Outcome, **details) -> CheckResult:
-    return CheckResult(name, outcome.status, outcome.reason, outcome.fix,
-                       None if reply is None else reply.latency_seconds,
-                       "" if reply is None else excerpt(reply.body), {**outcome.details, **details})
+    return CheckResult(
+        name,
+        outcome.status,
+        outcome.reason,
+        outcome.fix,
+        None if reply is None else reply.latency_seconds,
+        "" if reply is None else excerpt(reply.body),
+        {**outcome.details, **details},
+    )
 
 
 def _ask(context: _Context, question: Question) -> CheckResult:
@@ -406,19 +495,30 @@ def _question_check(question: Question) -> Callable[[_Context], CheckResult]:
 
 def check_needle(context: _Context) -> CheckResult:
     budget = context.budget_tokens()
-    haystack = build_haystack(context.endpoint.count_tokens, rng=context.rng, answer_budget_tokens=budget,
-                              max_model_len_tokens=context.served.max_model_len_tokens)
+    haystack = build_haystack(
+        context.endpoint.count_tokens,
+        rng=context.rng,
+        answer_budget_tokens=budget,
+        max_model_len_tokens=context.served.max_model_len_tokens,
+    )
     reply = context.chat(haystack.messages, budget)
     outcome = score_answer(reply, Question("needle", "", haystack.code, "text"), context.options, budget)
     # The size goes into the reason itself: a pass on a scaled-down haystack must say so.
     outcome = replace(outcome, reason=f"{outcome.reason}; {haystack.note}")
-    return _result("needle", reply, outcome, code=haystack.code, prompt_tokens=haystack.prompt_tokens,
-                   prompt_tokens_estimated=haystack.is_estimate, depth_fraction=haystack.depth_fraction)
+    return _result(
+        "needle",
+        reply,
+        outcome,
+        code=haystack.code,
+        prompt_tokens=haystack.prompt_tokens,
+        prompt_tokens_estimated=haystack.is_estimate,
+        depth_fraction=haystack.depth_fraction,
+    )
 
 
 def tool_request(tool_choice: str) -> dict:
     """The tool-call request body beside messages and max_tokens."""
-    choice = ({"type": "function", "function": {"name": "get_weather"}} if tool_choice == "named" else tool_choice)
+    choice = {"type": "function", "function": {"name": "get_weather"}} if tool_choice == "named" else tool_choice
     return {"tools": [WEATHER_TOOL], "tool_choice": choice}
 
 
@@ -426,13 +526,18 @@ def check_tool_call(context: _Context) -> CheckResult:
     budget = context.budget_tokens(128)
     messages = [{"role": "user", "content": TOOL_PROMPT}]
     reply = context.chat(messages, budget, **tool_request(context.options.tool_choice))
-    return _result("tool_call", reply, score_tool_call(reply, context.options, budget),
-                   tool_choice=context.options.tool_choice)
+    return _result(
+        "tool_call", reply, score_tool_call(reply, context.options, budget), tool_choice=context.options.tool_choice
+    )
 
 
 def json_request() -> dict:
-    return {"response_format": {"type": "json_schema",
-                                "json_schema": {"name": "city", "strict": True, "schema": CITY_SCHEMA}}}
+    return {
+        "response_format": {
+            "type": "json_schema",
+            "json_schema": {"name": "city", "strict": True, "schema": CITY_SCHEMA},
+        }
+    }
 
 
 def check_json_schema(context: _Context) -> CheckResult:
@@ -443,15 +548,24 @@ def check_json_schema(context: _Context) -> CheckResult:
 
 def image_messages(colour: str) -> list[dict]:
     png = solid_png(COLOURS[colour])
-    return [{"role": "user", "content": [
-        {"type": "image_url", "image_url": {"url": data_url(png)}},
-        {"type": "text", "text": "What colour is this image? Reply with one word."}]}]
+    return [
+        {
+            "role": "user",
+            "content": [
+                {"type": "image_url", "image_url": {"url": data_url(png)}},
+                {"type": "text", "text": "What colour is this image? Reply with one word."},
+            ],
+        }
+    ]
 
 
 def check_image(context: _Context) -> CheckResult:
     if not context.options.multimodal:
-        return _result("image", None, Outcome("skip", "text-only model: no image input (pass --multimodal for "
-                                                      "a model with a vision tower)"))
+        return _result(
+            "image",
+            None,
+            Outcome("skip", "text-only model: no image input (pass --multimodal for a model with a vision tower)"),
+        )
     colour = context.rng.choice(sorted(COLOURS))
     budget = context.budget_tokens()
     reply = context.chat(image_messages(colour), budget)
@@ -468,8 +582,11 @@ def check_reasoning(context: _Context) -> CheckResult:
 
 CHECKS: dict[str, Callable[[_Context], CheckResult]] = {
     **{q.name: _question_check(q) for q in SHORT_QUESTIONS},
-    "needle": check_needle, "tool_call": check_tool_call, "json_schema": check_json_schema,
-    "image": check_image, "reasoning": check_reasoning,
+    "needle": check_needle,
+    "tool_call": check_tool_call,
+    "json_schema": check_json_schema,
+    "image": check_image,
+    "reasoning": check_reasoning,
 }
 
 
@@ -478,16 +595,29 @@ def template_reads_reasoning_effort(chat_template: str | None) -> bool:
     return bool(chat_template) and "reasoning_effort" in chat_template
 
 
-def run_checks(base_url: str, model: str, suite: str = "short", *, multimodal: bool,
-               reasoning_effort: str | None, reasoning: bool | None = None, reasoning_parser: str | None = None,
-               tool_parser: str | None = None, tool_choice: str = "auto", answer_budget_tokens: int = 64,
-               seed: int | None = None, timeout_seconds: float = 600, api_key: str | None = None,
-               only: tuple[str, ...] | None = None,
-               progress: Callable[[str], None] | None = None) -> CheckReport:
+def run_checks(
+    base_url: str,
+    model: str,
+    suite: str = "short",
+    *,
+    multimodal: bool,
+    reasoning_effort: str | None,
+    reasoning: bool | None = None,
+    reasoning_parser: str | None = None,
+    tool_parser: str | None = None,
+    tool_choice: str = "auto",
+    answer_budget_tokens: int = 64,
+    seed: int | None = None,
+    timeout_seconds: float = 600,
+    api_key: str | None = None,
+    only: tuple[str, ...] | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> CheckReport:
     """Run a suite against a served model; `only` picks checks by name (any suite's)."""
     names = _check_names(suite, only)
-    options = _options(multimodal, reasoning_effort, reasoning, reasoning_parser, tool_parser, tool_choice,
-                       answer_budget_tokens)
+    options = _options(
+        multimodal, reasoning_effort, reasoning, reasoning_parser, tool_parser, tool_choice, answer_budget_tokens
+    )
     endpoint = Endpoint(base_url, model, api_key=api_key, timeout_seconds=timeout_seconds)
     served = endpoint.served_model()
     seed = secrets.randbits(32) if seed is None else seed
@@ -513,13 +643,15 @@ def _check_names(suite: str, only: tuple[str, ...] | None) -> tuple[str, ...]:
     return tuple(only)
 
 
-def _options(multimodal, reasoning_effort, reasoning, reasoning_parser, tool_parser, tool_choice,
-             answer_budget_tokens) -> CheckOptions:
+def _options(
+    multimodal, reasoning_effort, reasoning, reasoning_parser, tool_parser, tool_choice, answer_budget_tokens
+) -> CheckOptions:
     if tool_choice not in TOOL_CHOICES:
         raise BadInput(f"unknown tool choice {tool_choice!r}: use one of {', '.join(TOOL_CHOICES)}")
     if reasoning_effort is not None and reasoning_effort not in REASONING_EFFORTS:
         raise BadInput(f"unknown reasoning effort {reasoning_effort!r}: use one of {', '.join(REASONING_EFFORTS)}")
     if answer_budget_tokens < 1:
         raise BadInput(f"--answer-budget-tokens must be at least 1, not {answer_budget_tokens}")
-    return CheckOptions(multimodal, reasoning_effort, reasoning, reasoning_parser, tool_parser, tool_choice,
-                        answer_budget_tokens)
+    return CheckOptions(
+        multimodal, reasoning_effort, reasoning, reasoning_parser, tool_parser, tool_choice, answer_budget_tokens
+    )

@@ -3,6 +3,7 @@
 Fetching is kept apart from scoring: a check scores the raw JSON body the server sent, so the same
 scoring code runs on live replies and on recorded ones (tests/fixtures/responses/).
 """
+
 from __future__ import annotations
 
 import json
@@ -19,10 +20,10 @@ from apron.errors import BadInput, Failed
 class Reply:
     """One HTTP exchange: the status, the parsed body (or the error text) and the wall time."""
 
-    status_code: int            # 0 when no HTTP answer came back (timeout)
+    status_code: int  # 0 when no HTTP answer came back (timeout)
     body: dict
     latency_seconds: float
-    error: str | None = None    # set for non-2xx answers and timeouts
+    error: str | None = None  # set for non-2xx answers and timeouts
 
     @property
     def is_ok(self) -> bool:
@@ -73,8 +74,12 @@ class Endpoint:
             raise BadInput(f"URL {url!r} is not an http(s) URL: give the server's address, e.g. http://127.0.0.1:8000")
         self.url, self.model = url.rstrip("/"), model
         # No retries: a check measures the first answer, and a retried request would hide a crash.
-        self.client = openai.OpenAI(base_url=api_base(url), max_retries=0, timeout=timeout_seconds,
-                                    api_key=api_key or os.environ.get("OPENAI_API_KEY") or "EMPTY")
+        self.client = openai.OpenAI(
+            base_url=api_base(url),
+            max_retries=0,
+            timeout=timeout_seconds,
+            api_key=api_key or os.environ.get("OPENAI_API_KEY") or "EMPTY",
+        )
 
     def post(self, path: str, body: dict) -> Reply:
         """POST a JSON body; path is relative to /v1 ('/chat/completions') or absolute."""
@@ -105,8 +110,11 @@ class Endpoint:
             raise Failed(f"cannot reach {self.url}: {exc.__cause__ or exc}; is the server running?") from exc
         except openai.APIStatusError as exc:
             raise Failed(f"{self.url}/v1/models answered HTTP {exc.status_code}: {exc.response.text[:200]}") from exc
-        return [ServedModel(str(m.get("id")), m.get("root"), m.get("max_model_len"))
-                for m in (document or {}).get("data", []) if isinstance(m, dict)]
+        return [
+            ServedModel(str(m.get("id")), m.get("root"), m.get("max_model_len"))
+            for m in (document or {}).get("data", [])
+            if isinstance(m, dict)
+        ]
 
     def served_model(self) -> ServedModel:
         models = self.served_models()
@@ -114,14 +122,17 @@ class Endpoint:
             if model.name == self.model:
                 return model
         names = ", ".join(m.name for m in models) or "nothing"
-        raise BadInput(f"model {self.model!r} is not served at {self.url}: it serves {names}; "
-                       "pass --model with one of them")
+        raise BadInput(
+            f"model {self.model!r} is not served at {self.url}: it serves {names}; pass --model with one of them"
+        )
 
     def count_tokens(self, messages: list[dict]) -> int | None:
         """Prompt tokens of a chat request as the server's own tokenizer and template count them
         (vLLM's /tokenize); None where the server has no such endpoint."""
-        reply = self.post(server_root(self.url) + "/tokenize",
-                          {"model": self.model, "messages": messages, "add_generation_prompt": True})
+        reply = self.post(
+            server_root(self.url) + "/tokenize",
+            {"model": self.model, "messages": messages, "add_generation_prompt": True},
+        )
         count = reply.body.get("count") if reply.is_ok else None
         return count if isinstance(count, int) else None
 

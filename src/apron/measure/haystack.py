@@ -1,35 +1,78 @@
 """A needle in a haystack, sized with the served model's own tokenizer and template (/tokenize)."""
+
 from __future__ import annotations
 
 import math
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 FULL_HAYSTACK_TOKENS = 32_768
 CODE_ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"  # no 0/O or 1/I: a misread is not a right answer
 ESTIMATED_CHARS_PER_TOKEN = 4
 SAMPLE_SENTENCES = 200
 
-_SUBJECTS = ("The engineer", "A small cat", "The committee", "An old sailor", "The farmer", "A student",
-             "The orchestra", "The night train", "A careful reader", "The village baker", "The river")
-_VERBS = ("described", "carried", "painted", "forgot", "measured", "followed", "repaired", "counted",
-          "admired", "questioned", "collected")
-_OBJECTS = ("a wooden bridge", "the morning light", "three blue boxes", "an unfinished letter",
-            "the northern road", "a quiet garden", "the harvest", "a broken clock", "the market square",
-            "an empty harbour", "the winter plans")
-_TAILS = ("before noon", "without a word", "near the old mill", "for the second time", "in the rain",
-          "after the meeting", "along the coast", "with great care", "under a grey sky", "at dusk")
+_SUBJECTS = (
+    "The engineer",
+    "A small cat",
+    "The committee",
+    "An old sailor",
+    "The farmer",
+    "A student",
+    "The orchestra",
+    "The night train",
+    "A careful reader",
+    "The village baker",
+    "The river",
+)
+_VERBS = (
+    "described",
+    "carried",
+    "painted",
+    "forgot",
+    "measured",
+    "followed",
+    "repaired",
+    "counted",
+    "admired",
+    "questioned",
+    "collected",
+)
+_OBJECTS = (
+    "a wooden bridge",
+    "the morning light",
+    "three blue boxes",
+    "an unfinished letter",
+    "the northern road",
+    "a quiet garden",
+    "the harvest",
+    "a broken clock",
+    "the market square",
+    "an empty harbour",
+    "the winter plans",
+)
+_TAILS = (
+    "before noon",
+    "without a word",
+    "near the old mill",
+    "for the second time",
+    "in the rain",
+    "after the meeting",
+    "along the coast",
+    "with great care",
+    "under a grey sky",
+    "at dusk",
+)
 
 
 @dataclass(frozen=True)
 class Haystack:
     messages: list[dict]
     code: str
-    prompt_tokens: int           # measured by the server's /tokenize, or estimated (is_estimate)
+    prompt_tokens: int  # measured by the server's /tokenize, or estimated (is_estimate)
     is_estimate: bool
-    depth_fraction: float        # where the needle sits, 0 = start, 1 = end
-    note: str                    # how it was sized, and why it is smaller than 32k where it is
+    depth_fraction: float  # where the needle sits, 0 = start, 1 = end
+    note: str  # how it was sized, and why it is smaller than 32k where it is
 
 
 def _sentence(rng: random.Random) -> str:
@@ -39,8 +82,11 @@ def _sentence(rng: random.Random) -> str:
 def _messages(filler: list[str], depth_index: int, code: str) -> list[dict]:
     needle = f"The secret code is {code}."
     text = " ".join(filler[:depth_index] + [needle] + filler[depth_index:])
-    prompt = ("Below is a long text. Somewhere in it is a secret code.\n\n" + text
-              + "\n\nWhat is the secret code? Reply with the code only.")
+    prompt = (
+        "Below is a long text. Somewhere in it is a secret code.\n\n"
+        + text
+        + "\n\nWhat is the secret code? Reply with the code only."
+    )
     return [{"role": "user", "content": prompt}]
 
 
@@ -51,12 +97,19 @@ def target_tokens(max_model_len_tokens: int | None, answer_budget_tokens: int) -
     room = max_model_len_tokens - answer_budget_tokens
     if room >= FULL_HAYSTACK_TOKENS:
         return FULL_HAYSTACK_TOKENS, "full 32k haystack"
-    return max(room, 0), (f"haystack scaled down to {room} tokens: the served max_model_len is "
-                          f"{max_model_len_tokens}, {answer_budget_tokens} kept for the answer")
+    return max(room, 0), (
+        f"haystack scaled down to {room} tokens: the served max_model_len is "
+        f"{max_model_len_tokens}, {answer_budget_tokens} kept for the answer"
+    )
 
 
-def build_haystack(count_tokens: Callable[[list[dict]], int | None], *, max_model_len_tokens: int | None,
-                   answer_budget_tokens: int, rng: random.Random) -> Haystack:
+def build_haystack(
+    count_tokens: Callable[[list[dict]], int | None],
+    *,
+    max_model_len_tokens: int | None,
+    answer_budget_tokens: int,
+    rng: random.Random,
+) -> Haystack:
     """Fill the prompt up to the target with filler sentences and one needle at a random depth."""
     target, note = target_tokens(max_model_len_tokens, answer_budget_tokens)
     code = "".join(rng.choice(CODE_ALPHABET) for _ in range(8))
@@ -73,8 +126,9 @@ def build_haystack(count_tokens: Callable[[list[dict]], int | None], *, max_mode
     if empty is None or sample is None:
         return _estimated(build, target, depth, code, note)
     per_sentence = max((sample - empty) / SAMPLE_SENTENCES, 1.0)
-    n, tokens = _fit(lambda k: count(build(k)) or 0, max(int((target - empty) / per_sentence), 0), target,
-                     per_sentence, empty)
+    n, tokens = _fit(
+        lambda k: count(build(k)) or 0, max(int((target - empty) / per_sentence), 0), target, per_sentence, empty
+    )
     return Haystack(build(n), code, tokens, False, depth, note + f"; {tokens} prompt tokens by the server's tokenizer")
 
 
@@ -100,6 +154,12 @@ def _estimated(build, target: int, depth: float, code: str, note: str) -> Haysta
     n = max(int(target * ESTIMATED_CHARS_PER_TOKEN / max(chars_per_sentence, 1.0)), 0)
     messages = build(n)
     tokens = len(messages[0]["content"]) // ESTIMATED_CHARS_PER_TOKEN
-    return Haystack(messages, code, tokens, True, depth,
-                    note + f"; ~{tokens} tokens by a {ESTIMATED_CHARS_PER_TOKEN}-characters-per-token estimate "
-                    "(the server has no /tokenize)")
+    return Haystack(
+        messages,
+        code,
+        tokens,
+        True,
+        depth,
+        note + f"; ~{tokens} tokens by a {ESTIMATED_CHARS_PER_TOKEN}-characters-per-token estimate "
+        "(the server has no /tokenize)",
+    )

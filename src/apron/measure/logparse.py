@@ -11,6 +11,7 @@ The format strings come from vLLM's own `logger.info(...)` calls (tests/test_log
 ones the engine facts list for 0.29/0.30/0.33 and checks this reader takes them back). Older
 releases' strings are quoted from their source next to each pattern.
 """
+
 from __future__ import annotations
 
 import re
@@ -22,18 +23,20 @@ ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 PROCESS = re.compile(r"\((?P<proc>[A-Za-z][\w:. -]*?)(?: rank=\d+)? pid=(?P<pid>\d+)(?:, ip=[^)]*)?\)")
 # logger.py _FORMAT: "%(levelname)s %(asctime)s [%(fileinfo)s:%(lineno)d] %(message)s"; releases
 # before 0.7 printed "file.py:123]" without the opening bracket.
-HEADER = re.compile(r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) (?P<time>\d\d-\d\d \d\d:\d\d:\d\d)(?:\.\d+)? "
-                    r"\[?(?P<file>[\w./-]+\.py):(?P<line>\d+)\] ?(?P<msg>.*)$")
+HEADER = re.compile(
+    r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) (?P<time>\d\d-\d\d \d\d:\d\d:\d\d)(?:\.\d+)? "
+    r"\[?(?P<file>[\w./-]+\.py):(?P<line>\d+)\] ?(?P<msg>.*)$"
+)
 NUM = r"(-?[\d,]*\.?\d+)"
 MAX_ERRORS = 8
 
 
 @dataclass(frozen=True)
 class LogLine:
-    number: int          # 1-based line number in the file
+    number: int  # 1-based line number in the file
     process: str | None  # "EngineCore pid=12" or None for a line without a process prefix
-    level: str | None    # None for raw lines (tracebacks, uvicorn, tqdm)
-    source: str | None   # "gpu_worker.py:300"
+    level: str | None  # None for raw lines (tracebacks, uvicorn, tqdm)
+    source: str | None  # "gpu_worker.py:300"
     message: str
 
 
@@ -61,17 +64,17 @@ class ParsedLog:
     # Printed by some releases only; kept because compare and the rules read them.
     requested_bytes: int | None = None
     total_memory_bytes: int | None = None
-    consumed_bytes: int | None = None          # summary line: weights + non-torch
+    consumed_bytes: int | None = None  # summary line: weights + non-torch
     peak_activation_logged_bytes: int | None = None  # summary line, includes the applied graph estimate
-    non_kv_bytes: int | None = None            # CPU "Auto set": memory consumed by non-KV usages
-    kv_cache_source: str | None = None         # "explicit" | "auto" | "profiled"
-    platform: str | None = None                # "cpu" | "gpu" from the KV-size line
+    non_kv_bytes: int | None = None  # CPU "Auto set": memory consumed by non-KV usages
+    kv_cache_source: str | None = None  # "explicit" | "auto" | "profiled"
+    platform: str | None = None  # "cpu" | "gpu" from the KV-size line
     errors: tuple[str, ...] = ()
     # Errors printed once shutdown had begun: noise after a healthy run (EngineDeadError), but the
     # only trace of a failure raised in the API server after it stopped the engine core.
     errors_after_shutdown: tuple[str, ...] = ()
     per_rank: dict = field(default_factory=dict)  # field -> {process: value} where ranks differ
-    sources: dict = field(default_factory=dict)   # field -> the log line it came from (number: text)
+    sources: dict = field(default_factory=dict)  # field -> the log line it came from (number: text)
 
     def to_json(self) -> dict:
         return {f.name: (list(v) if isinstance(v := getattr(self, f.name), tuple) else v) for f in fields(self)}
@@ -82,10 +85,13 @@ def split_line(number: int, raw: str) -> LogLine:
     text = text.rsplit("\r", 1)[-1]  # tqdm redraws a line with carriage returns: the last one wins
     proc_match = PROCESS.search(text)
     header = HEADER.search(text)
-    process = f"{proc_match['proc']} pid={proc_match['pid']}" if proc_match and (
-        header is None or proc_match.start() < header.start()) else None
+    process = (
+        f"{proc_match['proc']} pid={proc_match['pid']}"
+        if proc_match and (header is None or proc_match.start() < header.start())
+        else None
+    )
     if header is None:
-        return LogLine(number, process, None, None, text[proc_match.end():].lstrip() if process else text)
+        return LogLine(number, process, None, None, text[proc_match.end() :].lstrip() if process else text)
     return LogLine(number, process, header["level"], f"{header['file']}:{header['line']}", header["msg"])
 
 
@@ -110,7 +116,8 @@ def seconds(text: str) -> float:
 # line overrides an earlier one from the same process (V2 prints the graph line twice: profiling,
 # then the real capture).
 PATTERNS: tuple[tuple[str, re.Pattern, int, object], ...] = tuple(
-    (name, re.compile(regex), group, conv) for name, regex, group, conv in (
+    (name, re.compile(regex), group, conv)
+    for name, regex, group, conv in (
         # core.py: "Initializing a V1 LLM engine (v%s) with config: %s"; V0 "Initializing an LLM engine".
         ("engine_version", r"Initializing an? (?:V\d )?LLM engine \(v([^)\s]+)\)", 1, str),
         ("engine_version", r"vLLM (?:API )?server version ([\w.+-]+)", 1, str),
@@ -123,8 +130,12 @@ PATTERNS: tuple[tuple[str, re.Pattern, int, object], ...] = tuple(
         ("weights_bytes", r"Loading model weights took " + NUM + r" ?GB", 1, gib_bytes),
         ("weights_load_seconds", r"Loading weights took " + NUM + r" ?s", 1, seconds),
         ("available_kv_bytes", r"Available KV cache memory: " + NUM + r" ?GiB", 1, gib_bytes),
-        ("available_kv_bytes", r"reserved " + NUM + r" GiB memory for KV Cache as specified by kv_cache_memory_bytes", 1,
-         gib_bytes),
+        (
+            "available_kv_bytes",
+            r"reserved " + NUM + r" GiB memory for KV Cache as specified by kv_cache_memory_bytes",
+            1,
+            gib_bytes,
+        ),
         ("available_kv_bytes", r"Current kv cache memory in use is " + NUM + r" ?GiB", 1, gib_bytes),
         # V0 worker.py (0.6.4-0.7): "... the rest of the memory reserved for KV Cache is %.2fGiB."
         ("available_kv_bytes", r"the rest of the memory reserved for KV Cache is " + NUM + r" ?GiB", 1, gib_bytes),
@@ -163,8 +174,12 @@ PATTERNS: tuple[tuple[str, re.Pattern, int, object], ...] = tuple(
         ("graph_capture_seconds", r"Graph capturing finished in " + NUM + r" secs?", 1, seconds),
         ("cudagraph_bytes", r"Graph capturing finished in [\d.]+ secs?, took " + NUM + r" ?GiB", 1, gib_bytes),
         ("cudagraph_bytes", r"CUDA graph pool memory: " + NUM + r" GiB \(actual\)", 1, gib_bytes),
-        ("cudagraph_estimate_bytes", r"CUDA graph pool memory: [-\d.]+ GiB \(actual\), " + NUM + r" GiB \(estimated\)",
-         1, gib_bytes),
+        (
+            "cudagraph_estimate_bytes",
+            r"CUDA graph pool memory: [-\d.]+ GiB \(actual\), " + NUM + r" GiB \(estimated\)",
+            1,
+            gib_bytes,
+        ),
         ("cudagraph_estimate_bytes", r"Estimated CUDA graph memory: " + NUM + r" GiB total", 1, gib_bytes),
         # gpu_worker.py summary (0.2x): "Free memory on device (F/T GiB) on startup. Desired GPU memory
         # utilization is (U, R GiB). Actual usage is C GiB for consumed memory (weights + non-torch),
@@ -172,13 +187,22 @@ PATTERNS: tuple[tuple[str, re.Pattern, int, object], ...] = tuple(
         ("total_memory_bytes", r"Free memory on device \([\d.]+/" + NUM + r" GiB\) on startup", 1, gib_bytes),
         ("requested_bytes", r"Desired GPU memory utilization is \([\d.]+, " + NUM + r" GiB\)", 1, gib_bytes),
         ("consumed_bytes", r"Actual usage is " + NUM + r" GiB for consumed memory", 1, gib_bytes),
-        ("peak_activation_logged_bytes", r"consumed memory \(weights \+ non-torch\), " + NUM + r" GiB for peak activation",
-         1, gib_bytes),
+        (
+            "peak_activation_logged_bytes",
+            r"consumed memory \(weights \+ non-torch\), " + NUM + r" GiB for peak activation",
+            1,
+            gib_bytes,
+        ),
         ("cudagraph_bytes", r"GiB for peak activation, and " + NUM + r" GiB for CUDAGraph memory", 1, gib_bytes),
         # compilation/monitor.py: "torch.compile takes %.2f s in total" (0.7-0.9), "[tag]torch.compile
         # took %.2f s in total" (0.2x, tag only in 0.33).
         ("torch_compile_seconds", r"torch\.compile (?:takes?|took) " + NUM + r" ?s in total", 1, seconds),
-        ("init_engine_seconds", r"init engine \(profile, create kv cache, warmup model\) took " + NUM + r" ?s", 1, seconds),
+        (
+            "init_engine_seconds",
+            r"init engine \(profile, create kv cache, warmup model\) took " + NUM + r" ?s",
+            1,
+            seconds,
+        ),
         ("max_model_len", r"Using max model len " + NUM, 1, count),
         ("max_model_len", r"Auto-fit max_model_len: reduced from \d+ to " + NUM, 1, count),
         ("block_size", r"Setting kv cache block size to " + NUM, 1, count),
@@ -187,14 +211,17 @@ PATTERNS: tuple[tuple[str, re.Pattern, int, object], ...] = tuple(
         # V0/early V1: "Using Flash Attention backend.", "Using FlashAttention backend on V1 engine.",
         # "Using XFormers backend.".
         ("attention_backend", r"^Using ([A-Za-z][\w ]*?) backend(?: on V1 engine)?\.$", 1, str),
-    ))
+    )
+)
 # Summed over a process's lines rather than overwritten: 0.33 prints one compile line per tagged
 # sub-model ("[language_model]", "[encoder]").
 SUMMED = {"torch_compile_seconds"}
 # Every pattern above contains one of these words: lines without any (most of a log) skip the ~60
 # patterns, which keeps a 50 MB log to seconds.
-ANCHORS = re.compile(r"took|takes|KV cache|kv cache|LLM engine|version|GiB|GB|blocks|Graph|Using|Setting|concurrency|"
-                     r"memory|Memory|Auto-fit")
+ANCHORS = re.compile(
+    r"took|takes|KV cache|kv cache|LLM engine|version|GiB|GB|blocks|Graph|Using|Setting|concurrency|"
+    r"memory|Memory|Auto-fit"
+)
 NOT_A_BACKEND = re.compile(r"MoE|Model Runner|KV cache layout|executor", re.I)
 
 
@@ -208,7 +235,7 @@ def logical_messages(lines: list[LogLine]):
         if line.level is None:
             continue
         parts = [line.message]
-        for nxt in lines[index + 1:index + 6]:
+        for nxt in lines[index + 1 : index + 6]:
             if nxt.level is not None or nxt.process is not None or CONTINUATION_STOP.match(nxt.message):
                 break
             parts.append(nxt.message)
@@ -273,16 +300,23 @@ def kv_details(lines: list[LogLine], values: dict) -> dict:
     if peak is not None and values.get("activation_peak_bytes") is None:
         # gpu_worker.py: peak_activation_memory = transient peak + the applied graph estimate; the
         # estimate is applied unless VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0 says it is off.
-        applied = 0 if "CUDA graph memory profiling is disabled" in text else (values.get("cudagraph_estimate_bytes") or 0)
+        applied = (
+            0 if "CUDA graph memory profiling is disabled" in text else (values.get("cudagraph_estimate_bytes") or 0)
+        )
         out["activation_peak_bytes"] = peak - applied
     return out
 
 
 ERROR_LINE = re.compile(r"^(?:[\w.]+\.)?(?:[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Fault)|Exception|NCCL WARN)\b:?")
-FRAME = re.compile(r"^(?:Traceback \(most recent call last\)|File \"|\s|\^+$|raise\b|During handling|The above exception)")
-ERROR_WORDS = re.compile(r"CUDA out of memory|out of memory|NCCL error|Xid|uncorrectable ECC|No space left on device|"
-                         r"No CUDA GPUs are available|CUDA driver initialization failed|"
-                         r"Engine core initialization failed|failed to start", re.I)
+FRAME = re.compile(
+    r"^(?:Traceback \(most recent call last\)|File \"|\s|\^+$|raise\b|During handling|The above exception)"
+)
+ERROR_WORDS = re.compile(
+    r"CUDA out of memory|out of memory|NCCL error|Xid|uncorrectable ECC|No space left on device|"
+    r"No CUDA GPUs are available|CUDA driver initialization failed|"
+    r"Engine core initialization failed|failed to start",
+    re.I,
+)
 
 
 def error_lines(lines: list[LogLine]) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -296,7 +330,7 @@ def _errors(lines: list[LogLine]) -> tuple[str, ...]:
     found: list[str] = []
     for index, line in enumerate(lines):
         message = line.message.strip()
-        if not message or FRAME.match(line.message) or message.startswith("File \""):
+        if not message or FRAME.match(line.message) or message.startswith('File "'):
             continue
         is_error = ERROR_LINE.match(message) or (line.level in ("ERROR", "CRITICAL") and ERROR_WORDS.search(message))
         if line.level is None and not is_error and ERROR_WORDS.search(message) and "Warning" not in message:
@@ -319,11 +353,16 @@ def parse_log(text: str) -> ParsedLog:
     observed, sources = extract(lines)
     values, per_rank = combine(observed)
     values.update(kv_details(lines, values))
-    if "activation_peak_bytes" in values and "activation_peak_bytes" not in sources and "peak_activation_logged_bytes" in sources:
-        sources["activation_peak_bytes"] = sources["peak_activation_logged_bytes"] + " (minus the applied CUDA-graph estimate)"
+    if (
+        "activation_peak_bytes" in values
+        and "activation_peak_bytes" not in sources
+        and "peak_activation_logged_bytes" in sources
+    ):
+        sources["activation_peak_bytes"] = (
+            sources["peak_activation_logged_bytes"] + " (minus the applied CUDA-graph estimate)"
+        )
     errors, after_shutdown = error_lines(lines)
-    return ParsedLog(**values, errors=errors, errors_after_shutdown=after_shutdown, per_rank=per_rank,
-                     sources=sources)
+    return ParsedLog(**values, errors=errors, errors_after_shutdown=after_shutdown, per_rank=per_rank, sources=sources)
 
 
 def parse_file(path) -> ParsedLog:

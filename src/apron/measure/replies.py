@@ -1,5 +1,6 @@
 """Reading a chat completion body: the answer channel, the reasoning channel, tool calls, and signs
 that reasoning or a tool call came back in the wrong place."""
+
 from __future__ import annotations
 
 import json
@@ -7,12 +8,30 @@ from dataclasses import dataclass
 
 # Tags that mean reasoning text reached the answer channel unparsed: <think> families (Qwen3,
 # DeepSeek-R1, GLM), Seed-OSS, Kimi, Magistral, and gpt-oss harmony channels.
-REASONING_MARKERS = ("<think>", "</think>", "<seed:think>", "</seed:think>", "◁think▷", "◁/think▷",
-                     "[THINK]", "[/THINK]", "<|channel|>analysis", "<|start|>assistant<|channel|>")
+REASONING_MARKERS = (
+    "<think>",
+    "</think>",
+    "<seed:think>",
+    "</seed:think>",
+    "◁think▷",
+    "◁/think▷",
+    "[THINK]",
+    "[/THINK]",
+    "<|channel|>analysis",
+    "<|start|>assistant<|channel|>",
+)
 # Tool-call markup that a tool parser should have turned into `tool_calls`: Hermes/Qwen, Mistral,
 # Llama 3, Qwen3-Coder/XML, DeepSeek, Kimi, gpt-oss.
-TOOL_CALL_MARKERS = ("<tool_call>", "[TOOL_CALLS]", "<|python_tag|>", "<function=", "<｜tool▁calls▁begin｜>",
-                     "<|tool_calls_section_begin|>", "<|tool_call_begin|>", "to=functions.")
+TOOL_CALL_MARKERS = (
+    "<tool_call>",
+    "[TOOL_CALLS]",
+    "<|python_tag|>",
+    "<function=",
+    "<｜tool▁calls▁begin｜>",
+    "<|tool_calls_section_begin|>",
+    "<|tool_call_begin|>",
+    "to=functions.",
+)
 
 EXCERPT_CHARS = 400
 
@@ -37,10 +56,13 @@ def read_answer(body: dict) -> ChatAnswer | None:
     # vLLM < 0.11 and some servers name the reasoning field reasoning_content.
     reasoning = message.get("reasoning") or message.get("reasoning_content") or ""
     usage = body.get("usage") or {}
-    return ChatAnswer(content=message.get("content") or "", reasoning=reasoning,
-                      tool_calls=tuple(message.get("tool_calls") or ()),
-                      finish_reason=choices[0].get("finish_reason"),
-                      completion_tokens=usage.get("completion_tokens"))
+    return ChatAnswer(
+        content=message.get("content") or "",
+        reasoning=reasoning,
+        tool_calls=tuple(message.get("tool_calls") or ()),
+        finish_reason=choices[0].get("finish_reason"),
+        completion_tokens=usage.get("completion_tokens"),
+    )
 
 
 def reasoning_marker_in(text: str) -> str | None:
@@ -57,9 +79,16 @@ def excerpt(body: dict) -> str:
     if answer is None:
         shown: object = body
     else:
-        shown = {k: v for k, v in (("content", answer.content or None), ("reasoning", answer.reasoning or None),
-                                   ("tool_calls", list(answer.tool_calls) or None),
-                                   ("finish_reason", answer.finish_reason)) if v is not None}
+        shown = {
+            k: v
+            for k, v in (
+                ("content", answer.content or None),
+                ("reasoning", answer.reasoning or None),
+                ("tool_calls", list(answer.tool_calls) or None),
+                ("finish_reason", answer.finish_reason),
+            )
+            if v is not None
+        }
     text = json.dumps(shown, ensure_ascii=False)
     return text if len(text) <= EXCERPT_CHARS else text[: EXCERPT_CHARS - 1] + "…"
 

@@ -4,6 +4,7 @@
 runs as a subprocess (no vllm import here); its output is read line by line as it comes and its
 result file is parsed by the keys the real tool writes (tests/fixtures/servetest/).
 """
+
 from __future__ import annotations
 
 import json
@@ -13,10 +14,10 @@ import shutil
 import signal
 import subprocess
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Callable
 
 from apron.errors import BadInput, Failed
 from apron.measure.endpoint import Endpoint, server_root
@@ -35,16 +36,22 @@ class ServeTestSettings:
     concurrency: int = 4
     seed: int = 0
 
-    def validate(self) -> "ServeTestSettings":
+    def validate(self) -> ServeTestSettings:
         for name in ("num_prompts", "input_len_tokens", "output_len_tokens", "concurrency"):
             if getattr(self, name) < 1:
-                raise BadInput(f"--{name.replace('_tokens', '').replace('_', '-')} must be at least 1, "
-                               f"not {getattr(self, name)}")
+                raise BadInput(
+                    f"--{name.replace('_tokens', '').replace('_', '-')} must be at least 1, not {getattr(self, name)}"
+                )
         return self
 
     def to_json(self) -> dict:
-        return {"num_prompts": self.num_prompts, "input_len_tokens": self.input_len_tokens,
-                "output_len_tokens": self.output_len_tokens, "concurrency": self.concurrency, "seed": self.seed}
+        return {
+            "num_prompts": self.num_prompts,
+            "input_len_tokens": self.input_len_tokens,
+            "output_len_tokens": self.output_len_tokens,
+            "concurrency": self.concurrency,
+            "seed": self.seed,
+        }
 
 
 @dataclass(frozen=True)
@@ -57,8 +64,15 @@ class Latency:
     p99_seconds: float
 
     def to_json(self) -> dict:
-        return {k: round(v, 6) for k, v in (("mean_seconds", self.mean_seconds), ("p50_seconds", self.p50_seconds),
-                                            ("p90_seconds", self.p90_seconds), ("p99_seconds", self.p99_seconds))}
+        return {
+            k: round(v, 6)
+            for k, v in (
+                ("mean_seconds", self.mean_seconds),
+                ("p50_seconds", self.p50_seconds),
+                ("p90_seconds", self.p90_seconds),
+                ("p99_seconds", self.p99_seconds),
+            )
+        }
 
 
 @dataclass(frozen=True)
@@ -86,19 +100,25 @@ class ServeFigures:
         # TTFT and TPOT percentiles are taken over requests; with fewer than 100 of them the p99 is
         # interpolated between the slowest two, so it describes one or two requests, not a tail.
         if self.completed < 100:
-            return (f"p99 over {self.completed} requests is the slowest one or two of them: "
-                    "read it beside p50")
+            return f"p99 over {self.completed} requests is the slowest one or two of them: read it beside p50"
         return f"p99 over {self.completed} requests"
 
     def to_json(self) -> dict:
-        return {"completed": self.completed, "failed": self.failed,
-                "duration_seconds": round(self.duration_seconds, 4),
-                "total_input_tokens": self.total_input_tokens, "total_output_tokens": self.total_output_tokens,
-                "request_throughput_per_second": round(self.request_throughput_per_second, 6),
-                "output_tokens_per_second": round(self.output_tokens_per_second, 4),
-                "output_tokens_per_second_per_user": _round(self.output_tokens_per_second_per_user, 4),
-                "ttft": self.ttft.to_json(), "tpot": self.tpot.to_json(), "itl": self.itl.to_json(),
-                "e2el": self.e2el.to_json(), "p99_note": self.p99_note()}
+        return {
+            "completed": self.completed,
+            "failed": self.failed,
+            "duration_seconds": round(self.duration_seconds, 4),
+            "total_input_tokens": self.total_input_tokens,
+            "total_output_tokens": self.total_output_tokens,
+            "request_throughput_per_second": round(self.request_throughput_per_second, 6),
+            "output_tokens_per_second": round(self.output_tokens_per_second, 4),
+            "output_tokens_per_second_per_user": _round(self.output_tokens_per_second_per_user, 4),
+            "ttft": self.ttft.to_json(),
+            "tpot": self.tpot.to_json(),
+            "itl": self.itl.to_json(),
+            "e2el": self.e2el.to_json(),
+            "p99_note": self.p99_note(),
+        }
 
 
 def _round(value: float | None, digits: int) -> float | None:
@@ -114,7 +134,7 @@ class ServeReport:
     result_path: str
     command: tuple[str, ...]
 
-    first_error: str | None = None   # the first failed request's error, from the tool's log
+    first_error: str | None = None  # the first failed request's error, from the tool's log
 
     @property
     def expected_output_tokens(self) -> int:
@@ -125,8 +145,11 @@ class ServeReport:
         """served: every request completed, each with all its output tokens (the bench ignores EOS,
         so fewer tokens means the server cut requests short)."""
         f = self.figures
-        ok = (f.failed == 0 and f.completed == self.settings.num_prompts
-              and f.total_output_tokens >= self.expected_output_tokens)
+        ok = (
+            f.failed == 0
+            and f.completed == self.settings.num_prompts
+            and f.total_output_tokens >= self.expected_output_tokens
+        )
         return "served" if ok else "not_served"
 
     @property
@@ -136,24 +159,38 @@ class ServeReport:
             error = f": {self.first_error}" if self.first_error else ""
             return f"{f.failed} of {self.settings.num_prompts} requests failed ({f.completed} completed){error}"
         if f.total_output_tokens < self.expected_output_tokens:
-            return (f"requests came back short: {f.total_output_tokens} of {self.expected_output_tokens} output "
-                    "tokens; the server stopped them early (does input + output exceed the served max_model_len?)")
+            return (
+                f"requests came back short: {f.total_output_tokens} of {self.expected_output_tokens} output "
+                "tokens; the server stopped them early (does input + output exceed the served max_model_len?)"
+            )
         return f"all {f.completed} requests completed"
 
     def to_json(self) -> dict:
-        return {"schema": "apron.serve_test/1", "url": self.url, "model": self.model, "verdict": self.verdict,
-                "reason": self.reason, "first_error": self.first_error, "settings": self.settings.to_json(),
-                "figures": self.figures.to_json(),
-                "tool": "vllm bench serve", "result_path": self.result_path, "command": list(self.command)}
+        return {
+            "schema": "apron.serve_test/1",
+            "url": self.url,
+            "model": self.model,
+            "verdict": self.verdict,
+            "reason": self.reason,
+            "first_error": self.first_error,
+            "settings": self.settings.to_json(),
+            "figures": self.figures.to_json(),
+            "tool": "vllm bench serve",
+            "result_path": self.result_path,
+            "command": list(self.command),
+        }
 
 
 # ---- the result file ----------------------------------------------------------------------------
 
+
 def _number(document: dict, key: str) -> float:
     value = document.get(key)
     if not isinstance(value, (int, float)) or isinstance(value, bool):
-        raise Failed(f"the vllm bench serve result has no number under {key!r}: was it run with "
-                     "--percentile-metrics ttft,tpot,itl,e2el --metric-percentiles 50,90,99?")
+        raise Failed(
+            f"the vllm bench serve result has no number under {key!r}: was it run with "
+            "--percentile-metrics ttft,tpot,itl,e2el --metric-percentiles 50,90,99?"
+        )
     return float(value)
 
 
@@ -161,8 +198,12 @@ def _latency(document: dict, metric: str) -> Latency:
     def seconds(key: str) -> float:
         return _number(document, key) / 1000.0
 
-    return Latency(seconds(f"mean_{metric}_ms"), seconds(f"p50_{metric}_ms"), seconds(f"p90_{metric}_ms"),
-                   seconds(f"p99_{metric}_ms"))
+    return Latency(
+        seconds(f"mean_{metric}_ms"),
+        seconds(f"p50_{metric}_ms"),
+        seconds(f"p90_{metric}_ms"),
+        seconds(f"p99_{metric}_ms"),
+    )
 
 
 def parse_bench_result(document: dict) -> ServeFigures:
@@ -170,13 +211,15 @@ def parse_bench_result(document: dict) -> ServeFigures:
     if not isinstance(document, dict):
         raise Failed("the vllm bench serve result is not a JSON object")
     return ServeFigures(
-        completed=int(_number(document, "completed")), failed=int(_number(document, "failed")),
+        completed=int(_number(document, "completed")),
+        failed=int(_number(document, "failed")),
         duration_seconds=_number(document, "duration"),
         total_input_tokens=int(_number(document, "total_input_tokens")),
         total_output_tokens=int(_number(document, "total_output_tokens")),
         request_throughput_per_second=_number(document, "request_throughput"),
         output_tokens_per_second=_number(document, "output_throughput"),
-        **{metric: _latency(document, metric) for metric in METRICS})
+        **{metric: _latency(document, metric) for metric in METRICS},
+    )
 
 
 def read_bench_result(path: Path) -> ServeFigures:
@@ -191,6 +234,7 @@ def read_bench_result(path: Path) -> ServeFigures:
 
 # ---- running vllm bench serve -------------------------------------------------------------------
 
+
 def resolve_vllm(vllm_executable: str | os.PathLike | None) -> str:
     """The `vllm` to run: the one given (bad input if missing) or the one on PATH (failure if none)."""
     if vllm_executable is None:
@@ -199,24 +243,59 @@ def resolve_vllm(vllm_executable: str | os.PathLike | None) -> str:
             raise Failed("vLLM is not installed here (no `vllm` on PATH): install vllm or pass --vllm PATH")
         return found
     given = str(vllm_executable)
-    found = shutil.which(given) if os.sep not in given else (given if os.access(given, os.X_OK) and
-                                                              os.path.isfile(given) else None)
+    found = (
+        shutil.which(given)
+        if os.sep not in given
+        else (given if os.access(given, os.X_OK) and os.path.isfile(given) else None)
+    )
     if found is None:
         raise BadInput(f"--vllm {given}: no such executable; give the path of the `vllm` command")
     return found
 
 
-def bench_command(vllm: str, url: str, model: str, tokenizer: str, settings: ServeTestSettings,
-                  result_dir: Path, result_filename: str) -> list[str]:
-    return [vllm, "bench", "serve", "--backend", "openai", "--base-url", server_root(url),
-            "--endpoint", "/v1/completions", "--model", model, "--tokenizer", tokenizer,
-            "--dataset-name", "random", "--random-input-len", str(settings.input_len_tokens),
-            "--random-output-len", str(settings.output_len_tokens), "--random-range-ratio", "0",
-            "--num-prompts", str(settings.num_prompts), "--max-concurrency", str(settings.concurrency),
-            "--seed", str(settings.seed), "--ignore-eos",
-            "--percentile-metrics", ",".join(METRICS), "--metric-percentiles", ",".join(map(str, PERCENTILES)),
-            "--save-result", "--result-dir", str(result_dir), "--result-filename", result_filename,
-            "--disable-tqdm"]
+def bench_command(
+    vllm: str, url: str, model: str, tokenizer: str, settings: ServeTestSettings, result_dir: Path, result_filename: str
+) -> list[str]:
+    return [
+        vllm,
+        "bench",
+        "serve",
+        "--backend",
+        "openai",
+        "--base-url",
+        server_root(url),
+        "--endpoint",
+        "/v1/completions",
+        "--model",
+        model,
+        "--tokenizer",
+        tokenizer,
+        "--dataset-name",
+        "random",
+        "--random-input-len",
+        str(settings.input_len_tokens),
+        "--random-output-len",
+        str(settings.output_len_tokens),
+        "--random-range-ratio",
+        "0",
+        "--num-prompts",
+        str(settings.num_prompts),
+        "--max-concurrency",
+        str(settings.concurrency),
+        "--seed",
+        str(settings.seed),
+        "--ignore-eos",
+        "--percentile-metrics",
+        ",".join(METRICS),
+        "--metric-percentiles",
+        ",".join(map(str, PERCENTILES)),
+        "--save-result",
+        "--result-dir",
+        str(result_dir),
+        "--result-filename",
+        result_filename,
+        "--disable-tqdm",
+    ]
 
 
 def _default_tokenizer(url: str, model: str, api_key: str | None) -> str:
@@ -246,13 +325,25 @@ def _stop(process: subprocess.Popen) -> None:
             continue
 
 
-def run_bench(command: list[str], log_path: Path, timeout_seconds: float,
-              progress: Callable[[str], None] | None, env: dict | None = None) -> None:
+def run_bench(
+    command: list[str],
+    log_path: Path,
+    timeout_seconds: float,
+    progress: Callable[[str], None] | None,
+    env: dict | None = None,
+) -> None:
     """Run the tool in its own process group; stop the whole group if it outlives the timeout."""
     with open(log_path, "w") as log:
-        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                   errors="replace", stdin=subprocess.DEVNULL, start_new_session=True,
-                                   env=env)
+        process = subprocess.Popen(
+            command,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            errors="replace",
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            env=env,
+        )
         reader = threading.Thread(target=_pump, args=(process, log, progress), daemon=True)
         reader.start()
         try:
@@ -283,11 +374,22 @@ def default_result_dir() -> Path:
     return data_dir() / "serve-tests"
 
 
-def run_serve_test(base_url: str, model: str, *, vllm_executable: str | os.PathLike | None,
-                   num_prompts: int = 50, input_len: int = 512, output_len: int = 128, concurrency: int = 4,
-                   seed: int = 0, tokenizer: str | None = None, result_dir: str | os.PathLike | None = None,
-                   timeout_seconds: float = 1800, api_key: str | None = None,
-                   progress: Callable[[str], None] | None = None) -> ServeReport:
+def run_serve_test(
+    base_url: str,
+    model: str,
+    *,
+    vllm_executable: str | os.PathLike | None,
+    num_prompts: int = 50,
+    input_len: int = 512,
+    output_len: int = 128,
+    concurrency: int = 4,
+    seed: int = 0,
+    tokenizer: str | None = None,
+    result_dir: str | os.PathLike | None = None,
+    timeout_seconds: float = 1800,
+    api_key: str | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> ServeReport:
     """Run `vllm bench serve` against URL and parse its result. `tokenizer` defaults to the served
     model's root (a local path or Hub id the bench loads to build prompts of exact token counts)."""
     settings = ServeTestSettings(num_prompts, input_len, output_len, concurrency, seed).validate()
@@ -295,16 +397,25 @@ def run_serve_test(base_url: str, model: str, *, vllm_executable: str | os.PathL
     tokenizer = tokenizer or _default_tokenizer(base_url, model, api_key)
     out_dir = Path(result_dir) if result_dir is not None else default_result_dir()
     out_dir.mkdir(parents=True, exist_ok=True)
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
     filename = f"serve-test-{stamp}.json"
     command = bench_command(vllm, base_url, model, tokenizer, settings, out_dir, filename)
     if progress is not None:
-        progress(f"serve test: {settings.num_prompts} requests, {settings.input_len_tokens} tokens in, "
-                 f"{settings.output_len_tokens} out, {settings.concurrency} at a time (vllm bench serve)")
+        progress(
+            f"serve test: {settings.num_prompts} requests, {settings.input_len_tokens} tokens in, "
+            f"{settings.output_len_tokens} out, {settings.concurrency} at a time (vllm bench serve)"
+        )
     # vLLM's bench sends OPENAI_API_KEY as the bearer token.
     env = {**os.environ, "OPENAI_API_KEY": api_key} if api_key else None
     log_path = out_dir / f"serve-test-{stamp}.log"
     run_bench(command, log_path, timeout_seconds, progress, env)
     figures = read_bench_result(out_dir / filename)
-    return ServeReport(base_url, model, settings, figures, str(out_dir / filename), tuple(command),
-                       first_request_error(log_path.read_text(errors="replace")))
+    return ServeReport(
+        base_url,
+        model,
+        settings,
+        figures,
+        str(out_dir / filename),
+        tuple(command),
+        first_request_error(log_path.read_text(errors="replace")),
+    )

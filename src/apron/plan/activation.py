@@ -8,6 +8,7 @@ With torch.compile on, the first forward also compiles, and inductor's combo-ker
 allocates random copies of every argument of the kernel it times - the embedding table among them.
 Each moment is a list of named tensors, so `--explain` can show what makes the peak.
 """
+
 from __future__ import annotations
 
 import math
@@ -44,7 +45,7 @@ class Moment:
 
 @dataclass(frozen=True)
 class ActivationEstimate:
-    moments: tuple[Moment, ...]      # the moments that happen in this configuration
+    moments: tuple[Moment, ...]  # the moments that happen in this configuration
     skipped: tuple[tuple[str, str], ...]  # (moment, why it does not happen)
 
     @property
@@ -59,8 +60,9 @@ class ActivationEstimate:
         return [m.basis for m in self.moments if not m.is_modelled]
 
 
-def estimate_activation(config: ModelConfig, settings: EngineSettings, facts: EngineFacts,
-                        *, is_multimodal: bool, is_attention_free: bool) -> ActivationEstimate:
+def estimate_activation(
+    config: ModelConfig, settings: EngineSettings, facts: EngineFacts, *, is_multimodal: bool, is_attention_free: bool
+) -> ActivationEstimate:
     moments, skipped = [], []
     text_only = not is_multimodal or settings.language_model_only
     compile_reason = _compile_skip_reason(settings, text_only)
@@ -71,8 +73,14 @@ def estimate_activation(config: ModelConfig, settings: EngineSettings, facts: En
     moments.append(forward_pass(config, settings, is_attention_free))
     moments.append(sampler(config, settings, facts))
     if is_multimodal and not settings.language_model_only:
-        moments.append(Moment("vision encoder", (), "encoder peak not modelled: the multimodal encoder's "
-                              "dummy profiling batch is not modelled yet", is_modelled=False))
+        moments.append(
+            Moment(
+                "vision encoder",
+                (),
+                "encoder peak not modelled: the multimodal encoder's dummy profiling batch is not modelled yet",
+                is_modelled=False,
+            )
+        )
     return ActivationEstimate(tuple(moments), tuple(skipped))
 
 
@@ -98,12 +106,16 @@ def compile_transient(config: ModelConfig, settings: EngineSettings) -> Moment:
     the measured peak of 16 of 17 training boots to 0.01 GiB (gemma-2 fits one output as well)."""
     dsz = DTYPE_BYTES[settings.dtype]
     tokens, hidden = settings.max_num_batched_tokens, config.hidden_size
-    return Moment("compile transient", (
-        Buffer("random copy of the embedding table", (pad_to(config.vocab_size, 64), hidden), dsz),
-        Buffer("embedding output", (tokens, hidden), dsz),
-        Buffer("first RMSNorm output", (tokens, hidden), dsz),
-    ), "inductor benchmarks the first fused kernel on random copies of its arguments during the cold "
-       "compile (vLLM turns benchmark_combo_kernel on); gone with a warm compile cache")
+    return Moment(
+        "compile transient",
+        (
+            Buffer("random copy of the embedding table", (pad_to(config.vocab_size, 64), hidden), dsz),
+            Buffer("embedding output", (tokens, hidden), dsz),
+            Buffer("first RMSNorm output", (tokens, hidden), dsz),
+        ),
+        "inductor benchmarks the first fused kernel on random copies of its arguments during the cold "
+        "compile (vLLM turns benchmark_combo_kernel on); gone with a warm compile cache",
+    )
 
 
 def forward_pass(config: ModelConfig, settings: EngineSettings, is_attention_free: bool) -> Moment:
@@ -115,7 +127,10 @@ def forward_pass(config: ModelConfig, settings: EngineSettings, is_attention_fre
     buffers = [Buffer("residual", (tokens, hidden), dsz), Buffer("hidden states", (tokens, hidden), dsz)]
     if is_attention_free:
         inner = int(config.get("intermediate_size") or 2 * hidden) // tp
-        buffers += [Buffer("mixer in_proj output", (tokens, 2 * inner), dsz), Buffer("mixer output", (tokens, inner), dsz)]
+        buffers += [
+            Buffer("mixer in_proj output", (tokens, 2 * inner), dsz),
+            Buffer("mixer output", (tokens, inner), dsz),
+        ]
         return Moment("forward pass", tuple(buffers), "state-space mixer over max_num_batched_tokens")
     buffers += _mlp_buffers(config, tokens, dsz, tp)
     if config.is_mla:
@@ -126,20 +141,29 @@ def forward_pass(config: ModelConfig, settings: EngineSettings, is_attention_fre
 def _mlp_buffers(config: ModelConfig, tokens: int, dsz: int, tp: int) -> list[Buffer]:
     dense_inter = config.intermediate_size // tp
     if not config.is_moe:
-        return [Buffer("MLP gate_up output", (tokens, 2 * dense_inter), dsz),
-                Buffer("MLP activation output", (tokens, dense_inter), dsz)]
+        return [
+            Buffer("MLP gate_up output", (tokens, 2 * dense_inter), dsz),
+            Buffer("MLP activation output", (tokens, dense_inter), dsz),
+        ]
     experts, topk = config.num_experts, max(config.num_experts_per_tok, 1)
     shared = int(config.get("n_shared_experts") or 0) * config.moe_intermediate_size
     shared = (shared or int(config.get("shared_expert_intermediate_size") or 0)) // tp
-    moe = [Buffer("router logits", (tokens, experts), 4), Buffer("top-k weights", (tokens, topk), 4),
-           Buffer("top-k ids", (tokens, topk), 4)]
+    moe = [
+        Buffer("router logits", (tokens, experts), 4),
+        Buffer("top-k weights", (tokens, topk), 4),
+        Buffer("top-k ids", (tokens, topk), 4),
+    ]
     if shared:
-        moe += [Buffer("shared expert gate_up output", (tokens, 2 * shared), dsz),
-                Buffer("shared expert activation output", (tokens, shared), dsz)]
+        moe += [
+            Buffer("shared expert gate_up output", (tokens, 2 * shared), dsz),
+            Buffer("shared expert activation output", (tokens, shared), dsz),
+        ]
     dense_layers = int(config.get("first_k_dense_replace") or 0)
     if dense_layers and dense_inter:
-        dense = [Buffer("dense MLP gate_up output", (tokens, 2 * dense_inter), dsz),
-                 Buffer("dense MLP activation output", (tokens, dense_inter), dsz)]
+        dense = [
+            Buffer("dense MLP gate_up output", (tokens, 2 * dense_inter), dsz),
+            Buffer("dense MLP activation output", (tokens, dense_inter), dsz),
+        ]
         return max(moe, dense, key=lambda bs: sum(b.num_bytes for b in bs))
     return moe
 

@@ -3,6 +3,7 @@
 available_kv = ceil(total x util) - weights - non-torch - activation peak - CUDA-graph estimate
 (v1/worker/gpu_worker.py determine_available_memory), then vLLM's own block planner over it.
 """
+
 from __future__ import annotations
 
 import math
@@ -54,17 +55,36 @@ def model_traits(checkpoint: Checkpoint, config: ModelConfig, facts: EngineFacts
     return _Traits(bool(multimodal), bool(entry.get("is_attention_free")))
 
 
-def plan_memory(checkpoint: Checkpoint, config: ModelConfig, gpu: Gpu, facts: EngineFacts,
-                settings: EngineSettings, weights: WeightsEstimate) -> MemoryPlan:
+def plan_memory(
+    checkpoint: Checkpoint,
+    config: ModelConfig,
+    gpu: Gpu,
+    facts: EngineFacts,
+    settings: EngineSettings,
+    weights: WeightsEstimate,
+) -> MemoryPlan:
     traits = model_traits(checkpoint, config, facts)
     requested = requested_bytes(gpu, settings.gpu_memory_utilization)
-    layout = build_layout(checkpoint.architecture, config, settings, facts, capability=gpu.compute_capability,
-                          is_attention_free=traits.is_attention_free)
-    activation = estimate_activation(config, settings, facts, is_multimodal=traits.is_multimodal,
-                                     is_attention_free=layout.is_attention_free)
+    layout = build_layout(
+        checkpoint.architecture,
+        config,
+        settings,
+        facts,
+        capability=gpu.compute_capability,
+        is_attention_free=traits.is_attention_free,
+    )
+    activation = estimate_activation(
+        config, settings, facts, is_multimodal=traits.is_multimodal, is_attention_free=layout.is_attention_free
+    )
     moe_ws = overheads.moe_workspace_bytes(config, settings, mxfp4_padding=_mxfp4_padding(config, settings, gpu))
-    non_torch = overheads.non_torch(config, settings, facts, is_tied=is_tied(checkpoint, config),
-                                    is_quantized=config.quant_method is not None, moe_workspace_bytes=moe_ws)
+    non_torch = overheads.non_torch(
+        config,
+        settings,
+        facts,
+        is_tied=is_tied(checkpoint, config),
+        is_quantized=config.quant_method is not None,
+        moe_workspace_bytes=moe_ws,
+    )
     graphs = overheads.cudagraph_estimate(config, settings)
     budget = _Budget(requested, weights, activation, non_torch, graphs)
     kv, kv_unknown = _plan_kv(layout, budget, settings)
@@ -96,8 +116,13 @@ class _Budget:
     def available(self) -> int | None:
         if self.peak_bytes is None:
             return None
-        return (self.requested - self.weights.bytes_per_gpu - self.non_torch.num_bytes - self.peak_bytes
-                - self.graphs.num_bytes)
+        return (
+            self.requested
+            - self.weights.bytes_per_gpu
+            - self.non_torch.num_bytes
+            - self.peak_bytes
+            - self.graphs.num_bytes
+        )
 
 
 def _plan_kv(layout: KVLayout, budget: _Budget, settings: EngineSettings) -> tuple[KVPlan | None, list[str]]:
@@ -106,17 +131,26 @@ def _plan_kv(layout: KVLayout, budget: _Budget, settings: EngineSettings) -> tup
         unknown.append("the KV budget depends on an activation moment that is not modelled")
     if unknown:
         return None, unknown
-    ctx = SchedulingContext(max_model_len=settings.max_model_len,
-                            max_num_batched_tokens=settings.max_num_batched_tokens,
-                            mamba_cache_mode=layout.mamba_cache_mode)
+    ctx = SchedulingContext(
+        max_model_len=settings.max_model_len,
+        max_num_batched_tokens=settings.max_num_batched_tokens,
+        mamba_cache_mode=layout.mamba_cache_mode,
+    )
     try:
         return plan_kv(dict(layout.specs), budget.available, ctx), []
     except NotModelled as exc:
         return None, [f"KV grouping not modelled: {exc}"]
 
 
-def _assemble(budget: _Budget, layout: KVLayout, kv: KVPlan | None, kv_unknown: list[str],
-              settings: EngineSettings, gpu: Gpu, checkpoint: Checkpoint) -> MemoryPlan:
+def _assemble(
+    budget: _Budget,
+    layout: KVLayout,
+    kv: KVPlan | None,
+    kv_unknown: list[str],
+    settings: EngineSettings,
+    gpu: Gpu,
+    checkpoint: Checkpoint,
+) -> MemoryPlan:
     q: dict[str, Quantity] = {}
     problems: list[Problem] = []
     flags: list[str] = []
@@ -128,66 +162,107 @@ def _assemble(budget: _Budget, layout: KVLayout, kv: KVPlan | None, kv_unknown: 
     graphs = budget.graphs
     q["cudagraph_bytes"] = Quantity(graphs.num_bytes, "bytes", graphs.label, graphs.basis)
     q["non_torch_bytes"] = Quantity(budget.non_torch.num_bytes, "bytes", "predicted", budget.non_torch.basis)
-    q["requested_bytes"] = Quantity(budget.requested, "bytes", "derived",
-                                    f"ceil({gpu.total_bytes:,} x {settings.gpu_memory_utilization})")
+    q["requested_bytes"] = Quantity(
+        budget.requested, "bytes", "derived", f"ceil({gpu.total_bytes:,} x {settings.gpu_memory_utilization})"
+    )
     available = budget.available
     if available is None:
         q["available_kv_bytes"] = Quantity.unknown("bytes", "activation peak not modelled")
     else:
-        q["available_kv_bytes"] = Quantity(available, "bytes", "predicted",
-                                           "requested - weights - non-torch - activation peak - CUDA graphs")
+        q["available_kv_bytes"] = Quantity(
+            available, "bytes", "predicted", "requested - weights - non-torch - activation peak - CUDA graphs"
+        )
     q.update(_kv_quantities(layout, kv, kv_unknown, settings))
     verdict = _verdict_and_problems(budget, kv, kv_unknown, layout, settings, problems, flags)
     q["host_ram_bytes"] = host_ram(checkpoint, settings, layout)
     notes = list(layout.notes) + [f"attention backend {layout.backend.backend.name}: {layout.backend.reason}"]
     if peak is not None and peak.name == "compile transient":
-        notes.append(f"the activation peak is the cold-compile transient ({peak.num_bytes / GIB:.2f} GiB); "
-                     "a warm torch.compile cache skips it and leaves that much more for the KV cache")
-    details = {"activation": _activation_details(budget.activation),
-               "non_torch": [c.__dict__ for c in budget.non_torch.components],
-               "kv": _kv_details(layout, kv)}
+        notes.append(
+            f"the activation peak is the cold-compile transient ({peak.num_bytes / GIB:.2f} GiB); "
+            "a warm torch.compile cache skips it and leaves that much more for the KV cache"
+        )
+    details = {
+        "activation": _activation_details(budget.activation),
+        "non_torch": [c.__dict__ for c in budget.non_torch.components],
+        "kv": _kv_details(layout, kv),
+    }
     return MemoryPlan(q, verdict, tuple(problems), tuple(kv_unknown), tuple(notes), tuple(flags), details)
 
 
-def _kv_quantities(layout: KVLayout, kv: KVPlan | None, unknown: list[str],
-                   settings: EngineSettings) -> dict[str, Quantity]:
+def _kv_quantities(
+    layout: KVLayout, kv: KVPlan | None, unknown: list[str], settings: EngineSettings
+) -> dict[str, Quantity]:
     specs = dict(layout.specs)
     per_token = bytes_per_token(specs) if not layout.unknowns else None
     if layout.unknowns:
         token_q = Quantity.unknown("bytes", "; ".join(layout.unknowns))
     elif per_token is None:
-        token_q = Quantity(None, "bytes", "derived", "no single per-token figure: sliding windows or "
-                           "fixed per-request state decide capacity, not tokens x bytes")
+        token_q = Quantity(
+            None,
+            "bytes",
+            "derived",
+            "no single per-token figure: sliding windows or "
+            "fixed per-request state decide capacity, not tokens x bytes",
+        )
     else:
-        token_q = Quantity(per_token, "bytes", "derived", f"{len(specs)} attention layers, KV heads per rank x "
-                           f"head size x 2 (K and V) x {settings.kv_cache_dtype} bytes")
+        token_q = Quantity(
+            per_token,
+            "bytes",
+            "derived",
+            f"{len(specs)} attention layers, KV heads per rank x "
+            f"head size x 2 (K and V) x {settings.kv_cache_dtype} bytes",
+        )
     if kv is None:
         why = "; ".join(unknown) or "not modelled"
-        return {"kv_bytes_per_token": token_q, "kv_block_bytes": Quantity.unknown("bytes", why),
-                "num_kv_blocks": Quantity.unknown("blocks", why), "kv_tokens": Quantity.unknown("tokens", why),
-                "max_concurrency": Quantity.unknown("sequences", why)}
+        return {
+            "kv_bytes_per_token": token_q,
+            "kv_block_bytes": Quantity.unknown("bytes", why),
+            "num_kv_blocks": Quantity.unknown("blocks", why),
+            "kv_tokens": Quantity.unknown("tokens", why),
+            "max_concurrency": Quantity.unknown("sequences", why),
+        }
     groups = ", ".join(f"{len(g.layer_names)} x {g.spec.kind}" for g in kv.groups)
     return {
         "kv_bytes_per_token": token_q,
-        "kv_block_bytes": Quantity(kv.bytes_per_block, "bytes", "derived",
-                                   f"block size {layout.block_size}; {len(kv.groups)} groups ({groups}); "
-                                   "largest group's pages"),
+        "kv_block_bytes": Quantity(
+            kv.bytes_per_block,
+            "bytes",
+            "derived",
+            f"block size {layout.block_size}; {len(kv.groups)} groups ({groups}); largest group's pages",
+        ),
         "num_kv_blocks": Quantity(kv.num_blocks, "blocks", "predicted", "available // bytes per block"),
-        "kv_tokens": Quantity(kv.kv_tokens, "tokens", "predicted",
-                              "int(max_concurrency x max_model_len), as vLLM logs 'KV cache size'"),
-        "max_concurrency": Quantity(round(kv.max_concurrency, 4), "sequences", "predicted",
-                                    f"num_blocks / {kv.blocks_per_request} blocks per request at "
-                                    f"max_model_len {settings.max_model_len}"),
+        "kv_tokens": Quantity(
+            kv.kv_tokens, "tokens", "predicted", "int(max_concurrency x max_model_len), as vLLM logs 'KV cache size'"
+        ),
+        "max_concurrency": Quantity(
+            round(kv.max_concurrency, 4),
+            "sequences",
+            "predicted",
+            f"num_blocks / {kv.blocks_per_request} blocks per request at max_model_len {settings.max_model_len}",
+        ),
     }
 
 
-def _verdict_and_problems(budget: _Budget, kv: KVPlan | None, unknown: list[str], layout: KVLayout,
-                          settings: EngineSettings, problems: list[Problem], flags: list[str]) -> str:
+def _verdict_and_problems(
+    budget: _Budget,
+    kv: KVPlan | None,
+    unknown: list[str],
+    layout: KVLayout,
+    settings: EngineSettings,
+    problems: list[Problem],
+    flags: list[str],
+) -> str:
     if budget.weights.bytes_per_gpu > budget.requested:
-        problems.append(Problem("weights_exceed_request", f"The weights need {budget.weights.bytes_per_gpu / GIB:.2f} "
-                                f"GiB per GPU but vLLM may use {budget.requested / GIB:.2f} GiB "
-                                f"(--gpu-memory-utilization {settings.gpu_memory_utilization}); raise "
-                                "--tp or use a quantized checkpoint", "predicted"))
+        problems.append(
+            Problem(
+                "weights_exceed_request",
+                f"The weights need {budget.weights.bytes_per_gpu / GIB:.2f} "
+                f"GiB per GPU but vLLM may use {budget.requested / GIB:.2f} GiB "
+                f"(--gpu-memory-utilization {settings.gpu_memory_utilization}); raise "
+                "--tp or use a quantized checkpoint",
+                "predicted",
+            )
+        )
         return "does_not_fit"
     if kv is None:
         available = budget.available
@@ -199,9 +274,15 @@ def _verdict_and_problems(budget: _Budget, kv: KVPlan | None, unknown: list[str]
         problems.append(Problem("kv_cache_too_small", kv.refusal, "predicted"))
         _margin_note(kv, problems)
         if kv.estimated_max_model_len:
-            problems.append(Problem("fix", f"largest max_model_len that fits: --max-model-len "
-                                    f"{kv.estimated_max_model_len}; or raise --tp, or use --kv-cache-dtype fp8 "
-                                    "or a quantized checkpoint", "predicted"))
+            problems.append(
+                Problem(
+                    "fix",
+                    f"largest max_model_len that fits: --max-model-len "
+                    f"{kv.estimated_max_model_len}; or raise --tp, or use --kv-cache-dtype fp8 "
+                    "or a quantized checkpoint",
+                    "predicted",
+                )
+            )
         return "does_not_fit"
     if layout.has_state and settings.uses_cudagraphs and settings.max_num_seqs > kv.num_blocks:
         _state_block_flag(kv, settings, problems, flags)
@@ -218,25 +299,40 @@ def _margin_note(kv: KVPlan, problems: list[Problem]) -> None:
     needed = kv.bytes_per_block * (kv.blocks_per_request + 1)
     available = kv.num_blocks * kv.bytes_per_block
     if abs(available - needed) < MARGIN_BYTES:
-        problems.append(Problem("tight", f"one request at max_model_len needs {needed / GIB:.2f} GiB of KV cache "
-                                f"and the predicted budget is {available / GIB:.2f} GiB: within the prediction's "
-                                "error band, so the real boot may go either way", "predicted"))
+        problems.append(
+            Problem(
+                "tight",
+                f"one request at max_model_len needs {needed / GIB:.2f} GiB of KV cache "
+                f"and the predicted budget is {available / GIB:.2f} GiB: within the prediction's "
+                "error band, so the real boot may go either way",
+                "predicted",
+            )
+        )
 
 
 def _no_memory_problem(available: int) -> Problem:
-    return Problem("no_kv_memory", "No available memory for the cache blocks. Try increasing "
-                   f"`gpu_memory_utilization` when initializing the engine. (Predicted KV budget "
-                   f"{available / GIB:.2f} GiB.)", "predicted")
+    return Problem(
+        "no_kv_memory",
+        "No available memory for the cache blocks. Try increasing "
+        f"`gpu_memory_utilization` when initializing the engine. (Predicted KV budget "
+        f"{available / GIB:.2f} GiB.)",
+        "predicted",
+    )
 
 
 def _state_block_flag(kv: KVPlan, settings: EngineSettings, problems: list[Problem], flags: list[str]) -> None:
     """config/compilation.py resolve_cudagraph_mode_and_sizes refuses FULL graph capture when a
     hybrid's max_num_seqs exceeds its state blocks; the plan lowers max_num_seqs to fit."""
-    problems.append(Problem("max_num_seqs_exceeds_state_blocks",
-                            f"max_num_seqs ({settings.max_num_seqs}) exceeds available Mamba cache blocks "
-                            f"({kv.num_blocks}). Each decode sequence requires one Mamba cache block, so CUDA "
-                            f"graph capture cannot proceed. Please lower max_num_seqs to at most {kv.num_blocks} "
-                            "or increase gpu_memory_utilization.", "predicted"))
+    problems.append(
+        Problem(
+            "max_num_seqs_exceeds_state_blocks",
+            f"max_num_seqs ({settings.max_num_seqs}) exceeds available Mamba cache blocks "
+            f"({kv.num_blocks}). Each decode sequence requires one Mamba cache block, so CUDA "
+            f"graph capture cannot proceed. Please lower max_num_seqs to at most {kv.num_blocks} "
+            "or increase gpu_memory_utilization.",
+            "predicted",
+        )
+    )
     flags.append(f"--max-num-seqs {max(kv.num_blocks, 1)}")
 
 
@@ -245,23 +341,39 @@ def host_ram(checkpoint: Checkpoint, settings: EngineSettings, layout: KVLayout)
     int32 [max_num_seqs, max_model_len], UVA) and one checkpoint shard read at a time while loading."""
     pinned = 4 * settings.max_num_seqs * settings.max_model_len
     largest = max(checkpoint.shard_bytes.values(), default=0)
-    unmodelled = [k for k in ("ngram_vocab_size_ratio", "hidden_size_per_layer_input") if checkpoint.config.get(k)
-                  or (checkpoint.config.get("text_config") or {}).get(k)]
+    unmodelled = [
+        k
+        for k in ("ngram_vocab_size_ratio", "hidden_size_per_layer_input")
+        if checkpoint.config.get(k) or (checkpoint.config.get("text_config") or {}).get(k)
+    ]
     if unmodelled:
-        return Quantity.unknown("bytes", f"config names tables ({', '.join(unmodelled)}) whose host placement is "
-                                "not modelled")
-    return Quantity(pinned + largest, "bytes", "predicted",
-                    f"pinned token table {pinned / GIB:.2f} GiB + largest shard {largest / GIB:.2f} GiB read "
-                    "while loading; the Python processes themselves are not counted")
+        return Quantity.unknown(
+            "bytes", f"config names tables ({', '.join(unmodelled)}) whose host placement is not modelled"
+        )
+    return Quantity(
+        pinned + largest,
+        "bytes",
+        "predicted",
+        f"pinned token table {pinned / GIB:.2f} GiB + largest shard {largest / GIB:.2f} GiB read "
+        "while loading; the Python processes themselves are not counted",
+    )
 
 
 def _activation_details(activation: ActivationEstimate) -> dict:
     peak = activation.peak
-    return {"peak": peak.name if peak else None,
-            "moments": [{"name": m.name, "bytes": m.num_bytes if m.is_modelled else None, "basis": m.basis,
-                         "buffers": [{"name": b.name, "shape": list(b.shape), "bytes": b.num_bytes}
-                                     for b in m.buffers]} for m in activation.moments],
-            "skipped": [list(s) for s in activation.skipped]}
+    return {
+        "peak": peak.name if peak else None,
+        "moments": [
+            {
+                "name": m.name,
+                "bytes": m.num_bytes if m.is_modelled else None,
+                "basis": m.basis,
+                "buffers": [{"name": b.name, "shape": list(b.shape), "bytes": b.num_bytes} for b in m.buffers],
+            }
+            for m in activation.moments
+        ],
+        "skipped": [list(s) for s in activation.skipped],
+    }
 
 
 def _kv_details(layout: KVLayout, kv: KVPlan | None) -> dict:
@@ -269,11 +381,20 @@ def _kv_details(layout: KVLayout, kv: KVPlan | None) -> dict:
     for _, spec in layout.specs:
         key = f"{spec.kind} page {spec.page_size_bytes()} B, block {spec.block_size}"
         kinds[key] = kinds.get(key, 0) + 1
-    out = {"backend": layout.backend.backend.name, "block_size": layout.block_size,
-           "mamba_cache_mode": layout.mamba_cache_mode, "layers": kinds, "engine_logs": list(layout.logs)}
+    out = {
+        "backend": layout.backend.backend.name,
+        "block_size": layout.block_size,
+        "mamba_cache_mode": layout.mamba_cache_mode,
+        "layers": kinds,
+        "engine_logs": list(layout.logs),
+    }
     if kv is not None:
-        out.update({"groups": [len(g.layer_names) for g in kv.groups], "bytes_per_block": kv.bytes_per_block,
-                    "blocks_per_request": kv.blocks_per_request, "warnings": list(kv.warnings)})
+        out.update(
+            {
+                "groups": [len(g.layer_names) for g in kv.groups],
+                "bytes_per_block": kv.bytes_per_block,
+                "blocks_per_request": kv.blocks_per_request,
+                "warnings": list(kv.warnings),
+            }
+        )
     return out
-
-

@@ -5,6 +5,7 @@ n_routed_experts, ...). Multimodal configs keep the language model under `text_c
 the planner reads goes through here, so the set of config keys Apron understands is visible in one
 place (`READ_KEYS`) and the unknown-layout check can compare a config against it.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -20,8 +21,17 @@ _EXPERTS = ("num_local_experts", "n_routed_experts", "num_experts", "moe_num_exp
 _MOE_INTERMEDIATE = ("moe_intermediate_size", "expert_intermediate_size")
 _TOPK = ("num_experts_per_tok", "experts_per_token", "moe_topk", "num_experts_per_token")
 # Keys vLLM's max_model_len derivation reads (config/model.py possible_keys), in its order.
-MAX_LEN_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "model_max_length",
-                "max_target_positions", "max_sequence_length", "max_seq_length", "seq_len")
+MAX_LEN_KEYS = (
+    "max_position_embeddings",
+    "n_positions",
+    "max_seq_len",
+    "seq_length",
+    "model_max_length",
+    "max_target_positions",
+    "max_sequence_length",
+    "max_seq_length",
+    "seq_len",
+)
 
 
 def _first(config: dict, keys: tuple[str, ...], default=None):
@@ -34,11 +44,11 @@ def _first(config: dict, keys: tuple[str, ...], default=None):
 
 @dataclass(frozen=True)
 class ModelConfig:
-    raw: dict                      # the whole config.json
-    text: dict                     # the language-model part (text_config for multimodal models)
+    raw: dict  # the whole config.json
+    text: dict  # the language-model part (text_config for multimodal models)
 
     @classmethod
-    def from_config(cls, config: dict) -> "ModelConfig":
+    def from_config(cls, config: dict) -> ModelConfig:
         text = config.get("text_config") or config.get("llm_config") or config.get("language_config")
         return cls(raw=config, text=text if isinstance(text, dict) else config)
 
@@ -49,7 +59,8 @@ class ModelConfig:
     @property
     def is_multimodal_config(self) -> bool:
         return self.text is not self.raw or any(
-            k in self.raw for k in ("vision_config", "audio_config", "vision_tower"))
+            k in self.raw for k in ("vision_config", "audio_config", "vision_tower")
+        )
 
     @property
     def model_type(self) -> str:

@@ -6,6 +6,7 @@ persistent buffers made after the snapshot (sampler penalty state, MoE workspace
 kernels and library workspaces, and allocator segments that empty_cache() cannot release.
 The CUDA-graph term is vLLM's own estimate (profile_cudagraph_memory), which it subtracts.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -33,7 +34,7 @@ PRE_SNAPSHOT_BYTES = 418_759_311
 class Component:
     name: str
     num_bytes: int
-    label: str   # derived | predicted
+    label: str  # derived | predicted
     basis: str
 
 
@@ -54,25 +55,58 @@ class Overhead:
         return "; ".join(f"{c.name} {c.num_bytes / GIB:.2f} GiB ({c.basis})" for c in self.components)
 
 
-def non_torch(config: ModelConfig, settings: EngineSettings, facts: EngineFacts, *,
-              is_tied: bool, is_quantized: bool, moe_workspace_bytes: int) -> Overhead:
+def non_torch(
+    config: ModelConfig,
+    settings: EngineSettings,
+    facts: EngineFacts,
+    *,
+    is_tied: bool,
+    is_quantized: bool,
+    moe_workspace_bytes: int,
+) -> Overhead:
     seqs, vocab = settings.max_num_seqs, config.vocab_size
-    parts = [Component("sampler penalty state", 4 * seqs * vocab + 4 * seqs * -(-vocab // 32), "derived",
-                       "gpu/sample/penalties.py: int32 [max_num_seqs, vocab] counts and bit mask")]
+    parts = [
+        Component(
+            "sampler penalty state",
+            4 * seqs * vocab + 4 * seqs * -(-vocab // 32),
+            "derived",
+            "gpu/sample/penalties.py: int32 [max_num_seqs, vocab] counts and bit mask",
+        )
+    ]
     if moe_workspace_bytes:
-        parts.append(Component("MoE workspace", moe_workspace_bytes, "derived",
-                               "fused_moe modular kernel workspace13 + workspace2 over max_num_batched_tokens"))
-    parts.append(Component("kernels, handles, small buffers", BASE_NON_TORCH_BYTES, "predicted",
-                           "median observed on 12 dense training boots"))
-    pin = pinned_table_bytes(config, settings, facts, is_tied=is_tied, is_quantized=is_quantized,
-                             moe_workspace_bytes=moe_workspace_bytes)
+        parts.append(
+            Component(
+                "MoE workspace",
+                moe_workspace_bytes,
+                "derived",
+                "fused_moe modular kernel workspace13 + workspace2 over max_num_batched_tokens",
+            )
+        )
+    parts.append(
+        Component(
+            "kernels, handles, small buffers",
+            BASE_NON_TORCH_BYTES,
+            "predicted",
+            "median observed on 12 dense training boots",
+        )
+    )
+    pin = pinned_table_bytes(
+        config, settings, facts, is_tied=is_tied, is_quantized=is_quantized, moe_workspace_bytes=moe_workspace_bytes
+    )
     if pin:
         parts.append(pin)
     return Overhead(tuple(parts))
 
 
-def pinned_table_bytes(config: ModelConfig, settings: EngineSettings, facts: EngineFacts, *,
-                       is_tied: bool, is_quantized: bool, moe_workspace_bytes: int) -> Component | None:
+def pinned_table_bytes(
+    config: ModelConfig,
+    settings: EngineSettings,
+    facts: EngineFacts,
+    *,
+    is_tied: bool,
+    is_quantized: bool,
+    moe_workspace_bytes: int,
+) -> Component | None:
     """Before 0.31 nothing limits block splitting around profile_run; a persistent allocation made
     there can land in the freed random copy of the embedding table and pin it past empty_cache()
     (0.31 added _scoped_allocator_max_split(20) around profile_run for exactly this). Seen in the
@@ -86,9 +120,13 @@ def pinned_table_bytes(config: ModelConfig, settings: EngineSettings, facts: Eng
         return None
     table = pad_to(config.vocab_size, 64) * config.hidden_size * DTYPE_BYTES[settings.dtype]
     extra = max(table - moe_workspace_bytes, 0)
-    return Component("pinned embedding-table copy", extra, "predicted",
-                     "vLLM < 0.31 can keep the freed compile-time copy of the embedding table reserved; "
-                     "seen on Qwen3/Mamba tied-embedding boots and a gpt-oss boot, not on gemma-2")
+    return Component(
+        "pinned embedding-table copy",
+        extra,
+        "predicted",
+        "vLLM < 0.31 can keep the freed compile-time copy of the embedding table reserved; "
+        "seen on Qwen3/Mamba tied-embedding boots and a gpt-oss boot, not on gemma-2",
+    )
 
 
 def cudagraph_estimate(config: ModelConfig, settings: EngineSettings) -> Component:
@@ -97,9 +135,13 @@ def cudagraph_estimate(config: ModelConfig, settings: EngineSettings) -> Compone
     piecewise, full = graph_counts(settings)
     layers = config.num_layers
     size = int(CUDAGRAPH_BASE_BYTES + CUDAGRAPH_PER_LAYER_GRAPH_BYTES * layers * (piecewise + full))
-    return Component("CUDA graphs", size, "predicted",
-                     f"{piecewise} piecewise + {full} full graphs over {layers} layers at ~0.15 MiB per "
-                     "layer and graph (fit on dense-attention boots; MoE and Mamba boots differed by up to 0.4 GiB)")
+    return Component(
+        "CUDA graphs",
+        size,
+        "predicted",
+        f"{piecewise} piecewise + {full} full graphs over {layers} layers at ~0.15 MiB per "
+        "layer and graph (fit on dense-attention boots; MoE and Mamba boots differed by up to 0.4 GiB)",
+    )
 
 
 def graph_counts(settings: EngineSettings) -> tuple[int, int]:

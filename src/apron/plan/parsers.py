@@ -5,6 +5,7 @@ Without `--reasoning-parser` a thinking model's reasoning lands in the answer; w
 from the model family (and, where the checkpoint ships one, the chat template), and are emitted only
 when the pinned release registers them (its facts file's parser registries).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -29,17 +30,38 @@ def _rules(checkpoint: Checkpoint) -> list[tuple[bool, FamilyParsers]]:
     name = (checkpoint.repo_id or checkpoint.source).lower()
     return [
         ("deepseek-r1" in name, FamilyParsers("deepseek_r1", None, "DeepSeek-R1 distills think in <think> blocks")),
-        (model_type in ("qwen3", "qwen3_moe"), FamilyParsers("qwen3", "hermes", "Qwen3: <think> reasoning, Hermes-style <tool_call>")),
-        (text_type in ("qwen3_5_text", "qwen3_5_moe_text", "qwen3_next") or model_type == "qwen3_next",
-         FamilyParsers("qwen3", "qwen3_coder", "Qwen3.5/3.6/Next: <think> reasoning, XML tool calls")),
+        (
+            model_type in ("qwen3", "qwen3_moe"),
+            FamilyParsers("qwen3", "hermes", "Qwen3: <think> reasoning, Hermes-style <tool_call>"),
+        ),
+        (
+            text_type in ("qwen3_5_text", "qwen3_5_moe_text", "qwen3_next") or model_type == "qwen3_next",
+            FamilyParsers("qwen3", "qwen3_coder", "Qwen3.5/3.6/Next: <think> reasoning, XML tool calls"),
+        ),
         (model_type == "qwen2", FamilyParsers(None, "hermes", "Qwen2.5: Hermes-style <tool_call>")),
-        (model_type == "gpt_oss", FamilyParsers(None, "openai", "gpt-oss: harmony tool calls (its config hook "
-                                                "already sets the openai_gptoss reasoning parser)")),
-        (model_type == "llama" and "mistral" not in name, FamilyParsers(None, "llama3_json", "Llama 3: JSON tool calls")),
+        (
+            model_type == "gpt_oss",
+            FamilyParsers(
+                None,
+                "openai",
+                "gpt-oss: harmony tool calls (its config hook already sets the openai_gptoss reasoning parser)",
+            ),
+        ),
+        (
+            model_type == "llama" and "mistral" not in name,
+            FamilyParsers(None, "llama3_json", "Llama 3: JSON tool calls"),
+        ),
         (model_type == "mistral" or "mistral" in name, FamilyParsers(None, "mistral", "Mistral: [TOOL_CALLS] format")),
-        (model_type in ("glm4_moe_lite", "glm4_moe"), FamilyParsers("glm45", "glm47" if "4.7" in name else "glm45",
-                                                               "GLM-4.5/4.7: <think> reasoning and GLM tool calls")),
-        (model_type == "nemotron_h", FamilyParsers("nemotron_v3", "qwen3_coder", "Nemotron 3: reasoning and XML tool calls")),
+        (
+            model_type in ("glm4_moe_lite", "glm4_moe"),
+            FamilyParsers(
+                "glm45", "glm47" if "4.7" in name else "glm45", "GLM-4.5/4.7: <think> reasoning and GLM tool calls"
+            ),
+        ),
+        (
+            model_type == "nemotron_h",
+            FamilyParsers("nemotron_v3", "qwen3_coder", "Nemotron 3: reasoning and XML tool calls"),
+        ),
         (model_type == "gemma4", FamilyParsers("gemma4", "gemma4", "Gemma 4: thinking channel and its tool format")),
         (model_type == "muse_glimmer", FamilyParsers("muse_glimmer", "muse_glimmer", "Muse Glimmer parsers")),
         (model_type == "deepseek_v3", FamilyParsers("deepseek_v3", "deepseek_v3", "DeepSeek-V3 reasoning and tools")),
@@ -55,9 +77,13 @@ def family_parsers(checkpoint: Checkpoint) -> FamilyParsers:
 
 # What a chat template of each format contains. A checkpoint whose template lacks the marker does not
 # speak that format (a fine-tune with another template), and the parser would refuse or misparse.
-_TOOL_MARKERS = {"hermes": ("<tool_call>",), "qwen3_coder": ("<tool_call>", "<function="),
-                 "llama3_json": ("<|python_tag|>", "ipython", "<|eot_id|>"), "mistral": ("[TOOL_CALLS]", "[AVAILABLE_TOOLS]"),
-                 "openai": ("<|channel|>", "<|call|>")}
+_TOOL_MARKERS = {
+    "hermes": ("<tool_call>",),
+    "qwen3_coder": ("<tool_call>", "<function="),
+    "llama3_json": ("<|python_tag|>", "ipython", "<|eot_id|>"),
+    "mistral": ("[TOOL_CALLS]", "[AVAILABLE_TOOLS]"),
+    "openai": ("<|channel|>", "<|call|>"),
+}
 _REASONING_MARKERS = {"qwen3": ("<think>", "enable_thinking"), "deepseek_r1": ("<think>",)}
 
 
@@ -98,5 +124,9 @@ def parser_flags(checkpoint: Checkpoint, facts: EngineFacts) -> tuple[list[str],
 
 
 def _missing(kind: str, name: str, facts: EngineFacts) -> Problem:
-    return Problem(f"{kind}_parser_missing", f"this model needs the {name!r} {kind} parser, which vLLM "
-                   f"{facts.version} does not register; pick a newer --engine", "proven_constraint")
+    return Problem(
+        f"{kind}_parser_missing",
+        f"this model needs the {name!r} {kind} parser, which vLLM "
+        f"{facts.version} does not register; pick a newer --engine",
+        "proven_constraint",
+    )

@@ -1,4 +1,5 @@
 """Put a plan together: checkpoint + GPU + engine release + settings -> every number, labelled."""
+
 from __future__ import annotations
 
 import math
@@ -15,7 +16,7 @@ from apron.plan.parsers import parser_flags
 from apron.plan.quantity import Problem, Quantity
 from apron.plan.result import ModelIdentity, Plan
 from apron.plan.settings import EngineSettings, UserSettings, resolve_settings, user_flags
-from apron.plan.weights import WeightSettings, WeightsEstimate, estimate_weights
+from apron.plan.weights import WeightsEstimate, WeightSettings, estimate_weights
 
 
 @dataclass(frozen=True)
@@ -33,16 +34,22 @@ def make_plan(request: PlanRequest) -> Plan:
     return plan_checkpoint(checkpoint, request.gpu, request.user, request.engine_version)
 
 
-def plan_checkpoint(checkpoint: Checkpoint, gpu: Gpu, user: UserSettings,
-                    engine_version: str | None = None) -> Plan:
+def plan_checkpoint(checkpoint: Checkpoint, gpu: Gpu, user: UserSettings, engine_version: str | None = None) -> Plan:
     config = ModelConfig.from_config(checkpoint.config)
     facts, engine_note = choose_engine(checkpoint.architecture, engine_version)
     problems = registry_problems(checkpoint, config, gpu, facts)
     settings = resolve_settings(checkpoint, config, gpu, facts, user)
-    weights = estimate_weights(checkpoint, config, WeightSettings(
-        tensor_parallel_size=settings.tensor_parallel_size, runtime_dtype=settings.dtype,
-        capability=gpu.compute_capability, language_model_only=settings.language_model_only,
-        vocab_padding_size=facts.defaults.get("vocab_padding_size", 64)))
+    weights = estimate_weights(
+        checkpoint,
+        config,
+        WeightSettings(
+            tensor_parallel_size=settings.tensor_parallel_size,
+            runtime_dtype=settings.dtype,
+            capability=gpu.compute_capability,
+            language_model_only=settings.language_model_only,
+            vocab_padding_size=facts.defaults.get("vocab_padding_size", 64),
+        ),
+    )
     problems += list(settings.problems) + list(weights.problems)
     budget = memory.plan_memory(checkpoint, config, gpu, facts, settings, weights)
     problems += list(budget.problems)
@@ -52,20 +59,34 @@ def plan_checkpoint(checkpoint: Checkpoint, gpu: Gpu, user: UserSettings,
     flags = required_flags(settings, budget.extra_flags + tuple(parser_flag_list))
     unknowns = list(budget.unknowns)
     if weights.unknown_layout_tensors:
-        unknowns.append(f"tensor-parallel layout of {len(weights.unknown_layout_tensors)} tensors not "
-                        f"recognised (counted whole on every GPU), e.g. {weights.unknown_layout_tensors[0]}")
+        unknowns.append(
+            f"tensor-parallel layout of {len(weights.unknown_layout_tensors)} tensors not "
+            f"recognised (counted whole on every GPU), e.g. {weights.unknown_layout_tensors[0]}"
+        )
     notes = list(checkpoint.notes) + [engine_note] + list(budget.notes) + [parser_note]
     if not gpu.is_total_exact:
         notes.append(f"GPU total bytes are {gpu.total_bytes_basis}")
     return Plan(
-        model=ModelIdentity(source=checkpoint.source, repo_id=checkpoint.repo_id, revision=checkpoint.revision,
-                            architecture=checkpoint.architecture, model_type=checkpoint.model_type,
-                            source_kind=checkpoint.source_kind),
-        engine_version=facts.version, gpu_name=gpu.name, gpu_count=settings.tensor_parallel_size,
-        total_bytes_per_gpu=gpu.total_bytes, settings=settings.to_json(),
+        model=ModelIdentity(
+            source=checkpoint.source,
+            repo_id=checkpoint.repo_id,
+            revision=checkpoint.revision,
+            architecture=checkpoint.architecture,
+            model_type=checkpoint.model_type,
+            source_kind=checkpoint.source_kind,
+        ),
+        engine_version=facts.version,
+        gpu_name=gpu.name,
+        gpu_count=settings.tensor_parallel_size,
+        total_bytes_per_gpu=gpu.total_bytes,
+        settings=settings.to_json(),
         compute_capability="%d.%d" % gpu.compute_capability,
-        verdict=verdict(problems, budget.verdict), quantities=quantities, flags=tuple(flags),
-        command=serve_command(checkpoint, flags, user.env_dict), problems=tuple(problems), unknowns=tuple(unknowns),
+        verdict=verdict(problems, budget.verdict),
+        quantities=quantities,
+        flags=tuple(flags),
+        command=serve_command(checkpoint, flags, user.env_dict),
+        problems=tuple(problems),
+        unknowns=tuple(unknowns),
         notes=tuple(n for n in notes if n),
         details={"weights": weights_details(weights), "model_shape": model_shape(config), **budget.details},
     )
@@ -111,8 +132,11 @@ def _facts_quant_name(method: str) -> str:
 
 def model_shape(config: ModelConfig) -> dict:
     """What correction rules need to pick a tensor-parallel size the engine accepts."""
-    return {"num_attention_heads": config.num_heads, "num_key_value_heads": config.num_kv_heads,
-            "vocab_size": config.vocab_size}
+    return {
+        "num_attention_heads": config.num_heads,
+        "num_key_value_heads": config.num_kv_heads,
+        "vocab_size": config.vocab_size,
+    }
 
 
 def weights_quantity(weights: WeightsEstimate) -> Quantity:
@@ -121,11 +145,16 @@ def weights_quantity(weights: WeightsEstimate) -> Quantity:
 
 
 def weights_details(weights: WeightsEstimate) -> dict:
-    return {"runtime_dtype": weights.runtime_dtype, "checkpoint_bytes": weights.checkpoint_bytes,
-            "groups": [{"group": line.group, "checkpoint_bytes": line.checkpoint_bytes,
-                        "bytes_per_gpu": line.bytes_per_gpu} for line in weights.lines],
-            "skipped": [{"reason": r, "bytes": n} for r, n in weights.skipped],
-            "unknown_layout_tensors": list(weights.unknown_layout_tensors[:20])}
+    return {
+        "runtime_dtype": weights.runtime_dtype,
+        "checkpoint_bytes": weights.checkpoint_bytes,
+        "groups": [
+            {"group": line.group, "checkpoint_bytes": line.checkpoint_bytes, "bytes_per_gpu": line.bytes_per_gpu}
+            for line in weights.lines
+        ],
+        "skipped": [{"reason": r, "bytes": n} for r, n in weights.skipped],
+        "unknown_layout_tensors": list(weights.unknown_layout_tensors[:20]),
+    }
 
 
 def verdict(problems: list[Problem], memory_verdict: str) -> str:
@@ -175,9 +204,18 @@ def engine_diff(plan: Plan, other: Plan) -> dict:
         delta = None
         if mine.value is not None and theirs.value is not None:
             delta = mine.value - theirs.value
-        rows[name] = {plan.engine_version: mine.value, other.engine_version: theirs.value, "delta": delta,
-                      "labels": [mine.label, theirs.label]}
-    return {"versions": [plan.engine_version, other.engine_version],
-            "verdicts": [plan.verdict, other.verdict], "quantities": rows,
-            "flags_only_in": {plan.engine_version: sorted(set(plan.flags) - set(other.flags)),
-                              other.engine_version: sorted(set(other.flags) - set(plan.flags))}}
+        rows[name] = {
+            plan.engine_version: mine.value,
+            other.engine_version: theirs.value,
+            "delta": delta,
+            "labels": [mine.label, theirs.label],
+        }
+    return {
+        "versions": [plan.engine_version, other.engine_version],
+        "verdicts": [plan.verdict, other.verdict],
+        "quantities": rows,
+        "flags_only_in": {
+            plan.engine_version: sorted(set(plan.flags) - set(other.flags)),
+            other.engine_version: sorted(set(other.flags) - set(plan.flags)),
+        },
+    }

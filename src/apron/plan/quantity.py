@@ -6,6 +6,7 @@ predicted         Apron's model of something the engine measures at start-up
 measured          an exact execution observed it (boot records only)
 unknown           the layout or term is not modelled; the value is null
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -30,7 +31,7 @@ class Quantity:
             raise ValueError("an unknown quantity has no value")
 
     @classmethod
-    def unknown(cls, unit: str, basis: str) -> "Quantity":
+    def unknown(cls, unit: str, basis: str) -> Quantity:
         return cls(None, unit, "unknown", basis)
 
     @property

@@ -1,4 +1,5 @@
 """The plan value and its `apron.plan/1` JSON form (brief: "The apron plan --json contract")."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -9,9 +10,18 @@ SCHEMA = "apron.plan/1"
 VERDICTS = ("fits", "does_not_fit", "unknown")
 # The quantities every plan carries, in display order.
 REQUIRED_QUANTITIES = (
-    "weights_bytes_per_gpu", "activation_peak_bytes", "cudagraph_bytes", "non_torch_bytes",
-    "requested_bytes", "available_kv_bytes", "kv_bytes_per_token", "kv_block_bytes", "num_kv_blocks",
-    "kv_tokens", "max_concurrency", "host_ram_bytes",
+    "weights_bytes_per_gpu",
+    "activation_peak_bytes",
+    "cudagraph_bytes",
+    "non_torch_bytes",
+    "requested_bytes",
+    "available_kv_bytes",
+    "kv_bytes_per_token",
+    "kv_block_bytes",
+    "num_kv_blocks",
+    "kv_tokens",
+    "max_concurrency",
+    "host_ram_bytes",
 )
 
 
@@ -53,13 +63,21 @@ class Plan:
     def to_json(self) -> dict:
         return {
             "schema": SCHEMA,
-            "model": {"source": self.model.source, "repo_id": self.model.repo_id, "revision": self.model.revision,
-                      "architecture": self.model.architecture, "model_type": self.model.model_type,
-                      "source_kind": self.model.source_kind},
+            "model": {
+                "source": self.model.source,
+                "repo_id": self.model.repo_id,
+                "revision": self.model.revision,
+                "architecture": self.model.architecture,
+                "model_type": self.model.model_type,
+                "source_kind": self.model.source_kind,
+            },
             "engine": {"name": "vllm", "version": self.engine_version},
-            "hardware": {"gpu": self.gpu_name, "count": self.gpu_count,
-                         "total_bytes_per_gpu": self.total_bytes_per_gpu,
-                         "compute_capability": self.compute_capability},
+            "hardware": {
+                "gpu": self.gpu_name,
+                "count": self.gpu_count,
+                "total_bytes_per_gpu": self.total_bytes_per_gpu,
+                "compute_capability": self.compute_capability,
+            },
             "settings": self.settings,
             "verdict": self.verdict,
             "quantities": {name: q.to_json() for name, q in self.quantities.items()},

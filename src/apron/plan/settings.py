@@ -5,6 +5,7 @@ Each function mirrors one piece of vLLM: dtype (config/model.py _get_and_verify_
 _set_default_max_num_seqs_and_batched_tokens_args), CUDA-graph capture sizes
 (config/vllm.py _set_cudagraph_sizes). Defaults come from the release's facts file.
 """
+
 from __future__ import annotations
 
 import re
@@ -17,8 +18,14 @@ from apron.hardware import Gpu
 from apron.plan.model_config import MAX_LEN_KEYS, ModelConfig
 from apron.plan.quantity import Problem
 
-DTYPE_ALIASES = {"auto": "auto", "half": "float16", "float16": "float16", "bfloat16": "bfloat16",
-                 "float": "float32", "float32": "float32"}
+DTYPE_ALIASES = {
+    "auto": "auto",
+    "half": "float16",
+    "float16": "float16",
+    "bfloat16": "bfloat16",
+    "float": "float32",
+    "float32": "float32",
+}
 KV_CACHE_DTYPES = ("auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2")
 # config/model.py _FLOAT16_NOT_SUPPORTED_MODELS
 FLOAT16_UNSUPPORTED = {"gemma2", "gemma3", "gemma3_text", "glm4"}
@@ -52,8 +59,11 @@ class UserSettings:
             raise BadInput("--tp must be 1 or more")
         if self.gpu_memory_utilization is not None and not 0 < self.gpu_memory_utilization <= 1:
             raise BadInput(f"--gpu-memory-utilization {self.gpu_memory_utilization} must be in (0, 1]")
-        for flag, value in (("--max-model-len", self.max_model_len), ("--max-num-seqs", self.max_num_seqs),
-                            ("--max-num-batched-tokens", self.max_num_batched_tokens)):
+        for flag, value in (
+            ("--max-model-len", self.max_model_len),
+            ("--max-num-seqs", self.max_num_seqs),
+            ("--max-num-batched-tokens", self.max_num_batched_tokens),
+        ):
             if value is not None and value < 1:
                 raise BadInput(f"{flag} {value} must be a positive integer")
         if self.dtype not in DTYPE_ALIASES:
@@ -77,8 +87,12 @@ def user_flags(user: UserSettings) -> list[str]:
     flags = []
     if user.tensor_parallel_size > 1:
         flags.append(f"--tensor-parallel-size {user.tensor_parallel_size}")
-    pairs = (("--max-model-len", user.max_model_len), ("--gpu-memory-utilization", user.gpu_memory_utilization),
-             ("--max-num-batched-tokens", user.max_num_batched_tokens), ("--max-num-seqs", user.max_num_seqs))
+    pairs = (
+        ("--max-model-len", user.max_model_len),
+        ("--gpu-memory-utilization", user.gpu_memory_utilization),
+        ("--max-num-batched-tokens", user.max_num_batched_tokens),
+        ("--max-num-seqs", user.max_num_seqs),
+    )
     flags += [f"{flag} {value}" for flag, value in pairs if value is not None]
     if user.dtype != "auto":
         flags.append(f"--dtype {user.dtype}")
@@ -113,17 +127,25 @@ class EngineSettings:
         return bool(self.cudagraph_capture_sizes)
 
     def to_json(self) -> dict:
-        return {"tensor_parallel_size": self.tensor_parallel_size, "max_model_len": self.max_model_len,
-                "gpu_memory_utilization": self.gpu_memory_utilization, "max_num_seqs": self.max_num_seqs,
-                "max_num_batched_tokens": self.max_num_batched_tokens, "kv_cache_dtype": self.kv_cache_dtype,
-                "dtype": self.dtype, "enforce_eager": self.enforce_eager,
-                "language_model_only": self.language_model_only,
-                "cudagraph_capture_sizes": list(self.cudagraph_capture_sizes),
-                "extra_flags": list(self.user.extra_flags), "env": self.user.env_dict}
+        return {
+            "tensor_parallel_size": self.tensor_parallel_size,
+            "max_model_len": self.max_model_len,
+            "gpu_memory_utilization": self.gpu_memory_utilization,
+            "max_num_seqs": self.max_num_seqs,
+            "max_num_batched_tokens": self.max_num_batched_tokens,
+            "kv_cache_dtype": self.kv_cache_dtype,
+            "dtype": self.dtype,
+            "enforce_eager": self.enforce_eager,
+            "language_model_only": self.language_model_only,
+            "cudagraph_capture_sizes": list(self.cudagraph_capture_sizes),
+            "extra_flags": list(self.user.extra_flags),
+            "env": self.user.env_dict,
+        }
 
 
-def resolve_settings(checkpoint: Checkpoint, config: ModelConfig, gpu: Gpu, facts: EngineFacts,
-                     user: UserSettings) -> EngineSettings:
+def resolve_settings(
+    checkpoint: Checkpoint, config: ModelConfig, gpu: Gpu, facts: EngineFacts, user: UserSettings
+) -> EngineSettings:
     problems: list[Problem] = []
     dtype = resolve_dtype(checkpoint, config, gpu, user.dtype, problems)
     derived = derived_max_model_len(checkpoint, config, facts)
@@ -132,21 +154,35 @@ def resolve_settings(checkpoint: Checkpoint, config: ModelConfig, gpu: Gpu, fact
         problems.append(_long_max_model_len(user.max_model_len, derived, config))
     mns, mnbt = batch_defaults(gpu, facts, user, max_model_len)
     if mnbt < mns:
-        problems.append(Problem("scheduler", f"max_num_batched_tokens ({mnbt}) must be greater than or "
-                                f"equal to max_num_seqs ({mns}).", "proven_constraint"))
+        problems.append(
+            Problem(
+                "scheduler",
+                f"max_num_batched_tokens ({mnbt}) must be greater than or equal to max_num_seqs ({mns}).",
+                "proven_constraint",
+            )
+        )
     util = user.gpu_memory_utilization or facts.defaults["gpu_memory_utilization"]
     sizes = () if user.enforce_eager else capture_sizes(gpu, facts, mns, mnbt, _capture_ceiling(checkpoint, facts))
     return EngineSettings(
-        tensor_parallel_size=user.tensor_parallel_size, max_model_len=max_model_len,
-        derived_max_model_len=derived, gpu_memory_utilization=util, max_num_seqs=mns,
-        max_num_batched_tokens=mnbt, kv_cache_dtype=user.kv_cache_dtype, dtype=dtype,
-        enforce_eager=user.enforce_eager, language_model_only=user.language_model_only,
-        cudagraph_capture_sizes=tuple(sizes), user=user, problems=tuple(problems),
+        tensor_parallel_size=user.tensor_parallel_size,
+        max_model_len=max_model_len,
+        derived_max_model_len=derived,
+        gpu_memory_utilization=util,
+        max_num_seqs=mns,
+        max_num_batched_tokens=mnbt,
+        kv_cache_dtype=user.kv_cache_dtype,
+        dtype=dtype,
+        enforce_eager=user.enforce_eager,
+        language_model_only=user.language_model_only,
+        cudagraph_capture_sizes=tuple(sizes),
+        user=user,
+        problems=tuple(problems),
     )
 
 
-def resolve_dtype(checkpoint: Checkpoint, config: ModelConfig, gpu: Gpu, requested: str,
-                  problems: list[Problem]) -> str:
+def resolve_dtype(
+    checkpoint: Checkpoint, config: ModelConfig, gpu: Gpu, requested: str, problems: list[Problem]
+) -> str:
     """--dtype auto takes the config's dtype, downcasting float32 to the platform's first supported
     dtype (bf16 from cc 8.0, else fp16), skipping fp16 for models that refuse it."""
     model_type = config.model_type
@@ -159,15 +195,26 @@ def resolve_dtype(checkpoint: Checkpoint, config: ModelConfig, gpu: Gpu, request
         dtype = supported[0] if declared == "float32" else declared
         return dtype if dtype in supported else supported[0]
     if wanted == "float16" and model_type in FLOAT16_UNSUPPORTED:
-        problems.append(Problem("dtype", f"The model type {model_type!r} does not support float16. Reason: "
-                                "Numerical instability. Please use bfloat16 or float32 instead.",
-                                "proven_constraint"))
+        problems.append(
+            Problem(
+                "dtype",
+                f"The model type {model_type!r} does not support float16. Reason: "
+                "Numerical instability. Please use bfloat16 or float32 instead.",
+                "proven_constraint",
+            )
+        )
     if wanted == "bfloat16" and gpu.capability_int < 80:
-        problems.append(Problem("dtype", "Bfloat16 is only supported on GPUs with compute capability of at "
-                                f"least 8.0. Your {gpu.name} GPU has compute capability "
-                                f"{gpu.compute_capability[0]}.{gpu.compute_capability[1]}. You can use "
-                                "float16 instead by explicitly setting the `dtype` flag in CLI, for "
-                                "example: --dtype=half.", "proven_constraint"))
+        problems.append(
+            Problem(
+                "dtype",
+                "Bfloat16 is only supported on GPUs with compute capability of at "
+                f"least 8.0. Your {gpu.name} GPU has compute capability "
+                f"{gpu.compute_capability[0]}.{gpu.compute_capability[1]}. You can use "
+                "float16 instead by explicitly setting the `dtype` flag in CLI, for "
+                "example: --dtype=half.",
+                "proven_constraint",
+            )
+        )
     return wanted
 
 
@@ -212,18 +259,21 @@ def _rope_scaled(derived: float, params: dict, facts: EngineFacts) -> float:
 
 def _long_max_model_len(requested: int, derived: int, config: ModelConfig) -> Problem:
     key = next((k for k in MAX_LEN_KEYS if config.text.get(k) is not None), None)
-    return Problem("max_model_len", f"User-specified max_model_len ({requested}) is greater than the derived "
-                   f"max_model_len ({key}={float(derived)} or model_max_length="
-                   f"{config.text.get('model_max_length')} in model's config.json). To allow overriding this "
-                   "maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1.", "proven_constraint")
+    return Problem(
+        "max_model_len",
+        f"User-specified max_model_len ({requested}) is greater than the derived "
+        f"max_model_len ({key}={float(derived)} or model_max_length="
+        f"{config.text.get('model_max_length')} in model's config.json). To allow overriding this "
+        "maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1.",
+        "proven_constraint",
+    )
 
 
 def batch_defaults(gpu: Gpu, facts: EngineFacts, user: UserSettings, max_model_len: int) -> tuple[int, int]:
     """max_num_seqs and max_num_batched_tokens for `vllm serve` (UsageContext.OPENAI_API_SERVER)."""
     tier = facts.batch_defaults(gpu.total_bytes, gpu.name, gpu.compute_capability, "OPENAI_API_SERVER")
     scheduler = facts.defaults["scheduler"]
-    mnbt = user.max_num_batched_tokens or (tier.max_num_batched_tokens if tier else
-                                           scheduler["max_num_batched_tokens"])
+    mnbt = user.max_num_batched_tokens or (tier.max_num_batched_tokens if tier else scheduler["max_num_batched_tokens"])
     mns = user.max_num_seqs or (tier.max_num_seqs if tier else scheduler["max_num_seqs"])
     if user.max_num_batched_tokens is None:
         # chunked prefill is on for generative models, so only the model-limit clamp applies
@@ -242,8 +292,9 @@ def _capture_ceiling(checkpoint: Checkpoint, facts: EngineFacts) -> int | None:
     return None
 
 
-def capture_sizes(gpu: Gpu, facts: EngineFacts, max_num_seqs: int, max_num_batched_tokens: int,
-                  ceiling: int | None = None) -> list[int]:
+def capture_sizes(
+    gpu: Gpu, facts: EngineFacts, max_num_seqs: int, max_num_batched_tokens: int, ceiling: int | None = None
+) -> list[int]:
     """_set_cudagraph_sizes without speculative decoding (uniform decode query length 1)."""
     rules = facts.defaults["cudagraph"]
     uniform: list[int] = []

@@ -6,6 +6,7 @@ weights to the runtime dtype and re-lays quantized weights. Each step below name
 follows. Tensors whose tensor-parallel layout is not recognised are counted whole on every GPU (an
 upper bound) and listed, so a TP>1 plan says where it is unsure.
 """
+
 from __future__ import annotations
 
 import math
@@ -21,26 +22,82 @@ DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 _FLOAT_DTYPES = {"F32", "F16", "BF16", "F64"}
 
 # Tensors vLLM's AutoWeightsLoader drops (REMOVE_UNUSED_ROTARY_EMBEDS_MAPPER).
-_ROTARY_CACHES = ("rotary_emb.inv_freq", "rotary_pos_emb.inv_freq", "rotary_emb.cos_cached",
-                  "rotary_emb.sin_cached")
+_ROTARY_CACHES = ("rotary_emb.inv_freq", "rotary_pos_emb.inv_freq", "rotary_emb.cos_cached", "rotary_emb.sin_cached")
 # Module names of vision/audio towers that `--language-model-only` leaves unbuilt
 # (interfaces.py _mark_tower_model marks these submodules).
-_TOWER_PARTS = ("vision_tower", "vision_model", "visual.", "multi_modal_projector", "mm_projector",
-                "audio_tower", "audio_model", "embed_vision", "embed_audio", "vision_embed",
-                "image_newline", "patch_embed", "vision_encoder", "audio_encoder")
+_TOWER_PARTS = (
+    "vision_tower",
+    "vision_model",
+    "visual.",
+    "multi_modal_projector",
+    "mm_projector",
+    "audio_tower",
+    "audio_model",
+    "embed_vision",
+    "embed_audio",
+    "vision_embed",
+    "image_newline",
+    "patch_embed",
+    "vision_encoder",
+    "audio_encoder",
+)
 
 # Layer names by tensor-parallel behaviour (model_executor/layers/linear.py classes they map to).
-_COLUMN = {"q_proj", "gate_proj", "up_proj", "gate_up_proj", "w1", "w3", "fc1", "c_fc", "kv_b_proj",
-           "q_b_proj", "in_proj", "dt_proj", "conv1d", "wq", "dense_h_to_4h", "linear_fc1",
-           "in_proj_qkvz", "in_proj_ba", "in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a",
-           "shared_expert.gate_proj", "query", "key_value"}
-_ROW = {"o_proj", "down_proj", "out_proj", "dense", "c_proj", "w2", "fc2", "wo", "dense_4h_to_h",
-        "x_proj", "linear_fc2"}
+_COLUMN = {
+    "q_proj",
+    "gate_proj",
+    "up_proj",
+    "gate_up_proj",
+    "w1",
+    "w3",
+    "fc1",
+    "c_fc",
+    "kv_b_proj",
+    "q_b_proj",
+    "in_proj",
+    "dt_proj",
+    "conv1d",
+    "wq",
+    "dense_h_to_4h",
+    "linear_fc1",
+    "in_proj_qkvz",
+    "in_proj_ba",
+    "in_proj_qkv",
+    "in_proj_z",
+    "in_proj_b",
+    "in_proj_a",
+    "shared_expert.gate_proj",
+    "query",
+    "key_value",
+}
+_ROW = {
+    "o_proj",
+    "down_proj",
+    "out_proj",
+    "dense",
+    "c_proj",
+    "w2",
+    "fc2",
+    "wo",
+    "dense_4h_to_h",
+    "x_proj",
+    "linear_fc2",
+}
 _KV = {"k_proj", "v_proj", "wk", "wv"}
 _FUSED_QKV = {"qkv_proj", "query_key_value", "c_attn", "wqkv", "Wqkv"}
 # ReplicatedLinear / plain parameters on every rank: MLA's down-projections, routers, norms.
-_REPLICATED = {"kv_a_proj_with_mqa", "q_a_proj", "kv_a_layernorm", "q_a_layernorm", "router",
-               "e_score_correction_bias", "shared_expert_gate", "gate_weight", "q_norm", "k_norm"}
+_REPLICATED = {
+    "kv_a_proj_with_mqa",
+    "q_a_proj",
+    "kv_a_layernorm",
+    "q_a_layernorm",
+    "router",
+    "e_score_correction_bias",
+    "shared_expert_gate",
+    "gate_weight",
+    "q_norm",
+    "k_norm",
+}
 # Per-head or per-channel parameters split like the heads/channels they belong to.
 _SPLIT_PARAMS = {"sinks", "A_log", "A", "D", "dt_bias", "conv1d"}
 
@@ -74,7 +131,7 @@ class WeightsEstimate:
 @dataclass(frozen=True)
 class WeightSettings:
     tensor_parallel_size: int
-    runtime_dtype: str            # "bfloat16" | "float16" | "float32"
+    runtime_dtype: str  # "bfloat16" | "float16" | "float32"
     capability: tuple[int, int]
     language_model_only: bool = False
     vocab_padding_size: int = 64  # DEFAULT_VOCAB_PADDING_SIZE (vocab_parallel_embedding.py)
@@ -143,11 +200,11 @@ class _Entry:
 
     group: str
     skip: str | None
-    role: str                # vocab | kv | fused_qkv | row | column | replicated | expert | unknown
-    dtype_class: str         # float (takes the runtime dtype) | fp32 (fp8 scales, SSM A) | keep
+    role: str  # vocab | kv | fused_qkv | row | column | replicated | expert | unknown
+    dtype_class: str  # float (takes the runtime dtype) | fp32 (fp8 scales, SSM A) | keep
     vocab_rows: int
-    is_relayout: bool        # rebuilt from the config (MXFP4 experts)
-    is_int4_part: bool       # GPTQ/AWQ tensors, rebuilt when Marlin repacks them
+    is_relayout: bool  # rebuilt from the config (MXFP4 experts)
+    is_int4_part: bool  # GPTQ/AWQ tensors, rebuilt when Marlin repacks them
     elements: int
     checkpoint_bytes: int
     example: str
@@ -241,8 +298,14 @@ def _is_mtp(name: str, config: ModelConfig) -> bool:
     if name.startswith(("mtp.", "model.mtp.")) or ".mtp." in name:
         return True
     match = _LAYER_INDEX.search(name)
-    return bool(match and config.num_layers and int(match.group(1)) >= config.num_layers
-                and "vision" not in name and "visual" not in name and "audio" not in name)
+    return bool(
+        match
+        and config.num_layers
+        and int(match.group(1)) >= config.num_layers
+        and "vision" not in name
+        and "visual" not in name
+        and "audio" not in name
+    )
 
 
 def _parts(name: str) -> tuple[str, str]:
@@ -257,8 +320,12 @@ def _is_vocab(tensor: TensorInfo, module: str, config: ModelConfig) -> bool:
     if tensor.name.endswith("lm_head.weight") or tensor.name == "output.weight":
         return True
     vocab = config.vocab_size
-    return (module in ("embed_tokens", "embeddings", "wte", "word_embeddings", "tok_embeddings")
-            and len(tensor.shape) == 2 and vocab > 0 and tensor.shape[0] in (vocab, pad_to(vocab, 64)))
+    return (
+        module in ("embed_tokens", "embeddings", "wte", "word_embeddings", "tok_embeddings")
+        and len(tensor.shape) == 2
+        and vocab > 0
+        and tensor.shape[0] in (vocab, pad_to(vocab, 64))
+    )
 
 
 def pad_to(n: int, multiple: int) -> int:
@@ -352,17 +419,24 @@ def tp_problems(config: ModelConfig, settings: WeightSettings) -> list[Problem]:
     tp = settings.tensor_parallel_size
     problems = []
     if config.num_heads and config.num_heads % tp:
-        problems.append(Problem("tensor_parallel_heads", f"Total number of attention heads "
-                                f"({config.num_heads}) must be divisible by tensor parallel size ({tp}).",
-                                "proven_constraint"))
+        problems.append(
+            Problem(
+                "tensor_parallel_heads",
+                f"Total number of attention heads "
+                f"({config.num_heads}) must be divisible by tensor parallel size ({tp}).",
+                "proven_constraint",
+            )
+        )
     padded_vocab = pad_to(config.vocab_size, settings.vocab_padding_size) if config.vocab_size else 0
     if padded_vocab and padded_vocab % tp:
-        problems.append(Problem("tensor_parallel_vocab", f"{padded_vocab} is not divisible by {tp}",
-                                "proven_constraint"))
+        problems.append(
+            Problem("tensor_parallel_vocab", f"{padded_vocab} is not divisible by {tp}", "proven_constraint")
+        )
     intermediate = config.moe_intermediate_size if config.is_moe else config.intermediate_size
     if intermediate and intermediate % tp:
-        problems.append(Problem("tensor_parallel_intermediate", f"{intermediate} is not divisible by {tp}",
-                                "proven_constraint"))
+        problems.append(
+            Problem("tensor_parallel_intermediate", f"{intermediate} is not divisible by {tp}", "proven_constraint")
+        )
     return problems
 
 
@@ -376,7 +450,7 @@ class _Quant:
     capability: tuple[int, int]
 
     @classmethod
-    def from_config(cls, config: ModelConfig, settings: WeightSettings) -> "_Quant":
+    def from_config(cls, config: ModelConfig, settings: WeightSettings) -> _Quant:
         q = config.quantization_config or {}
         group = q.get("group_size") or q.get("q_group_size") or -1
         return cls(config.quant_method, int(group), settings.capability)
@@ -395,8 +469,9 @@ class _Quant:
         # cc 9.0 GPTQ/AWQ land on Marlin, which pads odd shapes (marlin_padded_nk).
         return self.capability < (9, 0)
 
-    def add_relayout(self, checkpoint: Checkpoint, config: ModelConfig, settings: WeightSettings,
-                     tally: _Tally) -> list[str]:
+    def add_relayout(
+        self, checkpoint: Checkpoint, config: ModelConfig, settings: WeightSettings, tally: _Tally
+    ) -> list[str]:
         if self.is_mxfp4:
             return _mxfp4_experts(checkpoint, config, settings, tally)
         if self.is_int4 and self.uses_marlin:
@@ -404,8 +479,14 @@ class _Quant:
         return []
 
 
-_MXFP4_LEAVES = ("gate_up_proj_blocks", "gate_up_proj_scales", "gate_up_proj_bias", "down_proj_blocks",
-                 "down_proj_scales", "down_proj_bias")
+_MXFP4_LEAVES = (
+    "gate_up_proj_blocks",
+    "gate_up_proj_scales",
+    "gate_up_proj_bias",
+    "down_proj_blocks",
+    "down_proj_scales",
+    "down_proj_bias",
+)
 _INT4_LEAVES = (".qweight", ".qzeros", ".scales", ".g_idx")
 _INT4_METHODS = ("gptq", "awq", "gptq_marlin", "awq_marlin", "auto_gptq", "auto_awq")
 
@@ -421,32 +502,40 @@ def mxfp4_backend(capability: tuple[int, int]) -> tuple[str, int, int]:
     return "MARLIN", 128, 256
 
 
-def _mxfp4_experts(checkpoint: Checkpoint, config: ModelConfig, settings: WeightSettings,
-                   tally: _Tally) -> list[str]:
-    layers = {int(m.group(1)) for t in checkpoint.tensors if ".experts." in t.name
-              for m in [_LAYER_INDEX.search(t.name)] if m}
+def _mxfp4_experts(checkpoint: Checkpoint, config: ModelConfig, settings: WeightSettings, tally: _Tally) -> list[str]:
+    layers = {
+        int(m.group(1)) for t in checkpoint.tensors if ".experts." in t.name for m in [_LAYER_INDEX.search(t.name)] if m
+    }
     experts, hidden = config.num_experts, config.hidden_size
     backend, align_i, align_h = mxfp4_backend(settings.capability)
     per_rank = config.moe_intermediate_size // settings.tensor_parallel_size
     inter, hid = pad_to(per_rank, align_i), pad_to(hidden, align_h)
     # mxfp4.py create_weights: uint8 blocks (2 values a byte) and uint8 scales (one per 32), bf16 biases.
-    per_layer = experts * (2 * inter * hid // 2 + 2 * inter * hid // 32 + hid * inter // 2 + hid * inter // 32
-                           + 2 * 2 * inter + 2 * hid)
-    checkpoint_bytes = sum(t.num_bytes for t in checkpoint.tensors if ".experts." in t.name
-                           and t.name.rsplit(".", 1)[-1] in _MXFP4_LEAVES)
+    per_layer = experts * (
+        2 * inter * hid // 2 + 2 * inter * hid // 32 + hid * inter // 2 + hid * inter // 32 + 2 * 2 * inter + 2 * hid
+    )
+    checkpoint_bytes = sum(
+        t.num_bytes for t in checkpoint.tensors if ".experts." in t.name and t.name.rsplit(".", 1)[-1] in _MXFP4_LEAVES
+    )
     tally.add("experts", checkpoint_bytes, per_layer * len(layers))
-    return [f"MXFP4 experts re-laid for the {backend} MoE backend: intermediate {per_rank} -> {inter}, "
-            f"hidden {hidden} -> {hid} per rank"]
+    return [
+        f"MXFP4 experts re-laid for the {backend} MoE backend: intermediate {per_rank} -> {inter}, "
+        f"hidden {hidden} -> {hid} per rank"
+    ]
 
 
-def _marlin_int4(checkpoint: Checkpoint, config: ModelConfig, settings: WeightSettings, tally: _Tally,
-                 quant: _Quant) -> list[str]:
+def _marlin_int4(
+    checkpoint: Checkpoint, config: ModelConfig, settings: WeightSettings, tally: _Tally, quant: _Quant
+) -> list[str]:
     """GPTQ/AWQ on Marlin: qweight, scales (and AWQ's zero points) per rank, padded by marlin_padded_nk.
     Repacking keeps the byte count of the padded shape; GPTQ g_idx without act-order is dropped."""
     prefixes = sorted({t.name.rsplit(".", 1)[0] for t in checkpoint.tensors if t.name.endswith(".qweight")})
     padded_layers = 0
     for prefix in prefixes:
-        parts = {leaf: checkpoint.tensors_by_name.get(f"{prefix}.{leaf}") for leaf in ("qweight", "qzeros", "scales", "g_idx")}
+        parts = {
+            leaf: checkpoint.tensors_by_name.get(f"{prefix}.{leaf}")
+            for leaf in ("qweight", "qzeros", "scales", "g_idx")
+        }
         ckpt_bytes = sum(t.num_bytes for t in parts.values() if t is not None)
         gpu_bytes, padded = _marlin_layer_bytes(prefix, parts, config, settings, quant)
         padded_layers += padded
@@ -455,8 +544,9 @@ def _marlin_int4(checkpoint: Checkpoint, config: ModelConfig, settings: WeightSe
     return [note + (f" ({padded_layers} layers padded by marlin_padded_nk)" if padded_layers else "")]
 
 
-def _marlin_layer_bytes(prefix: str, parts: dict, config: ModelConfig, settings: WeightSettings,
-                        quant: _Quant) -> tuple[int, int]:
+def _marlin_layer_bytes(
+    prefix: str, parts: dict, config: ModelConfig, settings: WeightSettings, quant: _Quant
+) -> tuple[int, int]:
     scales, qweight = parts["scales"], parts["qweight"]
     # Logical (K, N): GPTQ qweight is [K/8, N], AWQ qweight is [K, N/8]; scales are [K/g, N] in both.
     n = scales.shape[1]
@@ -480,6 +570,8 @@ def marlin_padded_nk(size_n: int, size_k: int, group_size: int = -1) -> tuple[in
     """quantization/utils/marlin_utils.py marlin_padded_nk: Marlin needs (n%64, k%128) or
     (n%128, k%64); other shapes are zero-padded to the cheaper family, K kept a multiple of the group."""
     group = group_size if group_size > 0 else 1
-    candidates = ((pad_to(size_n, 64), pad_to(size_k, math.lcm(128, group))),
-                  (pad_to(size_n, 128), pad_to(size_k, math.lcm(64, group))))
+    candidates = (
+        (pad_to(size_n, 64), pad_to(size_k, math.lcm(128, group))),
+        (pad_to(size_n, 128), pad_to(size_k, math.lcm(64, group))),
+    )
     return min(candidates, key=lambda nk: (nk[0] * nk[1], nk[0] + nk[1]))

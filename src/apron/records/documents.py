@@ -5,6 +5,7 @@ engine's log (its basis names the line) and is labelled measured; a number the l
 absent, never estimated. Host faults are kept as what they are (outcome "host_fault") and are never
 counted against the model.
 """
+
 from __future__ import annotations
 
 from apron.measure.logparse import GIB, GIB_RESOLUTION_BYTES, ParsedLog
@@ -29,8 +30,13 @@ MEASURED_FIELDS: dict[str, tuple[str, str]] = {
     "max_model_len": ("max_model_len", "tokens"),
     "block_size": ("block_size", "tokens"),
 }
-TIMING_FIELDS = ("weights_load_seconds", "model_load_seconds", "torch_compile_seconds", "graph_capture_seconds",
-                 "init_engine_seconds")
+TIMING_FIELDS = (
+    "weights_load_seconds",
+    "model_load_seconds",
+    "torch_compile_seconds",
+    "graph_capture_seconds",
+    "init_engine_seconds",
+)
 OUTCOMES = ("healthy", "failed", "host_fault", "harness_fault")
 
 
@@ -75,24 +81,40 @@ def compare(plan_doc: dict, boot_doc: dict) -> dict:
     hardware = boot_doc.get("hardware", {})
     planned_gpu = plan_doc.get("hardware", {}).get("gpu")
     if hardware.get("platform") == "cpu":
-        warnings.append(f"this boot ran on a CPU ({hardware.get('cpu_model') or 'unknown model'}), the plan on "
-                        f"{planned_gpu}: memory numbers are not comparable, only the way they are read")
+        warnings.append(
+            f"this boot ran on a CPU ({hardware.get('cpu_model') or 'unknown model'}), the plan on "
+            f"{planned_gpu}: memory numbers are not comparable, only the way they are read"
+        )
     elif hardware.get("gpu_name") and planned_gpu and hardware["gpu_name"] != planned_gpu:
         warnings.append(f"the plan was for {planned_gpu}, the boot ran on {hardware['gpu_name']}")
     if boot_doc.get("outcome") == "host_fault":
         warnings.append("a host fault: nothing here is counted against the model")
-    return {"plan_id": boot_doc.get("plan_id"), "outcome": boot_doc.get("outcome"),
-            "engine": {"planned": plan_doc.get("engine", {}).get("version"),
-                       "booted": boot_doc.get("engine", {}).get("version")},
-            "rows": rows, "warnings": warnings}
+    return {
+        "plan_id": boot_doc.get("plan_id"),
+        "outcome": boot_doc.get("outcome"),
+        "engine": {
+            "planned": plan_doc.get("engine", {}).get("version"),
+            "booted": boot_doc.get("engine", {}).get("version"),
+        },
+        "rows": rows,
+        "warnings": warnings,
+    }
 
 
 def _row(name: str, p: dict | None, m: dict | None) -> dict:
     pv = p.get("value") if p else None
     mv = m.get("value") if m else None
     unit = (m or p or {}).get("unit")
-    row = {"name": name, "unit": unit, "predicted": pv, "predicted_label": p.get("label") if p else None,
-           "measured": mv, "error": None, "error_gib": None, "error_pct": None}
+    row = {
+        "name": name,
+        "unit": unit,
+        "predicted": pv,
+        "predicted_label": p.get("label") if p else None,
+        "measured": mv,
+        "error": None,
+        "error_gib": None,
+        "error_pct": None,
+    }
     if pv is not None and mv is not None:
         row["error"] = pv - mv
         if unit == "bytes":

@@ -1,4 +1,5 @@
 """Text views of records for people (the --json forms are the documents themselves)."""
+
 from __future__ import annotations
 
 from apron.measure.logparse import GIB
@@ -9,20 +10,45 @@ def summary_row(record: StoredRecord) -> dict:
     doc = record.document
     if record.kind == "plan":
         plan = doc.get("plan", {})
-        return {"id": record.id, "kind": "plan", "model": plan.get("model", {}).get("repo_id")
-                or plan.get("model", {}).get("source"), "engine": plan.get("engine", {}).get("version"),
-                "hardware": f"{plan.get('hardware', {}).get('count')} x {plan.get('hardware', {}).get('gpu')}",
-                "outcome": plan.get("verdict"), "created_at": None, "plan_id": None}
+        return {
+            "id": record.id,
+            "kind": "plan",
+            "model": plan.get("model", {}).get("repo_id") or plan.get("model", {}).get("source"),
+            "engine": plan.get("engine", {}).get("version"),
+            "hardware": f"{plan.get('hardware', {}).get('count')} x {plan.get('hardware', {}).get('gpu')}",
+            "outcome": plan.get("verdict"),
+            "created_at": None,
+            "plan_id": None,
+        }
     if record.kind == "fix":
-        return {"id": record.id, "kind": "fix", "model": doc.get("rule"), "engine": doc.get("engine_version"),
-                "hardware": f"{doc.get('failed_boot', '')[:12]} -> {str(doc.get('corrected_boot'))[:12]}",
-                "outcome": doc.get("status"), "created_at": None, "plan_id": None}
+        return {
+            "id": record.id,
+            "kind": "fix",
+            "model": doc.get("rule"),
+            "engine": doc.get("engine_version"),
+            "hardware": f"{doc.get('failed_boot', '')[:12]} -> {str(doc.get('corrected_boot'))[:12]}",
+            "outcome": doc.get("status"),
+            "created_at": None,
+            "plan_id": None,
+        }
     hw = doc.get("hardware", {})
-    hardware = (f"{hw.get('gpu_count')} x {hw.get('gpu_name')}" if hw.get("gpu_name")
-                else f"CPU {hw.get('cpu_model') or '?'}" if hw.get("platform") == "cpu" else "?")
-    return {"id": record.id, "kind": "boot", "model": (doc.get("command") or {}).get("argv", [None, None, None])[2],
-            "engine": doc.get("engine", {}).get("version"), "hardware": hardware, "outcome": doc.get("outcome"),
-            "created_at": doc.get("created_at"), "plan_id": doc.get("plan_id")}
+    hardware = (
+        f"{hw.get('gpu_count')} x {hw.get('gpu_name')}"
+        if hw.get("gpu_name")
+        else f"CPU {hw.get('cpu_model') or '?'}"
+        if hw.get("platform") == "cpu"
+        else "?"
+    )
+    return {
+        "id": record.id,
+        "kind": "boot",
+        "model": (doc.get("command") or {}).get("argv", [None, None, None])[2],
+        "engine": doc.get("engine", {}).get("version"),
+        "hardware": hardware,
+        "outcome": doc.get("outcome"),
+        "created_at": doc.get("created_at"),
+        "plan_id": doc.get("plan_id"),
+    }
 
 
 def render_list(rows: list[dict]) -> str:
@@ -30,18 +56,24 @@ def render_list(rows: list[dict]) -> str:
         return "no records"
     lines = []
     for r in rows:
-        lines.append(f"{r['id'][:12]}  {r['kind']:<4}  {str(r['outcome']):<13} vllm {str(r['engine']):<8} "
-                     f"{str(r['hardware'])[:40]:<40}  {r['model']}")
+        lines.append(
+            f"{r['id'][:12]}  {r['kind']:<4}  {str(r['outcome']):<13} vllm {str(r['engine']):<8} "
+            f"{str(r['hardware'])[:40]:<40}  {r['model']}"
+        )
     return "\n".join(lines)
 
 
 def render_boot(record: StoredRecord) -> str:
     doc = record.document
     fault = doc.get("fault") or {}
-    lines = [f"boot {record.id}", f"  outcome   {doc.get('outcome')}"
-             + (f" ({fault.get('kind')} fault: {fault.get('reason')})" if fault else ""),
-             f"  plan      {doc.get('plan_id')}", f"  target    {doc.get('target')}",
-             f"  engine    vllm {doc.get('engine', {}).get('version')}", f"  hardware  {summary_row(record)['hardware']}"]
+    lines = [
+        f"boot {record.id}",
+        f"  outcome   {doc.get('outcome')}" + (f" ({fault.get('kind')} fault: {fault.get('reason')})" if fault else ""),
+        f"  plan      {doc.get('plan_id')}",
+        f"  target    {doc.get('target')}",
+        f"  engine    vllm {doc.get('engine', {}).get('version')}",
+        f"  hardware  {summary_row(record)['hardware']}",
+    ]
     if fault:
         lines.append(f"  evidence  {fault.get('evidence', '')[:200]}")
     if doc.get("command"):
@@ -56,8 +88,9 @@ def render_boot(record: StoredRecord) -> str:
     log = doc.get("log", {})
     lines.append(f"  log       {log.get('bytes')} bytes, sha256 {log.get('sha256')}")
     for attempt in doc.get("attempts", []):
-        lines.append(f"  earlier attempt on {attempt['target']}: {attempt['fault']['kind']} fault, "
-                     f"{attempt['fault']['reason']}")
+        lines.append(
+            f"  earlier attempt on {attempt['target']}: {attempt['fault']['kind']} fault, {attempt['fault']['reason']}"
+        )
     return "\n".join(lines)
 
 
@@ -74,17 +107,22 @@ def _answer_lines(doc: dict) -> list[str]:
     figures = serving.get("figures") or {}
     if figures:
         ttft = figures.get("ttft") or {}
-        lines.append(f"    serving   {figures.get('completed')} completed, {figures.get('failed')} failed; TTFT p50 "
-                     f"{ttft.get('p50_seconds')} s, p99 {ttft.get('p99_seconds')} s; "
-                     f"{figures.get('output_tokens_per_second_per_user')} tokens/s per user")
+        lines.append(
+            f"    serving   {figures.get('completed')} completed, {figures.get('failed')} failed; TTFT p50 "
+            f"{ttft.get('p50_seconds')} s, p99 {ttft.get('p99_seconds')} s; "
+            f"{figures.get('output_tokens_per_second_per_user')} tokens/s per user"
+        )
     elif serving.get("error"):
         lines.append(f"    serving   failed: {serving['error'][:120]}")
     return lines
 
 
 def render_compare(table: dict) -> str:
-    lines = [f"plan {table['plan_id']} (vllm {table['engine']['planned']}) vs boot "
-             f"({table['outcome']}, vllm {table['engine']['booted']})", ""]
+    lines = [
+        f"plan {table['plan_id']} (vllm {table['engine']['planned']}) vs boot "
+        f"({table['outcome']}, vllm {table['engine']['booted']})",
+        "",
+    ]
     lines.append(f"  {'quantity':<24} {'predicted':>18} {'measured':>18} {'error':>12} {'error %':>9}")
     for row in table["rows"]:
         if row["error_gib"] is not None:
@@ -94,8 +132,10 @@ def render_compare(table: dict) -> str:
         else:
             error = "-"
         pct = f"{row['error_pct']:+.1f}%" if row["error_pct"] is not None else "-"
-        lines.append(f"  {row['name']:<24} {format_value(row['predicted'], row['unit']):>18} "
-                     f"{format_value(row['measured'], row['unit']):>18} {error:>12} {pct:>9}")
+        lines.append(
+            f"  {row['name']:<24} {format_value(row['predicted'], row['unit']):>18} "
+            f"{format_value(row['measured'], row['unit']):>18} {error:>12} {pct:>9}"
+        )
     for warning in table["warnings"]:
         lines.append(f"\nnote: {warning}")
     return "\n".join(lines)

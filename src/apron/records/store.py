@@ -9,6 +9,7 @@ A write goes to a temp file, is fsynced, then linked into place (link fails if t
 nothing is overwritten) and the folder is fsynced. A read recomputes the hash, so a damaged file is
 reported instead of trusted.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -27,8 +28,9 @@ KINDS = ("plan", "boot", "fix")  # fix: a correction rule applied between two bo
 
 def canonical_bytes(document: dict) -> bytes:
     """Sorted keys, compact separators, UTF-8: one byte string per document."""
-    return json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                      allow_nan=False).encode("utf-8")
+    return json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode(
+        "utf-8"
+    )
 
 
 def sha256_hex(data: bytes) -> str:

@@ -1,4 +1,5 @@
 """What a person reads after `apron check` and `apron serve-test`."""
+
 from __future__ import annotations
 
 from apron.measure.checks import CheckReport
@@ -10,16 +11,20 @@ _VERDICT = {"answered": "ANSWERED", "not_answered": "NOT ANSWERED", "served": "S
 
 def render_check_report(report: CheckReport) -> str:
     context = report.served.max_model_len_tokens
-    lines = [f"{report.model} at {report.url}: {report.suite} checks"
-             + (f" (served max_model_len {context:,} tokens)" if context else "")]
+    lines = [
+        f"{report.model} at {report.url}: {report.suite} checks"
+        + (f" (served max_model_len {context:,} tokens)" if context else "")
+    ]
     width = max(len(r.name) for r in report.results)
     for r in report.results:
         took = "" if r.latency_seconds is None else f"{r.latency_seconds:7.2f} s"
         lines.append(f"  {_STATUS[r.status]}  {r.name:<{width}}  {took:>9}  {r.reason}")
         if r.fix:
             lines.append(f"        {'':<{width}}  {'':>9}  fix: {r.fix}")
-    lines.append(f"{_VERDICT[report.verdict]}: {report.count('pass')} passed, {report.count('fail')} failed, "
-                 f"{report.count('skip')} skipped")
+    lines.append(
+        f"{_VERDICT[report.verdict]}: {report.count('pass')} passed, {report.count('fail')} failed, "
+        f"{report.count('skip')} skipped"
+    )
     return "\n".join(lines)
 
 

@@ -1,15 +1,23 @@
 """The plan card: what a person reads in the terminal after `apron plan`."""
+
 from __future__ import annotations
 
-from apron.plan.result import REQUIRED_QUANTITIES, Plan
 from apron.plan.quantity import Quantity
+from apron.plan.result import REQUIRED_QUANTITIES, Plan
 
 _TITLES = {
-    "weights_bytes_per_gpu": "weights per GPU", "activation_peak_bytes": "activation peak (profiling)",
-    "cudagraph_bytes": "CUDA graphs", "non_torch_bytes": "non-torch memory", "requested_bytes": "requested (util x total)",
-    "available_kv_bytes": "KV cache budget", "kv_bytes_per_token": "KV bytes per token",
-    "kv_block_bytes": "KV block", "num_kv_blocks": "KV blocks", "kv_tokens": "KV cache size",
-    "max_concurrency": "max concurrency", "host_ram_bytes": "host RAM needed",
+    "weights_bytes_per_gpu": "weights per GPU",
+    "activation_peak_bytes": "activation peak (profiling)",
+    "cudagraph_bytes": "CUDA graphs",
+    "non_torch_bytes": "non-torch memory",
+    "requested_bytes": "requested (util x total)",
+    "available_kv_bytes": "KV cache budget",
+    "kv_bytes_per_token": "KV bytes per token",
+    "kv_block_bytes": "KV block",
+    "num_kv_blocks": "KV blocks",
+    "kv_tokens": "KV cache size",
+    "max_concurrency": "max concurrency",
+    "host_ram_bytes": "host RAM needed",
 }
 _VERDICT = {"fits": "FITS", "does_not_fit": "DOES NOT FIT", "unknown": "UNKNOWN"}
 
@@ -67,10 +75,16 @@ def render_engine_diff(diff: dict) -> str:
             continue
         unit = "GiB" if "bytes" in name else ""
         scale = 2**30 if unit else 1
-        show = (lambda v: "unknown" if v is None else f"{v / scale:,.2f}" if unit or isinstance(v, float)
-                else f"{v:,}")
-        change = "" if delta is None else f"  ({delta / scale:+,.2f} {unit})" if unit else \
-            f"  ({delta:+,.2f})" if isinstance(delta, float) else f"  ({delta:+,})"
+        show = lambda v: "unknown" if v is None else f"{v / scale:,.2f}" if unit or isinstance(v, float) else f"{v:,}"
+        change = (
+            ""
+            if delta is None
+            else f"  ({delta / scale:+,.2f} {unit})"
+            if unit
+            else f"  ({delta:+,.2f})"
+            if isinstance(delta, float)
+            else f"  ({delta:+,})"
+        )
         lines.append(f"  {_TITLES.get(name, name):<28} {show(a):>14} {show(b):>14}{change}")
     for version, flags in diff["flags_only_in"].items():
         if flags:

@@ -1,4 +1,5 @@
 """`apron diagnose` and `apron rules` as text for a person."""
+
 from __future__ import annotations
 
 from apron.rules.diagnose import Diagnosis, settings_flags
@@ -16,17 +17,22 @@ def _row(label: str, value: str) -> str:
 def render_diagnosis(diagnosis: Diagnosis, log_name: str) -> str:
     found = diagnosis.fingerprint
     if found is None:
-        return (f"no decisive error in {log_name}: no error before the engine's shutdown (a healthy boot, or a log "
-                "that ends before the engine failed)")
-    detail = ([found.process] if found.process else []) + ([f"printed {found.occurrences}x"]
-                                                          if found.occurrences > 1 else [])
+        return (
+            f"no decisive error in {log_name}: no error before the engine's shutdown (a healthy boot, or a log "
+            "that ends before the engine failed)"
+        )
+    detail = ([found.process] if found.process else []) + (
+        [f"printed {found.occurrences}x"] if found.occurrences > 1 else []
+    )
     where = f"line {found.line_number}" + (f" ({', '.join(detail)})" if detail else "")
     exception = f"{found.exception}: " if found.exception else ""
     lines = [
         _row("decisive error", f"{where}: {exception}{_clip(found.message, 220)}"),
         _row("family", f"{found.family} [{found.blame}] {family_summary(found.family)}"),
-        _row("fingerprint", f"{found.id}  phase {found.phase or 'unknown'}  engine vllm "
-                            f"{diagnosis.engine_version or 'unknown'}"),
+        _row(
+            "fingerprint",
+            f"{found.id}  phase {found.phase or 'unknown'}  engine vllm {diagnosis.engine_version or 'unknown'}",
+        ),
         _row("source", found.source),
     ]
     if found.fields:
@@ -84,8 +90,12 @@ def render_rules(rules: tuple[Rule, ...], statuses: dict[str, dict[str, RuleStat
 
 
 def render_rule(rule: Rule, statuses: dict[str, RuleStatus]) -> str:
-    lines = [_row("rule", rule.id), _row("summary", rule.summary), _row("families", ", ".join(rule.families)),
-             _row("priority", str(rule.priority))]
+    lines = [
+        _row("rule", rule.id),
+        _row("summary", rule.summary),
+        _row("families", ", ".join(rule.families)),
+        _row("priority", str(rule.priority)),
+    ]
     if not statuses:
         lines.append(_row("status", "untested on every release (no boot has tried it)"))
     for version, status in statuses.items():
@@ -95,8 +105,14 @@ def render_rule(rule: Rule, statuses: dict[str, RuleStatus]) -> str:
 
 
 def rule_json(rule: Rule, statuses: dict[str, RuleStatus]) -> dict:
-    return {"rule": rule.id, "summary": rule.summary, "families": list(rule.families), "priority": rule.priority,
-            "doc": rule.doc, "statuses": {v: s.to_json() for v, s in statuses.items()}}
+    return {
+        "rule": rule.id,
+        "summary": rule.summary,
+        "families": list(rule.families),
+        "priority": rule.priority,
+        "doc": rule.doc,
+        "statuses": {v: s.to_json() for v, s in statuses.items()},
+    }
 
 
 def _value(value) -> str:
@@ -108,4 +124,4 @@ def _value(value) -> str:
 
 
 def _clip(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[:limit - 1] + "…"
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -45,6 +45,7 @@ The interface the boot uses:
 Each report also carries could_have_known(plan_json, found).line: whether the preflight had flagged
 the failure, or a miss for the calculator.
 """
+
 from __future__ import annotations
 
 from apron.rules.diagnose import Candidate, Diagnosis, diagnose, settings_from_args, settings_from_plan
@@ -56,13 +57,32 @@ from apron.rules.status import RuleStatus, StatusStore
 MAX_FIX_ATTEMPTS = 2
 
 
-def promote(rule_id: str, engine_version: str, failed_id: str, healthy_id: str,
-            store: StatusStore | None = None) -> RuleStatus:
+def promote(
+    rule_id: str, engine_version: str, failed_id: str, healthy_id: str, store: StatusStore | None = None
+) -> RuleStatus:
     """The corrected boot was healthy and answered: `rule_id` is proven on this release."""
     get_rule(rule_id)  # an unknown rule id is bad input, not a new file
     return (store or StatusStore()).promote(rule_id, engine_version, failed_id, healthy_id)
 
 
-__all__ = ["Candidate", "Diagnosis", "Fingerprint", "KnownReport", "MAX_FIX_ATTEMPTS", "Rule", "RuleFailed",
-           "RuleMatch", "RuleStatus", "StatusStore", "all_rules", "could_have_known", "diagnose", "fingerprint",
-           "get_rule", "match_rules", "promote", "settings_from_args", "settings_from_plan"]
+__all__ = [
+    "Candidate",
+    "Diagnosis",
+    "Fingerprint",
+    "KnownReport",
+    "MAX_FIX_ATTEMPTS",
+    "Rule",
+    "RuleFailed",
+    "RuleMatch",
+    "RuleStatus",
+    "StatusStore",
+    "all_rules",
+    "could_have_known",
+    "diagnose",
+    "fingerprint",
+    "get_rule",
+    "match_rules",
+    "promote",
+    "settings_from_args",
+    "settings_from_plan",
+]

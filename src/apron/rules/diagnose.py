@@ -1,5 +1,6 @@
 """One failed log, diagnosed: fingerprint, the rules that apply with the corrected settings, each
 rule's status on this release, and whether the plan could have known."""
+
 from __future__ import annotations
 
 import hashlib
@@ -8,19 +9,34 @@ from dataclasses import dataclass, field
 from apron.errors import BadInput
 from apron.plan.settings import UserSettings, user_flags
 from apron.rules import logtext
-from apron.rules.fingerprint import Fingerprint, fingerprint as make_fingerprint
+from apron.rules.fingerprint import Fingerprint
+from apron.rules.fingerprint import fingerprint as make_fingerprint
 from apron.rules.known import KnownReport, could_have_known
 from apron.rules.registry import RuleError, RuleFailed, RuleMatch, run_rules
 from apron.rules.status import RuleStatus, StatusStore
 
 # vLLM argument names (its `non-default args` line) -> UserSettings fields
-_ARG_FIELDS = ("tensor_parallel_size", "max_model_len", "gpu_memory_utilization", "max_num_seqs",
-               "max_num_batched_tokens", "kv_cache_dtype", "dtype", "enforce_eager", "language_model_only")
+_ARG_FIELDS = (
+    "tensor_parallel_size",
+    "max_model_len",
+    "gpu_memory_utilization",
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "kv_cache_dtype",
+    "dtype",
+    "enforce_eager",
+    "language_model_only",
+)
 _EXTRA_ARGS = {"tokenizer_mode": "--tokenizer-mode", "reasoning_parser": "--reasoning-parser"}
-_FLAG_FIELDS = {"--tensor-parallel-size": ("tensor_parallel_size", int), "--max-model-len": ("max_model_len", int),
-                "--gpu-memory-utilization": ("gpu_memory_utilization", float),
-                "--max-num-seqs": ("max_num_seqs", int), "--max-num-batched-tokens": ("max_num_batched_tokens", int),
-                "--kv-cache-dtype": ("kv_cache_dtype", str), "--dtype": ("dtype", str)}
+_FLAG_FIELDS = {
+    "--tensor-parallel-size": ("tensor_parallel_size", int),
+    "--max-model-len": ("max_model_len", int),
+    "--gpu-memory-utilization": ("gpu_memory_utilization", float),
+    "--max-num-seqs": ("max_num_seqs", int),
+    "--max-num-batched-tokens": ("max_num_batched_tokens", int),
+    "--kv-cache-dtype": ("kv_cache_dtype", str),
+    "--dtype": ("dtype", str),
+}
 
 
 @dataclass(frozen=True)
@@ -36,15 +52,22 @@ class Candidate:
         if self.corrected is None:
             return []
         old, new = _by_option(settings_flags(before)), _by_option(settings_flags(self.corrected))
-        changed = [flag if key not in old else f"{flag} (was {_value_of(old[key])})"
-                   for key, flag in new.items() if old.get(key) != flag]
+        changed = [
+            flag if key not in old else f"{flag} (was {_value_of(old[key])})"
+            for key, flag in new.items()
+            if old.get(key) != flag
+        ]
         return changed + [f"without {flag}" for key, flag in old.items() if key not in new]
 
     def to_json(self, before: UserSettings) -> dict:
-        return {**self.match.to_json(), "status": self.status.to_json() if self.status else None,
-                "evidence": self.status.evidence() if self.status else None,
-                "corrected_flags": settings_flags(self.corrected) if self.corrected else None,
-                "changes": self.changes(before), "error": self.error}
+        return {
+            **self.match.to_json(),
+            "status": self.status.to_json() if self.status else None,
+            "evidence": self.status.evidence() if self.status else None,
+            "corrected_flags": settings_flags(self.corrected) if self.corrected else None,
+            "changes": self.changes(before),
+            "error": self.error,
+        }
 
 
 @dataclass(frozen=True)
@@ -64,16 +87,26 @@ class Diagnosis:
         return tuple(c for c in self.candidates if c.corrected is not None)
 
     def to_json(self) -> dict:
-        return {"schema": "apron.diagnosis/1", "log_id": self.log_id, "engine_version": self.engine_version,
-                "fingerprint": self.fingerprint.to_json() if self.fingerprint else None,
-                "settings": {"source": self.settings_source, "flags": settings_flags(self.settings)},
-                "rules": [c.to_json(self.settings) for c in self.candidates],
-                "could_have_known": self.known.to_json() if self.known else None,
-                "rule_errors": [{"rule": e.rule_id, "error": e.error} for e in self.rule_errors]}
+        return {
+            "schema": "apron.diagnosis/1",
+            "log_id": self.log_id,
+            "engine_version": self.engine_version,
+            "fingerprint": self.fingerprint.to_json() if self.fingerprint else None,
+            "settings": {"source": self.settings_source, "flags": settings_flags(self.settings)},
+            "rules": [c.to_json(self.settings) for c in self.candidates],
+            "could_have_known": self.known.to_json() if self.known else None,
+            "rule_errors": [{"rule": e.rule_id, "error": e.error} for e in self.rule_errors],
+        }
 
 
-def diagnose(log_text: str, *, plan_json: dict | None = None, user_settings: UserSettings | None = None,
-             engine_version: str | None = None, store: StatusStore | None = None) -> Diagnosis:
+def diagnose(
+    log_text: str,
+    *,
+    plan_json: dict | None = None,
+    user_settings: UserSettings | None = None,
+    engine_version: str | None = None,
+    store: StatusStore | None = None,
+) -> Diagnosis:
     lines = logtext.read_lines(log_text)
     version = engine_version or (plan_json or {}).get("engine", {}).get("version") or logtext.engine_version_in(lines)
     settings, source = _settings(user_settings, plan_json, lines)
@@ -84,8 +117,9 @@ def diagnose(log_text: str, *, plan_json: dict | None = None, user_settings: Use
     matches, errors = run_rules(found, log_text, plan_json)
     store = store or StatusStore()
     candidates = tuple(_candidate(m, settings, store, version) for m in matches)
-    return Diagnosis(found, log_id, version, settings, source, candidates, could_have_known(plan_json, found),
-                     tuple(errors))
+    return Diagnosis(
+        found, log_id, version, settings, source, candidates, could_have_known(plan_json, found), tuple(errors)
+    )
 
 
 def _candidate(match: RuleMatch, settings: UserSettings, store: StatusStore, version: str | None) -> Candidate:

@@ -12,6 +12,7 @@ Three sources, tried in this order:
 3. Observed failures that no vLLM template produces: PyTorch's caching-allocator OOM, CUDA and NCCL
    errors, graph-capture failures, and the harness's own (download, machine never started).
 """
+
 from __future__ import annotations
 
 import math
@@ -45,125 +46,321 @@ class Classification:
     literal_chars: int = 0  # how much of the message the template's own words account for
 
 
-_KV_HINT = ("Try increasing `gpu_memory_utilization` (which also controls CPU memory on the CPU backend) or "
-            "decreasing `max_model_len` when initializing the engine. See "
-            "https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details.")
+_KV_HINT = (
+    "Try increasing `gpu_memory_utilization` (which also controls CPU memory on the CPU backend) or "
+    "decreasing `max_model_len` when initializing the engine. See "
+    "https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details."
+)
 
 NAMED: tuple[Family, ...] = (
-    Family("kv_cache_too_small", "model", "one request at max_model_len needs more KV cache than is left",
-           ("To serve at least one request with the model's max seq len",),
-           (("ValueError", "To serve at least one request with the model's max seq len ({max_model_len}), "
-             "({format_gib(needed_memory)} GiB KV cache is needed, which is larger than the available KV cache "
-             "memory ({format_gib(available_memory)} GiB). {estimated_msg}" + _KV_HINT),),
-           (("needed_memory_gib", "needed_gib"), ("available_memory_gib", "available_gib"))),
-    Family("no_kv_cache_memory", "model", "nothing is left for the KV cache after weights and activations",
-           ("No available memory for the cache blocks",),
-           (("ValueError", "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when "
-             "initializing the engine (this flag also controls CPU memory reservation on the CPU backend, despite "
-             "its name). See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details."),)),
-    Family("auto_fit_no_memory", "model", "--max-model-len auto found no memory for a single token",
-           ("Cannot auto-fit max_model_len",),
-           (("ValueError", "Cannot auto-fit max_model_len: not enough GPU memory available to serve even a single "
-             "token. Try increasing `gpu_memory_utilization`."),)),
-    Family("mamba_blocks_below_max_num_seqs", "model", "max_num_seqs exceeds the hybrid's state blocks",
-           ("exceeds available Mamba cache blocks",),
-           (("ValueError", "max_num_seqs ({max_num_reqs}) exceeds available Mamba cache blocks "
-             "({kv_cache_config.num_blocks}). Each decode sequence requires one Mamba cache block, so CUDA graph "
-             "capture cannot proceed. Please lower max_num_seqs to at most {kv_cache_config.num_blocks} or "
-             "increase gpu_memory_utilization."),),
-           (("max_num_reqs", "max_num_seqs"),)),
-    Family("max_model_len_over_derived", "model", "--max-model-len is above the model's derived maximum",
-           ("To allow overriding this maximum",),
-           (("ValueError", "{msg} To allow overriding this maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1. "
-             "{warning}"),)),
-    Family("float16_unsupported", "model", "the model type refuses float16",
-           ("does not support float16",),
-           (("ValueError", "The model type {model_type!r} does not support float16. Reason: {reason}"),)),
-    Family("bfloat16_unsupported", "model", "bfloat16 needs compute capability 8.0",
-           ("Bfloat16 is only supported on GPUs with compute capability of at least 8.0",),
-           (("ValueError", "Bfloat16 is only supported on GPUs with compute capability of at least 8.0. Your "
-             "{gpu_name} GPU {compute_str}. You can use float16 instead by explicitly setting the `dtype` flag in "
-             "CLI, for example: --dtype=half."),)),
-    Family("architecture_unsupported", "model", "this vLLM release does not register the architecture",
-           ("are not supported for now. Supported architectures", "was supported in vLLM until",
-            "is not supported in-tree anymore"),
-           (("ValueError", "Model architectures {architectures} are not supported for now. Supported "
-             "architectures: {all_supported_archs}"),)),
-    Family("quantization_capability", "model", "the GPU is below the quantization method's minimum capability",
-           ("is not supported for the current GPU. Minimum capability",),
-           (("ValueError", "The quantization method {model_config.quantization} is not supported for the current "
-             "GPU. Minimum capability: {quant_config.get_min_capability()}. Current capability: {capability}."),)),
-    Family("tp_heads_indivisible", "model", "the attention heads do not divide by the tensor-parallel size",
-           ("Total number of attention heads (",),
-           (("ValueError", "Total number of attention heads ({total_num_attention_heads}) must be divisible by "
-             "tensor parallel size ({tensor_parallel_size})."),)),
-    Family("batched_tokens_below_max_model_len", "model", "max_num_batched_tokens is below max_model_len",
-           ("is smaller than max_model_len",),
-           (("ValueError", "max_num_batched_tokens ({self.max_num_batched_tokens}) is smaller than max_model_len "
-             "({max_model_len}). This effectively limits the maximum sequence length to max_num_batched_tokens and "
-             "makes vLLM reject longer sequences. Please increase max_num_batched_tokens or decrease "
-             "max_model_len."),)),
-    Family("batched_tokens_below_max_num_seqs", "model", "max_num_batched_tokens is below max_num_seqs",
-           ("must be greater than or equal to max_num_seqs",),
-           (("ValueError", "max_num_batched_tokens ({self.max_num_batched_tokens}) must be greater than or equal to "
-             "max_num_seqs ({self.max_num_seqs})."),)),
-    Family("mm_item_over_batched_tokens", "model", "one multimodal item needs more tokens than a batch holds",
-           ("Chunked MM input disabled but max_tokens_per_mm_item",),
-           (("ValueError", "Chunked MM input disabled but max_tokens_per_mm_item ({max_tokens_per_mm_item}) is "
-             "larger than max_num_batched_tokens ({scheduler_config.max_num_batched_tokens}). Please increase "
-             "max_num_batched_tokens."),)),
-    Family("sampler_warmup_oom", "model", "out of memory warming up the sampler over max_num_seqs rows",
-           ("CUDA out of memory occurred when warming up sampler",),
-           (("RuntimeError", "CUDA out of memory occurred when warming up sampler with {num_reqs} dummy requests. "
-             "Please try lowering `max_num_seqs` or `gpu_memory_utilization` when initializing the engine."),)),
-    Family("pooler_warmup_oom", "model", "out of memory warming up the pooler over max_num_seqs rows",
-           ("CUDA out of memory occurred when warming up pooler",),
-           (("RuntimeError", "CUDA out of memory occurred when warming up pooler (task={task!r}) with {num_reqs} "
-             "dummy requests. Please try lowering `max_num_seqs` or `gpu_memory_utilization` when initializing "
-             "the engine."),)),
-    Family("tokenizer_mode_mistral_required", "model", "the model needs the Mistral tokenizer",
-           ("requires `--tokenizer-mode mistral`", "mistral_format=True is not supported with tokenizer_mode='hf'"),
-           (("ValueError", "This model requires `--tokenizer-mode mistral`"),)),
-    Family("invalid_reasoning_parser", "model", "the reasoning parser named is not registered",
-           ("invalid reasoning parser:", "reasoning_parser_name="),
-           (("KeyError", "invalid reasoning parser: {reasoning_parser} (chose from {{ "
-             "{','.join(valid_reasoning_parsers)} }})"),)),
-    Family("reasoning_parser_required", "model", "a request asked for thinking control without a reasoning parser",
-           ("Please set --reasoning-parser",),
-           (("VLLMValidationError", "thinking_token_budget is set but reasoning_config is not configured. Please "
-             "set --reasoning-parser and/or --reasoning-config to use thinking_token_budget."),)),
-    Family("gpu_startup_free_memory", "host", "the GPU had less free memory at start-up than requested",
-           ("on startup is less than desired GPU memory utilization",),
-           (("ValueError", "Free memory on device {init_snapshot.device_} ({format_gib(init_snapshot.free_memory)}/"
-             "{format_gib(init_snapshot.total_memory)} GiB) on startup is less than desired GPU memory utilization "
-             "({cache_config.gpu_memory_utilization}, {format_gib(requested_memory)} GiB). Decrease GPU memory "
-             "utilization or reduce GPU memory used by other processes."),),
-           (("free_memory_gib", "free_gib"), ("total_memory_gib", "total_gib"),
-            ("requested_memory_gib", "requested_gib"))),
-    Family("cpu_startup_memory", "host", "the CPU node had less free memory at start-up than requested",
-           ("on startup is less than desired CPU memory utilization",),
-           (("ValueError", "Available memory on node {cpu_core.numa_node} ({format_gib(available_memory)}/"
-             "{format_gib(memory_status.total_memory)} GiB) on startup is less than desired CPU memory utilization "
-             "({vllm_config.cache_config.gpu_memory_utilization}, {format_gib(self.requested_cpu_memory)} GiB). On "
-             "the CPU backend, the `--gpu-memory-utilization` flag controls the fraction of CPU memory reserved "
-             "(despite its name). To resolve: decrease `--gpu-memory-utilization` (e.g. `--gpu-memory-utilization "
-             "0.5`) or reduce CPU memory used by other processes."),),
-           (("available_memory_gib", "free_gib"), ("total_memory_gib", "total_gib"),
-            ("requested_cpu_memory_gib", "requested_gib"))),
-    Family("cpu_kv_allocation", "model", "the CPU engine's KV share of its memory request is negative or too small",
-           ("on kv cache allocation is less than requested memory for kv",),
-           (("ValueError", "Available memory on node {cpu_core.numa_node} ({format_gib(available_memory)}/"
-             "{format_gib(memory_status.total_memory)} GiB) on kv cache allocation is less than requested memory for "
-             "kv ({format_gib(requested_memory_for_kv)}/{format_gib(self.requested_cpu_memory)} GiB). Reduce CPU "
-             "memory used by other processes."),),
-           (("available_memory_gib", "free_gib"), ("total_memory_gib", "total_gib"),
-            ("requested_memory_for_kv_gib", "kv_gib"), ("requested_cpu_memory_gib", "requested_gib"))),
-    Family("model_weights_missing", "input", "the model folder holds no weights vLLM can load",
-           ("Cannot find any model weights",),
-           (("RuntimeError", "Cannot find any model weights with `{model_name_or_path}`"),)),
-    Family("nccl_error", "host", "NCCL failed (start-up or collective)",
-           ("NCCL error: ",),
-           (("RuntimeError", "NCCL error: {error_str}"),)),
+    Family(
+        "kv_cache_too_small",
+        "model",
+        "one request at max_model_len needs more KV cache than is left",
+        ("To serve at least one request with the model's max seq len",),
+        (
+            (
+                "ValueError",
+                "To serve at least one request with the model's max seq len ({max_model_len}), "
+                "({format_gib(needed_memory)} GiB KV cache is needed, which is larger than the available KV cache "
+                "memory ({format_gib(available_memory)} GiB). {estimated_msg}" + _KV_HINT,
+            ),
+        ),
+        (("needed_memory_gib", "needed_gib"), ("available_memory_gib", "available_gib")),
+    ),
+    Family(
+        "no_kv_cache_memory",
+        "model",
+        "nothing is left for the KV cache after weights and activations",
+        ("No available memory for the cache blocks",),
+        (
+            (
+                "ValueError",
+                "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when "
+                "initializing the engine (this flag also controls CPU memory reservation on the CPU backend, despite "
+                "its name). See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details.",
+            ),
+        ),
+    ),
+    Family(
+        "auto_fit_no_memory",
+        "model",
+        "--max-model-len auto found no memory for a single token",
+        ("Cannot auto-fit max_model_len",),
+        (
+            (
+                "ValueError",
+                "Cannot auto-fit max_model_len: not enough GPU memory available to serve even a single "
+                "token. Try increasing `gpu_memory_utilization`.",
+            ),
+        ),
+    ),
+    Family(
+        "mamba_blocks_below_max_num_seqs",
+        "model",
+        "max_num_seqs exceeds the hybrid's state blocks",
+        ("exceeds available Mamba cache blocks",),
+        (
+            (
+                "ValueError",
+                "max_num_seqs ({max_num_reqs}) exceeds available Mamba cache blocks "
+                "({kv_cache_config.num_blocks}). Each decode sequence requires one Mamba cache block, so CUDA graph "
+                "capture cannot proceed. Please lower max_num_seqs to at most {kv_cache_config.num_blocks} or "
+                "increase gpu_memory_utilization.",
+            ),
+        ),
+        (("max_num_reqs", "max_num_seqs"),),
+    ),
+    Family(
+        "max_model_len_over_derived",
+        "model",
+        "--max-model-len is above the model's derived maximum",
+        ("To allow overriding this maximum",),
+        (
+            (
+                "ValueError",
+                "{msg} To allow overriding this maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1. {warning}",
+            ),
+        ),
+    ),
+    Family(
+        "float16_unsupported",
+        "model",
+        "the model type refuses float16",
+        ("does not support float16",),
+        (("ValueError", "The model type {model_type!r} does not support float16. Reason: {reason}"),),
+    ),
+    Family(
+        "bfloat16_unsupported",
+        "model",
+        "bfloat16 needs compute capability 8.0",
+        ("Bfloat16 is only supported on GPUs with compute capability of at least 8.0",),
+        (
+            (
+                "ValueError",
+                "Bfloat16 is only supported on GPUs with compute capability of at least 8.0. Your "
+                "{gpu_name} GPU {compute_str}. You can use float16 instead by explicitly setting the `dtype` flag in "
+                "CLI, for example: --dtype=half.",
+            ),
+        ),
+    ),
+    Family(
+        "architecture_unsupported",
+        "model",
+        "this vLLM release does not register the architecture",
+        (
+            "are not supported for now. Supported architectures",
+            "was supported in vLLM until",
+            "is not supported in-tree anymore",
+        ),
+        (
+            (
+                "ValueError",
+                "Model architectures {architectures} are not supported for now. Supported "
+                "architectures: {all_supported_archs}",
+            ),
+        ),
+    ),
+    Family(
+        "quantization_capability",
+        "model",
+        "the GPU is below the quantization method's minimum capability",
+        ("is not supported for the current GPU. Minimum capability",),
+        (
+            (
+                "ValueError",
+                "The quantization method {model_config.quantization} is not supported for the current "
+                "GPU. Minimum capability: {quant_config.get_min_capability()}. Current capability: {capability}.",
+            ),
+        ),
+    ),
+    Family(
+        "tp_heads_indivisible",
+        "model",
+        "the attention heads do not divide by the tensor-parallel size",
+        ("Total number of attention heads (",),
+        (
+            (
+                "ValueError",
+                "Total number of attention heads ({total_num_attention_heads}) must be divisible by "
+                "tensor parallel size ({tensor_parallel_size}).",
+            ),
+        ),
+    ),
+    Family(
+        "batched_tokens_below_max_model_len",
+        "model",
+        "max_num_batched_tokens is below max_model_len",
+        ("is smaller than max_model_len",),
+        (
+            (
+                "ValueError",
+                "max_num_batched_tokens ({self.max_num_batched_tokens}) is smaller than max_model_len "
+                "({max_model_len}). This effectively limits the maximum sequence length to max_num_batched_tokens and "
+                "makes vLLM reject longer sequences. Please increase max_num_batched_tokens or decrease "
+                "max_model_len.",
+            ),
+        ),
+    ),
+    Family(
+        "batched_tokens_below_max_num_seqs",
+        "model",
+        "max_num_batched_tokens is below max_num_seqs",
+        ("must be greater than or equal to max_num_seqs",),
+        (
+            (
+                "ValueError",
+                "max_num_batched_tokens ({self.max_num_batched_tokens}) must be greater than or equal to "
+                "max_num_seqs ({self.max_num_seqs}).",
+            ),
+        ),
+    ),
+    Family(
+        "mm_item_over_batched_tokens",
+        "model",
+        "one multimodal item needs more tokens than a batch holds",
+        ("Chunked MM input disabled but max_tokens_per_mm_item",),
+        (
+            (
+                "ValueError",
+                "Chunked MM input disabled but max_tokens_per_mm_item ({max_tokens_per_mm_item}) is "
+                "larger than max_num_batched_tokens ({scheduler_config.max_num_batched_tokens}). Please increase "
+                "max_num_batched_tokens.",
+            ),
+        ),
+    ),
+    Family(
+        "sampler_warmup_oom",
+        "model",
+        "out of memory warming up the sampler over max_num_seqs rows",
+        ("CUDA out of memory occurred when warming up sampler",),
+        (
+            (
+                "RuntimeError",
+                "CUDA out of memory occurred when warming up sampler with {num_reqs} dummy requests. "
+                "Please try lowering `max_num_seqs` or `gpu_memory_utilization` when initializing the engine.",
+            ),
+        ),
+    ),
+    Family(
+        "pooler_warmup_oom",
+        "model",
+        "out of memory warming up the pooler over max_num_seqs rows",
+        ("CUDA out of memory occurred when warming up pooler",),
+        (
+            (
+                "RuntimeError",
+                "CUDA out of memory occurred when warming up pooler (task={task!r}) with {num_reqs} "
+                "dummy requests. Please try lowering `max_num_seqs` or `gpu_memory_utilization` when initializing "
+                "the engine.",
+            ),
+        ),
+    ),
+    Family(
+        "tokenizer_mode_mistral_required",
+        "model",
+        "the model needs the Mistral tokenizer",
+        ("requires `--tokenizer-mode mistral`", "mistral_format=True is not supported with tokenizer_mode='hf'"),
+        (("ValueError", "This model requires `--tokenizer-mode mistral`"),),
+    ),
+    Family(
+        "invalid_reasoning_parser",
+        "model",
+        "the reasoning parser named is not registered",
+        ("invalid reasoning parser:", "reasoning_parser_name="),
+        (
+            (
+                "KeyError",
+                "invalid reasoning parser: {reasoning_parser} (chose from {{ {','.join(valid_reasoning_parsers)} }})",
+            ),
+        ),
+    ),
+    Family(
+        "reasoning_parser_required",
+        "model",
+        "a request asked for thinking control without a reasoning parser",
+        ("Please set --reasoning-parser",),
+        (
+            (
+                "VLLMValidationError",
+                "thinking_token_budget is set but reasoning_config is not configured. Please "
+                "set --reasoning-parser and/or --reasoning-config to use thinking_token_budget.",
+            ),
+        ),
+    ),
+    Family(
+        "gpu_startup_free_memory",
+        "host",
+        "the GPU had less free memory at start-up than requested",
+        ("on startup is less than desired GPU memory utilization",),
+        (
+            (
+                "ValueError",
+                "Free memory on device {init_snapshot.device_} ({format_gib(init_snapshot.free_memory)}/"
+                "{format_gib(init_snapshot.total_memory)} GiB) on startup is less than desired GPU memory utilization "
+                "({cache_config.gpu_memory_utilization}, {format_gib(requested_memory)} GiB). Decrease GPU memory "
+                "utilization or reduce GPU memory used by other processes.",
+            ),
+        ),
+        (("free_memory_gib", "free_gib"), ("total_memory_gib", "total_gib"), ("requested_memory_gib", "requested_gib")),
+    ),
+    Family(
+        "cpu_startup_memory",
+        "host",
+        "the CPU node had less free memory at start-up than requested",
+        ("on startup is less than desired CPU memory utilization",),
+        (
+            (
+                "ValueError",
+                "Available memory on node {cpu_core.numa_node} ({format_gib(available_memory)}/"
+                "{format_gib(memory_status.total_memory)} GiB) on startup is less than desired CPU memory utilization "
+                "({vllm_config.cache_config.gpu_memory_utilization}, {format_gib(self.requested_cpu_memory)} GiB). On "
+                "the CPU backend, the `--gpu-memory-utilization` flag controls the fraction of CPU memory reserved "
+                "(despite its name). To resolve: decrease `--gpu-memory-utilization` (e.g. `--gpu-memory-utilization "
+                "0.5`) or reduce CPU memory used by other processes.",
+            ),
+        ),
+        (
+            ("available_memory_gib", "free_gib"),
+            ("total_memory_gib", "total_gib"),
+            ("requested_cpu_memory_gib", "requested_gib"),
+        ),
+    ),
+    Family(
+        "cpu_kv_allocation",
+        "model",
+        "the CPU engine's KV share of its memory request is negative or too small",
+        ("on kv cache allocation is less than requested memory for kv",),
+        (
+            (
+                "ValueError",
+                "Available memory on node {cpu_core.numa_node} ({format_gib(available_memory)}/"
+                "{format_gib(memory_status.total_memory)} GiB) on kv cache allocation is less than requested memory for "
+                "kv ({format_gib(requested_memory_for_kv)}/{format_gib(self.requested_cpu_memory)} GiB). Reduce CPU "
+                "memory used by other processes.",
+            ),
+        ),
+        (
+            ("available_memory_gib", "free_gib"),
+            ("total_memory_gib", "total_gib"),
+            ("requested_memory_for_kv_gib", "kv_gib"),
+            ("requested_cpu_memory_gib", "requested_gib"),
+        ),
+    ),
+    Family(
+        "model_weights_missing",
+        "input",
+        "the model folder holds no weights vLLM can load",
+        ("Cannot find any model weights",),
+        (("RuntimeError", "Cannot find any model weights with `{model_name_or_path}`"),),
+    ),
+    Family(
+        "nccl_error",
+        "host",
+        "NCCL failed (start-up or collective)",
+        ("NCCL error: ",),
+        (("RuntimeError", "NCCL error: {error_str}"),),
+    ),
 )
 
 
@@ -183,43 +380,95 @@ def _observed(name: str, blame: str, summary: str, regex: str) -> Observed:
 
 # Wrappers only point at an earlier error; the decisive error is never one of these while another exists.
 WRAPPERS: tuple[Observed, ...] = (
-    _observed("engine_core_init_failed", "unknown", "the engine core did not start (see the error before it)",
-              r"Engine core initialization failed|EngineCore failed to start"),
-    _observed("engine_dead", "unknown", "the engine core died (see the error before it)",
-              r"EngineDeadError|EngineCore encountered an issue"),
-    _observed("worker_died", "unknown", "a worker process died (see the error before it)",
-              r"died unexpectedly|Worker failed with error|check the stack trace above|WorkerProc initialization failed"),
-    _observed("process_exit", "unknown", "a process exited or was cancelled",
-              r"^(?:SystemExit|KeyboardInterrupt|(?:asyncio\.)?CancelledError|BrokenPipeError)\b"),
+    _observed(
+        "engine_core_init_failed",
+        "unknown",
+        "the engine core did not start (see the error before it)",
+        r"Engine core initialization failed|EngineCore failed to start",
+    ),
+    _observed(
+        "engine_dead",
+        "unknown",
+        "the engine core died (see the error before it)",
+        r"EngineDeadError|EngineCore encountered an issue",
+    ),
+    _observed(
+        "worker_died",
+        "unknown",
+        "a worker process died (see the error before it)",
+        r"died unexpectedly|Worker failed with error|check the stack trace above|WorkerProc initialization failed",
+    ),
+    _observed(
+        "process_exit",
+        "unknown",
+        "a process exited or was cancelled",
+        r"^(?:SystemExit|KeyboardInterrupt|(?:asyncio\.)?CancelledError|BrokenPipeError)\b",
+    ),
 )
 
 OBSERVED: tuple[Observed, ...] = (
-    _observed("cudagraph_capture_failed", "model", "CUDA-graph capture failed",
-              r"stream is capturing|cudaErrorStreamCapture\w*|graph capture failed|failed to capture cuda ?graph"
-              r"|during (?:cuda ?graph )?capture\b"),
-    _observed("cuda_oom", "model", "the CUDA caching allocator ran out of memory",
-              r"CUDA out of memory|OutOfMemoryError|\bCUDA OOM\b"),
-    _observed("nccl_error", "host", "NCCL failed (start-up or collective)",
-              r"\bNCCL error\b|\bnccl(?:UnhandledCuda|System|Internal|InvalidUsage|Remote)Error\b|DistBackendError"
-              r"|NCCL WARN"),
-    _observed("cuda_illegal_memory_access", "model", "a kernel made an illegal memory access (opaque kernel error)",
-              r"illegal memory access"),
-    _observed("no_kernel_image", "model", "the wheel has no kernel for this GPU's architecture",
-              r"no kernel image is available"),
+    _observed(
+        "cudagraph_capture_failed",
+        "model",
+        "CUDA-graph capture failed",
+        r"stream is capturing|cudaErrorStreamCapture\w*|graph capture failed|failed to capture cuda ?graph"
+        r"|during (?:cuda ?graph )?capture\b",
+    ),
+    _observed(
+        "cuda_oom",
+        "model",
+        "the CUDA caching allocator ran out of memory",
+        r"CUDA out of memory|OutOfMemoryError|\bCUDA OOM\b",
+    ),
+    _observed(
+        "nccl_error",
+        "host",
+        "NCCL failed (start-up or collective)",
+        r"\bNCCL error\b|\bnccl(?:UnhandledCuda|System|Internal|InvalidUsage|Remote)Error\b|DistBackendError"
+        r"|NCCL WARN",
+    ),
+    _observed(
+        "cuda_illegal_memory_access",
+        "model",
+        "a kernel made an illegal memory access (opaque kernel error)",
+        r"illegal memory access",
+    ),
+    _observed(
+        "no_kernel_image",
+        "model",
+        "the wheel has no kernel for this GPU's architecture",
+        r"no kernel image is available",
+    ),
     _observed("ecc_error", "host", "the GPU reported an ECC error", r"\bECC error|uncorrectable ECC"),
     _observed("cuda_error", "unknown", "a CUDA runtime error", r"CUDA error: (?P<cuda_error>[^.\n]+)"),
     _observed("disk_full", "host", "the disk is full", r"No space left on device"),
-    _observed("instances_unavailable", "host", "no machine with the requested GPU could be rented",
-              r"no longer any instances available|no instances available"),
+    _observed(
+        "instances_unavailable",
+        "host",
+        "no machine with the requested GPU could be rented",
+        r"no longer any instances available|no instances available",
+    ),
     _observed("download_incomplete", "harness", "the weights download was incomplete", r"DOWNLOAD_INCOMPLETE"),
-    _observed("weights_corrupt", "harness", "a safetensors file is truncated or corrupt",
-              r"SafetensorError|incomplete metadata, file not fully covered|HeaderTooLarge"),
-    _observed("model_path_invalid", "input", "the model path or repo id does not resolve",
-              r"Repo id must be in the form|is not a local folder and is not a valid model identifier"
-              r"|does not appear to have a file named"),
+    _observed(
+        "weights_corrupt",
+        "harness",
+        "a safetensors file is truncated or corrupt",
+        r"SafetensorError|incomplete metadata, file not fully covered|HeaderTooLarge",
+    ),
+    _observed(
+        "model_path_invalid",
+        "input",
+        "the model path or repo id does not resolve",
+        r"Repo id must be in the form|is not a local folder and is not a valid model identifier"
+        r"|does not appear to have a file named",
+    ),
     _observed("config_invalid_json", "input", "a config file is not valid JSON", r"is not a valid JSON file"),
-    _observed("engine_startup_stall", "unknown", "the engine never reported ready (start-up stall)",
-              r"Waiting for \d+ local, \d+ remote core engine proc\(s\) to start"),
+    _observed(
+        "engine_startup_stall",
+        "unknown",
+        "the engine never reported ready (start-up stall)",
+        r"Waiting for \d+ local, \d+ remote core engine proc\(s\) to start",
+    ),
 )
 
 _BY_NAME = {f.name: f for f in NAMED}
@@ -304,8 +553,15 @@ def catalog(engine_version: str | None) -> tuple[CatalogEntry, ...]:
         if family.name in present:
             continue
         for exception, template in family.fallback_templates:
-            entries.append(CatalogEntry(family.name, exception, template, _anchor(template),
-                                        "apron fallback template (vLLM 0.29-0.33 source)"))
+            entries.append(
+                CatalogEntry(
+                    family.name,
+                    exception,
+                    template,
+                    _anchor(template),
+                    "apron fallback template (vLLM 0.29-0.33 source)",
+                )
+            )
     return tuple(entries)
 
 
@@ -344,8 +600,9 @@ def facts_refusals(facts) -> list[dict]:
 # ------------------------------------------------------------------ classifying one error
 
 
-def classify(exception: str | None, message: str, engine_version: str | None = None, *,
-             wrappers: bool = True) -> Classification:
+def classify(
+    exception: str | None, message: str, engine_version: str | None = None, *, wrappers: bool = True
+) -> Classification:
     text = f"{exception}: {message}" if exception else message
     for wrapper in WRAPPERS if wrappers else ():
         if wrapper.regex.search(text):
@@ -383,8 +640,15 @@ def _by_template(message: str, engine_version: str | None) -> Classification | N
         return None
     (exact, _), entry, raw = best
     fields = typed_fields(entry.family, raw)
-    return Classification(entry.family, family_blame(entry.family), fields, entry.source,
-                          entry.template, exact, entry.pattern.literal_chars)
+    return Classification(
+        entry.family,
+        family_blame(entry.family),
+        fields,
+        entry.source,
+        entry.template,
+        exact,
+        entry.pattern.literal_chars,
+    )
 
 
 def _by_observed(text: str) -> Classification | None:
@@ -423,8 +687,11 @@ def _max_len_fields(fields: dict) -> dict:
     (key=D or model_max_length=M in model's config.json)."""
     msg = str(fields.pop("msg", ""))
     fields.pop("warning", None)
-    m = re.search(r"max_model_len \((\d+)\) is greater than the derived max_model_len \((\w+)=([\d.]+|inf)"
-                  r"(?: or model_max_length=(\w+|[\d.]+))?", msg)
+    m = re.search(
+        r"max_model_len \((\d+)\) is greater than the derived max_model_len \((\w+)=([\d.]+|inf)"
+        r"(?: or model_max_length=(\w+|[\d.]+))?",
+        msg,
+    )
     if m:
         fields["max_model_len"] = int(m.group(1))
         fields["derived_key"] = m.group(2)
@@ -447,6 +714,7 @@ def _list_field(name: str):
         if isinstance(value, str):
             fields[name] = [v.strip(" '\"") for v in re.split(r"[,\s]+", value.strip("{}[]() ")) if v.strip(" '\"")]
         return fields
+
     return parse
 
 
@@ -469,8 +737,18 @@ _TEMPLATE_FIELDS = {
 }
 
 _SIZE = r"([\d.]+)\s*([KMGT]i?B|bytes)"
-_UNITS = {"B": 1, "bytes": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40, "KB": 2**10, "MB": 2**20,
-          "GB": 2**30, "TB": 2**40}
+_UNITS = {
+    "B": 1,
+    "bytes": 1,
+    "KiB": 2**10,
+    "MiB": 2**20,
+    "GiB": 2**30,
+    "TiB": 2**40,
+    "KB": 2**10,
+    "MB": 2**20,
+    "GB": 2**30,
+    "TB": 2**40,
+}
 
 
 def _bytes(number: str, unit: str) -> int:
@@ -482,11 +760,13 @@ def _oom_fields(text: str) -> dict:
     GPU 0 has a total capacity of 23.55 GiB of which 1.06 GiB is free. ... Of the allocated memory
     20.08 GiB is allocated by PyTorch, and 1.19 GiB is reserved by PyTorch but unallocated."""
     fields: dict = {}
-    for name, regex in (("tried_bytes", r"Tried to allocate " + _SIZE),
-                        ("total_capacity_bytes", r"total capacity of " + _SIZE),
-                        ("free_bytes", r"of which " + _SIZE + r" is free"),
-                        ("allocated_by_pytorch_bytes", _SIZE + r" is allocated by PyTorch"),
-                        ("reserved_unallocated_bytes", _SIZE + r" is reserved by PyTorch but unallocated")):
+    for name, regex in (
+        ("tried_bytes", r"Tried to allocate " + _SIZE),
+        ("total_capacity_bytes", r"total capacity of " + _SIZE),
+        ("free_bytes", r"of which " + _SIZE + r" is free"),
+        ("allocated_by_pytorch_bytes", _SIZE + r" is allocated by PyTorch"),
+        ("reserved_unallocated_bytes", _SIZE + r" is reserved by PyTorch but unallocated"),
+    ):
         m = re.search(regex, text)
         if m:
             fields[name] = _bytes(m.group(1), m.group(2))
@@ -497,8 +777,12 @@ def _oom_fields(text: str) -> dict:
 
 
 def _nccl_fields(text: str) -> dict:
-    m = re.search(r"(unhandled (?:cuda|system) error|internal error|invalid usage|remote process exited[^,.]*"
-                  r"|invalid argument|operation not supported)", text, re.I)
+    m = re.search(
+        r"(unhandled (?:cuda|system) error|internal error|invalid usage|remote process exited[^,.]*"
+        r"|invalid argument|operation not supported)",
+        text,
+        re.I,
+    )
     return {"nccl_error": m.group(1)} if m else {}
 
 

@@ -6,6 +6,7 @@ down; the wrappers that follow it ("Engine core initialization failed", EngineDe
 value masked (numbers, paths, addresses, pids, hex), so the same failure of another model, size or
 machine gets the same id.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -13,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 
 from apron.rules import logtext
-from apron.rules.families import Classification, classify, family_blame, is_wrapper, OBSERVED
+from apron.rules.families import OBSERVED, Classification, classify, family_blame, is_wrapper
 from apron.rules.pattern import split
 
 PHASES = ("config", "distributed_init", "weights_loading", "profiling", "kv_cache", "graph_capture", "serving")
@@ -22,16 +23,61 @@ PHASES = ("config", "distributed_init", "weights_loading", "profiling", "kv_cach
 # the dummy run that profiling also uses, and both run inside the KV-cache initialisation.
 _PHASE_FRAMES = (
     ("graph_capture", ("capture_model", "_capture_cudagraphs", "capture_graphs", "_warmup_and_capture")),
-    ("profiling", ("profile_run", "_dummy_run", "_dummy_sampler_run", "_dummy_pooler_run", "determine_available_memory",
-                   "determine_num_available_blocks")),
-    ("weights_loading", ("load_model", "load_weights", "create_weights", "_load_weights", "initialize_model",
-                         "process_weights_after_loading", "get_model")),
-    ("kv_cache", ("get_kv_cache_configs", "_check_enough_kv_cache_memory", "initialize_kv_cache_tensors",
-                  "_allocate_kv_cache_tensors", "initialize_from_config", "resolve_cudagraph_mode_and_sizes")),
-    ("distributed_init", ("init_distributed_environment", "init_worker_distributed_environment",
-                          "ensure_model_parallel_initialized", "initialize_model_parallel", "init_device")),
-    ("config", ("create_engine_config", "create_model_config", "_get_and_verify_max_len", "__post_init__",
-                "_check_valid_dtype", "check_if_supports_dtype")),
+    (
+        "profiling",
+        (
+            "profile_run",
+            "_dummy_run",
+            "_dummy_sampler_run",
+            "_dummy_pooler_run",
+            "determine_available_memory",
+            "determine_num_available_blocks",
+        ),
+    ),
+    (
+        "weights_loading",
+        (
+            "load_model",
+            "load_weights",
+            "create_weights",
+            "_load_weights",
+            "initialize_model",
+            "process_weights_after_loading",
+            "get_model",
+        ),
+    ),
+    (
+        "kv_cache",
+        (
+            "get_kv_cache_configs",
+            "_check_enough_kv_cache_memory",
+            "initialize_kv_cache_tensors",
+            "_allocate_kv_cache_tensors",
+            "initialize_from_config",
+            "resolve_cudagraph_mode_and_sizes",
+        ),
+    ),
+    (
+        "distributed_init",
+        (
+            "init_distributed_environment",
+            "init_worker_distributed_environment",
+            "ensure_model_parallel_initialized",
+            "initialize_model_parallel",
+            "init_device",
+        ),
+    ),
+    (
+        "config",
+        (
+            "create_engine_config",
+            "create_model_config",
+            "_get_and_verify_max_len",
+            "__post_init__",
+            "_check_valid_dtype",
+            "check_if_supports_dtype",
+        ),
+    ),
 )
 # Without a traceback (a summary, a bare line), the words say where it happened.
 _PHASE_WORDS = (
@@ -71,12 +117,24 @@ class Fingerprint:
     frames: tuple[str, ...] = ()
 
     def to_json(self) -> dict:
-        return {"id": self.id, "family": self.family, "blame": self.blame, "exception": self.exception,
-                "message": self.message, "normalized": self.normalized, "fields": self.fields,
-                "phase": self.phase, "line_number": self.line_number, "process": self.process,
-                "occurrences": self.occurrences, "processes": list(self.processes), "source": self.source,
-                "template": self.template, "engine_version": self.engine_version,
-                "frames": list(self.frames[-8:])}
+        return {
+            "id": self.id,
+            "family": self.family,
+            "blame": self.blame,
+            "exception": self.exception,
+            "message": self.message,
+            "normalized": self.normalized,
+            "fields": self.fields,
+            "phase": self.phase,
+            "line_number": self.line_number,
+            "process": self.process,
+            "occurrences": self.occurrences,
+            "processes": list(self.processes),
+            "source": self.source,
+            "template": self.template,
+            "engine_version": self.engine_version,
+            "frames": list(self.frames[-8:]),
+        }
 
 
 def fingerprint(log_text: str, *, engine_version: str | None = None) -> Fingerprint | None:
@@ -144,8 +202,16 @@ def _from_bare_lines(lines: list[logtext.LogLine], version: str | None) -> Finge
     return None
 
 
-def _build(found: Classification, exception: str | None, message: str, line: logtext.LogLine,
-           frames: tuple[str, ...], same: list, lines: list[logtext.LogLine], version: str | None) -> Fingerprint:
+def _build(
+    found: Classification,
+    exception: str | None,
+    message: str,
+    line: logtext.LogLine,
+    frames: tuple[str, ...],
+    same: list,
+    lines: list[logtext.LogLine],
+    version: str | None,
+) -> Fingerprint:
     phase = phase_of(frames, message, lines, line.number)
     if phase == "graph_capture" and found.family in ("cuda_error", "unclassified"):
         # A CUDA error raised while capturing is a capture failure, whatever its words.
@@ -154,11 +220,23 @@ def _build(found: Classification, exception: str | None, message: str, line: log
     digest = hashlib.sha1(f"{found.family}\n{exception}\n{normalized}".encode()).hexdigest()[:12]
     processes = tuple(sorted({e.line.process for e in same if e.line.process}))
     return Fingerprint(
-        id=f"fp-{digest}", family=found.family, blame=found.blame or family_blame(found.family),
-        exception=exception, message=message, normalized=normalized, fields=dict(found.fields),
-        phase=phase, line_number=line.number, process=line.process,
-        occurrences=max(1, len(same)), processes=processes, source=found.source, template=found.template,
-        engine_version=version, frames=frames)
+        id=f"fp-{digest}",
+        family=found.family,
+        blame=found.blame or family_blame(found.family),
+        exception=exception,
+        message=message,
+        normalized=normalized,
+        fields=dict(found.fields),
+        phase=phase,
+        line_number=line.number,
+        process=line.process,
+        occurrences=max(1, len(same)),
+        processes=processes,
+        source=found.source,
+        template=found.template,
+        engine_version=version,
+        frames=frames,
+    )
 
 
 def _skeleton(template: str) -> str:

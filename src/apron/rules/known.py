@@ -5,6 +5,7 @@ does_not_fit for a failure of memory. Anything else is a miss, reported as one l
 into the calculator ("plan said fits; engine refused: KV cache too small by 1.14 GiB - calculator
 miss"). Host and harness faults are no plan's business.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -29,9 +30,18 @@ FAMILY_PROBLEMS: dict[str, tuple[str, ...]] = {
     "batched_tokens_below_max_num_seqs": ("scheduler",),
     "invalid_reasoning_parser": ("reasoning_parser_missing",),
 }
-MEMORY_FAMILIES = frozenset({"kv_cache_too_small", "no_kv_cache_memory", "auto_fit_no_memory", "cpu_kv_allocation",
-                             "cuda_oom", "sampler_warmup_oom", "pooler_warmup_oom",
-                             "mamba_blocks_below_max_num_seqs"})
+MEMORY_FAMILIES = frozenset(
+    {
+        "kv_cache_too_small",
+        "no_kv_cache_memory",
+        "auto_fit_no_memory",
+        "cpu_kv_allocation",
+        "cuda_oom",
+        "sampler_warmup_oom",
+        "pooler_warmup_oom",
+        "mamba_blocks_below_max_num_seqs",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -48,22 +58,30 @@ def could_have_known(plan: dict | None, fingerprint) -> KnownReport:
     if plan is None:
         return KnownReport(None, "no_plan", "no plan given: cannot say whether the preflight knew")
     if fingerprint.blame in ("host", "harness", "input"):
-        return KnownReport(None, "not_a_plan_question",
-                           f"{fingerprint.family} is a {fingerprint.blame} fault; no plan predicts it")
+        return KnownReport(
+            None, "not_a_plan_question", f"{fingerprint.family} is a {fingerprint.blame} fault; no plan predicts it"
+        )
     kinds = FAMILY_PROBLEMS.get(fingerprint.family, ())
     problems = [p for p in plan.get("problems") or [] if p.get("kind") in kinds]
     proven = [p for p in problems if p.get("label") == "proven_constraint"]
     verdict = plan.get("verdict")
     if proven:
-        return KnownReport(True, "proven_constraint", f"plan flagged it: proven constraint "
-                           f"({proven[0]['kind']}): {_clip(proven[0].get('message', ''))}")
+        return KnownReport(
+            True,
+            "proven_constraint",
+            f"plan flagged it: proven constraint ({proven[0]['kind']}): {_clip(proven[0].get('message', ''))}",
+        )
     if verdict == "does_not_fit" and (problems or fingerprint.family in MEMORY_FAMILIES):
         why = f" ({problems[0]['kind']})" if problems else ""
         return KnownReport(True, "does_not_fit", f"plan flagged it: predicted does_not_fit{why}")
     if problems and not _ran_the_plans_fix(plan, fingerprint):
         # an advisory problem the plan works around with a flag the failed boot did not run
-        return KnownReport(True, "advisory", f"plan flagged it ({problems[0]['kind']}) and its flags avoid it; "
-                           f"the boot ran without them{_settings_gap(plan, fingerprint)}")
+        return KnownReport(
+            True,
+            "advisory",
+            f"plan flagged it ({problems[0]['kind']}) and its flags avoid it; "
+            f"the boot ran without them{_settings_gap(plan, fingerprint)}",
+        )
     return KnownReport(False, "miss", _miss_line(plan, fingerprint))
 
 
@@ -91,14 +109,15 @@ def _what_engine_said(plan: dict, fingerprint) -> str:
         short = fields["needed_gib"] - (fields.get("available_gib") or 0.0)
         predicted = _quantity(plan, "available_kv_bytes")
         plan_part = f"; plan predicted {predicted / GIB:.2f} GiB available" if predicted is not None else ""
-        return (f"KV cache too small by {short:.2f} GiB (needs {fields['needed_gib']:.2f} GiB for "
-                f"{fields.get('max_model_len')} tokens, engine had {fields.get('available_gib', 0.0):.2f} GiB"
-                f"{plan_part})")
+        return (
+            f"KV cache too small by {short:.2f} GiB (needs {fields['needed_gib']:.2f} GiB for "
+            f"{fields.get('max_model_len')} tokens, engine had {fields.get('available_gib', 0.0):.2f} GiB"
+            f"{plan_part})"
+        )
     if family == "mamba_blocks_below_max_num_seqs":
         predicted = _quantity(plan, "num_kv_blocks")
         plan_part = f", plan predicted {predicted}" if predicted is not None else ""
-        return (f"max_num_seqs {fields.get('max_num_seqs')} exceeds {fields.get('num_blocks')} state blocks"
-                f"{plan_part}")
+        return f"max_num_seqs {fields.get('max_num_seqs')} exceeds {fields.get('num_blocks')} state blocks{plan_part}"
     if family == "cuda_oom":
         tried = fields.get("tried_bytes")
         size = f" (tried to allocate {tried / GIB:.2f} GiB)" if tried else ""
@@ -124,4 +143,4 @@ def _quantity(plan: dict, name: str):
 
 
 def _clip(text: str, limit: int = 160) -> str:
-    return text if len(text) <= limit else text[:limit - 1] + "…"
+    return text if len(text) <= limit else text[: limit - 1] + "…"

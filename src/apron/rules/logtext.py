@@ -6,6 +6,7 @@ reach stderr come without either. The same exception is usually printed twice (o
 core's logger, once on stderr) and once per rank. Everything after the first `[shutdown]` line is the
 engine tearing itself down, whose errors are consequences, never causes.
 """
+
 from __future__ import annotations
 
 import ast
@@ -15,8 +16,10 @@ from dataclasses import dataclass
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 _PROCESS = re.compile(r"^\((?P<proc>[^()]*?)\s*pid=(?P<pid>\d+)\)\s?")
 _RANK = re.compile(r"^\[rank(?P<rank>\d+)\]:\s?")
-_VLLM_LOGGER = re.compile(r"^(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+\d\d-\d\d\s+\d\d:\d\d:\d\d(?:\.\d+)?"
-                          r"\s+\[[^\]]*\]\s?")
+_VLLM_LOGGER = re.compile(
+    r"^(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+\d\d-\d\d\s+\d\d:\d\d:\d\d(?:\.\d+)?"
+    r"\s+\[[^\]]*\]\s?"
+)
 _GLOG = re.compile(r"^(?P<level>[IWEF])\d{4}\s+\d\d:\d\d:\d\d\.\d+\s+\d+\s+[^\]\s]+\]\s?")
 _UVICORN = re.compile(r"^(?P<level>INFO|WARNING|ERROR|CRITICAL|DEBUG):\s+")
 _TIMESTAMP = re.compile(r"^\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?\s+")
@@ -27,13 +30,17 @@ QUIET_LEVELS = ("DEBUG", "INFO", "WARNING", "WARN")
 # `ValidationError for ModelConfig: msg` (pydantic, summarised), `DOWNLOAD_INCOMPLETE: msg` (a harness code)
 _EXCEPTION = re.compile(
     r"^(?P<exc>(?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Fault)|[A-Z][A-Z0-9]*_[A-Z0-9_]+))"
-    r"(?:\s+for\s+\w+)?(?:\s*\((?P<where>[^)]*)\))?:\s+(?P<msg>\S.*)$")
+    r"(?:\s+for\s+\w+)?(?:\s*\((?P<where>[^)]*)\))?:\s+(?P<msg>\S.*)$"
+)
 _PYDANTIC_HEADER = re.compile(r"^\d+ validation errors? for \w+$")
 _PYDANTIC_ITEM = re.compile(r"^\s*(?P<kind>Value|Assertion|Type|Key|Runtime) error, (?P<msg>.+)$")
 _PYDANTIC_TAIL = re.compile(r"\s*\[type=\w+,.*\]\s*$")
 _FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)')
-_TRACEBACK_START = ("Traceback (most recent call last):", "The above exception was the direct cause",
-                    "During handling of the above exception")
+_TRACEBACK_START = (
+    "Traceback (most recent call last):",
+    "The above exception was the direct cause",
+    "During handling of the above exception",
+)
 _VERSION = re.compile(r"(?:vLLM(?: API server)? version|█\s+version)\s+v?(?P<version>\d+\.\d+\.\d+)")
 _NON_DEFAULT_ARGS = re.compile(r"non-default args: (?P<args>\{.*\})\s*$")
 
@@ -69,17 +76,17 @@ def clean_line(number: int, raw: str) -> LogLine:
 
 def _strip_one(text: str, process: str | None, level: str | None) -> tuple[str, str | None, str | None, bool]:
     if m := _TIMESTAMP.match(text):
-        return text[m.end():], process, level, True
+        return text[m.end() :], process, level, True
     if m := _PROCESS.match(text):
-        return text[m.end():], m.group("proc").strip() or "process", level, True
+        return text[m.end() :], m.group("proc").strip() or "process", level, True
     if m := _RANK.match(text):
-        return text[m.end():], process or f"rank{m.group('rank')}", level, True
+        return text[m.end() :], process or f"rank{m.group('rank')}", level, True
     if level is None and (m := _VLLM_LOGGER.match(text)):
-        return text[m.end():], process, {"WARN": "WARNING"}.get(m.group("level"), m.group("level")), True
+        return text[m.end() :], process, {"WARN": "WARNING"}.get(m.group("level"), m.group("level")), True
     if level is None and (m := _GLOG.match(text)):
-        return text[m.end():], process, _GLOG_LEVELS[m.group("level")], True
+        return text[m.end() :], process, _GLOG_LEVELS[m.group("level")], True
     if level is None and (m := _UVICORN.match(text)):
-        return text[m.end():], process, m.group("level"), True
+        return text[m.end() :], process, m.group("level"), True
     return text, process, level, False
 
 
@@ -127,7 +134,7 @@ def _exception(line: LogLine) -> tuple[str, str, str | None] | None:
 
 
 def _pydantic_item(lines: list[LogLine], index: int, process: str | None) -> tuple[str, str] | None:
-    for line in lines[index + 1:index + 6]:
+    for line in lines[index + 1 : index + 6]:
         if line.process != process:
             continue
         m = _PYDANTIC_ITEM.match(line.text)
@@ -139,7 +146,7 @@ def _pydantic_item(lines: list[LogLine], index: int, process: str | None) -> tup
 def _frames(lines: list[LogLine], index: int, process: str | None) -> tuple[str, ...]:
     """The traceback frames printed just above lines[index] by the same process, outermost first."""
     frames = []
-    for line in reversed(lines[max(0, index - 400):index]):
+    for line in reversed(lines[max(0, index - 400) : index]):
         if line.process != process:
             continue
         text = line.text.strip()

@@ -8,12 +8,14 @@ Messages reach us cut short (a summary that stops after a sentence, a log line c
 harness), so a template also yields "truncated" patterns: the template cut after each field, whose
 last field takes the rest of the line.
 """
+
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
 
 from apron.engine.templates import Field, split
+
 _WRAPPERS = re.compile(r"^(?:format_gib|str|repr|int|float|round|len)\((.*)\)$")
 _GIB_CALL = re.compile(r"^format_gib\(")
 _QUOTED = re.compile(r"""^(['"])(.*)\1$""", re.S)
@@ -77,8 +79,11 @@ def compile_template(template: str) -> TemplatePattern | None:
         return None
     pieces, names = _pieces(parts)
     regex = re.compile("".join(pieces), re.S)
-    truncated = [re.compile("".join(pieces[:index]) + f"(?P<{names[index]}>.*)", re.S)
-                 for index in _cut_points(parts) if names[index]]
+    truncated = [
+        re.compile("".join(pieces[:index]) + f"(?P<{names[index]}>.*)", re.S)
+        for index in _cut_points(parts)
+        if names[index]
+    ]
     groups = tuple((n, p.expr) for n, p in zip(names, parts, strict=True) if n)
     literal_chars = sum(len(p.strip()) for p in parts if isinstance(p, str))
     return TemplatePattern(template, regex, tuple(reversed(truncated)), groups, anchor, literal_chars)
@@ -99,7 +104,7 @@ def anchor_of(parts: list) -> str | None:
     """The longest literal run every match contains, clipped ones included: a message without it
     cannot match, so only templates whose anchor is in the message are tried. None: too bare."""
     cuts = _cut_points(parts)
-    head = parts[:cuts[0]] if cuts else parts
+    head = parts[: cuts[0]] if cuts else parts
     literals = [p.strip() for p in head if isinstance(p, str)]
     anchor = max(literals, key=len, default="")
     return anchor if len(anchor) >= 8 else None

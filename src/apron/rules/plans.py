@@ -1,4 +1,5 @@
 """The inputs of `apron diagnose`: a log file, and the plan the boot ran (a file or a record id)."""
+
 from __future__ import annotations
 
 import gzip
@@ -55,8 +56,10 @@ def _plan_in(document: dict, where: str) -> dict:
     inner = document.get("plan")
     if isinstance(inner, dict) and inner.get("schema") == PLAN_SCHEMA:
         return inner
-    raise BadInput(f"--plan {where}: neither an {PLAN_SCHEMA} document nor a record holding one; "
-                   "write one with `apron plan ... --json > plan.json`")
+    raise BadInput(
+        f"--plan {where}: neither an {PLAN_SCHEMA} document nor a record holding one; "
+        "write one with `apron plan ... --json > plan.json`"
+    )
 
 
 def _record_by_id(ref: str) -> Path:
@@ -65,8 +68,15 @@ def _record_by_id(ref: str) -> Path:
     if len(ref) < MIN_ID_PREFIX or "/" in ref:
         raise BadInput(f"--plan {ref}: no such file, and too short for a record id (6+ characters)")
     root = records_dir()
-    found = sorted(p for p in root.rglob(f"{ref}*") if p.is_file() and p.name.endswith((".json", ".json.gz"))
-                   and "rules" not in p.relative_to(root).parts) if root.is_dir() else []
+    found = (
+        sorted(
+            p
+            for p in root.rglob(f"{ref}*")
+            if p.is_file() and p.name.endswith((".json", ".json.gz")) and "rules" not in p.relative_to(root).parts
+        )
+        if root.is_dir()
+        else []
+    )
     if not found:
         raise BadInput(f"--plan {ref}: no such file, and no record with that id under {root}")
     if len({p.name for p in found}) > 1:

@@ -12,6 +12,7 @@ and may set PRIORITY (lower first; default 50) when two rules can answer the sam
 
 A rule that raises is logged and skipped; it never stops the others.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -89,8 +90,7 @@ def rule_from_module(module: ModuleType, rule_id: str | None = None) -> Rule:
     for name in ("FAMILIES", "SUMMARY", "match", "correction"):
         if not hasattr(module, name):
             raise TypeError(f"rule module {module.__name__} lacks {name}")
-    return Rule(rule_id, tuple(module.FAMILIES), module.SUMMARY, getattr(module, "PRIORITY", DEFAULT_PRIORITY),
-                module)
+    return Rule(rule_id, tuple(module.FAMILIES), module.SUMMARY, getattr(module, "PRIORITY", DEFAULT_PRIORITY), module)
 
 
 def get_rule(rule_id: str) -> Rule:
@@ -107,8 +107,9 @@ class RuleError:
     error: str
 
 
-def run_rules(fingerprint, log_text: str, plan_json: dict | None,
-              rules: tuple[Rule, ...] | None = None) -> tuple[list[RuleMatch], list[RuleError]]:
+def run_rules(
+    fingerprint, log_text: str, plan_json: dict | None, rules: tuple[Rule, ...] | None = None
+) -> tuple[list[RuleMatch], list[RuleError]]:
     """Every rule whose family is the fingerprint's and whose match says yes, and the rules that
     raised on the way (logged, skipped)."""
     matches, errors = [], []
@@ -126,7 +127,8 @@ def run_rules(fingerprint, log_text: str, plan_json: dict | None,
     return matches, errors
 
 
-def match_rules(fingerprint, log_text: str, plan_json: dict | None,
-                rules: tuple[Rule, ...] | None = None) -> list[RuleMatch]:
+def match_rules(
+    fingerprint, log_text: str, plan_json: dict | None, rules: tuple[Rule, ...] | None = None
+) -> list[RuleMatch]:
     """The rules that apply to this failure, the one to try first first."""
     return run_rules(fingerprint, log_text, plan_json, rules)[0]

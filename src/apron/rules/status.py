@@ -9,6 +9,7 @@ One JSON file per rule under records/rules/ (records_dir() or a root given), wri
 (a temporary file in the same folder, then rename), updated under an exclusive lock so two boots
 promoting at once both land.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -49,8 +50,13 @@ class RuleStatus:
         return self.status == "proven"
 
     def to_json(self) -> dict:
-        return {"rule": self.rule_id, "engine_version": self.engine_version, "status": self.status,
-                "motivated_by": list(self.motivated_by), "proofs": [p.to_json() for p in self.proofs]}
+        return {
+            "rule": self.rule_id,
+            "engine_version": self.engine_version,
+            "status": self.status,
+            "motivated_by": list(self.motivated_by),
+            "proofs": [p.to_json() for p in self.proofs],
+        }
 
     def evidence(self) -> str:
         if self.proofs:
@@ -58,8 +64,9 @@ class RuleStatus:
             more = f" (+{len(self.proofs) - 1} more)" if len(self.proofs) > 1 else ""
             return f"failed {first.failed_id} -> healthy {first.healthy_id}{more}"
         if self.motivated_by:
-            return f"motivated by {self.motivated_by[0]}" + (f" (+{len(self.motivated_by) - 1} more)"
-                                                              if len(self.motivated_by) > 1 else "")
+            return f"motivated by {self.motivated_by[0]}" + (
+                f" (+{len(self.motivated_by) - 1} more)" if len(self.motivated_by) > 1 else ""
+            )
         return "no boot has tried it on this release"
 
 
@@ -102,8 +109,7 @@ class StatusStore:
         """A failed boot called for this rule on this release (a proven rule stays proven)."""
         version, motivating_id = _version(engine_version), _record_id(motivating_id, "the motivating id")
         with self._update(rule_id) as document:
-            entry = document["versions"].setdefault(version, {"status": "hypothesis", "motivated_by": [],
-                                                              "proofs": []})
+            entry = document["versions"].setdefault(version, {"status": "hypothesis", "motivated_by": [], "proofs": []})
             if motivating_id not in entry["motivated_by"]:
                 entry["motivated_by"].append(motivating_id)
         return self.status(rule_id, version)
@@ -115,8 +121,7 @@ class StatusStore:
         if failed_id == healthy_id:
             raise BadInput("a proof needs two boots: failed_id and healthy_id are the same record")
         with self._update(rule_id) as document:
-            entry = document["versions"].setdefault(version, {"status": "hypothesis", "motivated_by": [],
-                                                              "proofs": []})
+            entry = document["versions"].setdefault(version, {"status": "hypothesis", "motivated_by": [], "proofs": []})
             entry["status"] = "proven"
             if failed_id not in entry["motivated_by"]:
                 entry["motivated_by"].append(failed_id)
@@ -180,4 +185,4 @@ def _write_atomic(path: Path, document: dict) -> None:
 
 
 def _now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
+    return _dt.datetime.now(_dt.UTC).replace(microsecond=0).isoformat()

@@ -4,16 +4,17 @@
 file is most of the time, so it is spread over worker processes; everything after that works on
 small per-file summaries plus the handful of files a section reads in full.
 """
+
 from __future__ import annotations
 
 import gc
 import os
 import re
 import sys
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
-from typing import Callable
 
 from apron.engine.extract import attention, defaults, parsers, quant, registry
 from apron.engine.extract.context import Context
@@ -59,14 +60,16 @@ def scan_all(source: EngineSource, paths: list[str], jobs: int | None) -> dict[s
     if jobs == 1 or len(paths) < _IN_PROCESS_BELOW:
         results = _scan_chunk(*args, paths, MIRRORED_PATTERNS)
     else:
-        chunks = [paths[i::jobs * 4] for i in range(jobs * 4)]
+        chunks = [paths[i :: jobs * 4] for i in range(jobs * 4)]
         try:
             with ProcessPoolExecutor(max_workers=jobs) as pool:
                 futures = [pool.submit(_scan_chunk, *args, chunk, MIRRORED_PATTERNS) for chunk in chunks]
                 results = [item for future in futures for item in future.result()]
         except BrokenProcessPool:
-            raise Failed(f"a parser process died reading {source.root.name} (out of memory?); nothing written; "
-                         f"run again with --jobs 1") from None
+            raise Failed(
+                f"a parser process died reading {source.root.name} (out of memory?); nothing written; "
+                f"run again with --jobs 1"
+            ) from None
     scans, errors = {}, []
     for path, result in results:
         if isinstance(result, str):
@@ -77,9 +80,11 @@ def scan_all(source: EngineSource, paths: list[str], jobs: int | None) -> dict[s
         errors.sort()
         more = f" and {len(errors) - 1} more" if len(errors) > 1 else ""
         cls = BadInput if source.from_user else Failed
-        raise cls(f"{source.root.name}: vllm/{errors[0][5:]} does not parse{more}; nothing written "
-                  f"(this extractor reads Python {sys.version_info.major}.{sys.version_info.minor} "
-                  f"syntax; a newer Python may be needed)")
+        raise cls(
+            f"{source.root.name}: vllm/{errors[0][5:]} does not parse{more}; nothing written "
+            f"(this extractor reads Python {sys.version_info.major}.{sys.version_info.minor} "
+            f"syntax; a newer Python may be needed)"
+        )
     return {path: scans[path] for path in sorted(scans)}
 
 
@@ -93,8 +98,10 @@ def _version(source: EngineSource, metadata: dict, read_text) -> str:
     match = re.search(r"__version__\s*=\s*(?:version\s*=\s*)?['\"]([^'\"]+)['\"]", text)
     if match:
         return match.group(1)
-    raise BadInput(f"{source.root}: cannot tell the vLLM version (no dist-info METADATA and no "
-                   f"vllm/_version.py); use a wheel or an unpacked wheel with its .dist-info folder")
+    raise BadInput(
+        f"{source.root}: cannot tell the vLLM version (no dist-info METADATA and no "
+        f"vllm/_version.py); use a wheel or an unpacked wheel with its .dist-info folder"
+    )
 
 
 def _pins(metadata: dict) -> dict:
@@ -112,8 +119,9 @@ def _log_and_refusal_lists(scans: dict[str, dict]) -> tuple[list, list, dict]:
     counts = {"log_calls_unresolved": 0, "raises_unresolved": 0}
     for path, scan in scans.items():
         logs.extend({"file": path, "function": f, "level": lvl, "format": fmt} for f, lvl, fmt in scan["logs"])
-        refusals.extend({"file": path, "function": f, "exception": exc, "template": text}
-                        for f, exc, text in scan["refusals"])
+        refusals.extend(
+            {"file": path, "function": f, "exception": exc, "template": text} for f, exc, text in scan["refusals"]
+        )
         counts["log_calls_unresolved"] += scan["unresolved_logs"]
         counts["raises_unresolved"] += scan["unresolved_refusals"]
     return logs, refusals, counts
@@ -131,15 +139,21 @@ def _section(ctx: Context, name: str, fn, *args):
         return None
 
 
-def extract_facts(source: EngineSource, say: Callable[[str], None] = lambda _: None,
-                  expected_version: str | None = None, jobs: int | None = None) -> dict:
+def extract_facts(
+    source: EngineSource,
+    say: Callable[[str], None] = lambda _: None,
+    expected_version: str | None = None,
+    jobs: int | None = None,
+) -> dict:
     paths = source.list_py()
     present = set(paths)
     missing = [f"vllm/{p}" for p in REQUIRED_FILES if p not in present]
     if missing:
         cls = BadInput if source.from_user else Failed
-        raise cls(f"{source.root.name}: no {', '.join(missing)}; not a vLLM release this extractor "
-                  f"knows (it reads vLLM 0.29 and later); nothing written")
+        raise cls(
+            f"{source.root.name}: no {', '.join(missing)}; not a vLLM release this extractor "
+            f"knows (it reads vLLM 0.29 and later); nothing written"
+        )
     reader = source.reader()
     try:
         metadata = source.metadata()
@@ -161,8 +175,10 @@ def _registry(source: EngineSource, ctx: Context) -> dict:
         section, gaps = registry.extract_registry(ctx.tree(registry.REGISTRY_FILE), ctx.index)
     except (NotStatic, KeyError, TypeError, ValueError, AttributeError, RecursionError) as exc:
         cls = BadInput if source.from_user else Failed
-        raise cls(f"{source.root.name}: vllm/{registry.REGISTRY_FILE} has no registry this extractor can read "
-                  f"statically ({exc}); nothing written") from None
+        raise cls(
+            f"{source.root.name}: vllm/{registry.REGISTRY_FILE} has no registry this extractor can read "
+            f"statically ({exc}); nothing written"
+        ) from None
     ctx.gaps.extend(gaps)
     return section
 
@@ -170,8 +186,9 @@ def _registry(source: EngineSource, ctx: Context) -> dict:
 def _missing_mirrored(mirrored: dict[str, str]) -> list[str]:
     """Exact (glob-free) mirrored names that no file defines: the planner's copy has no original."""
     found = {key.partition(":")[2].partition("#")[0] for key in mirrored}
-    return [f"mirrored function {qual} not found" for qual, _ in MIRRORED_PATTERNS
-            if "*" not in qual and qual not in found]
+    return [
+        f"mirrored function {qual} not found" for qual, _ in MIRRORED_PATTERNS if "*" not in qual and qual not in found
+    ]
 
 
 def _assemble(source: EngineSource, metadata: dict, version: str, scans: dict, read_text) -> dict:
@@ -203,8 +220,14 @@ def _assemble(source: EngineSource, metadata: dict, version: str, scans: dict, r
         "refusals": refusals,
         "mirrored_functions": _mirrored(scans),
     }
-    counts.update({"py_files": len(scans), "log_formats": len(logs), "refusals": len(refusals),
-                   "architectures": len(registry_section["architectures"])})
+    counts.update(
+        {
+            "py_files": len(scans),
+            "log_formats": len(logs),
+            "refusals": len(refusals),
+            "architectures": len(registry_section["architectures"]),
+        }
+    )
     facts["counts"] = counts
     facts["gaps"] = sorted(set(ctx.gaps + _missing_mirrored(facts["mirrored_functions"])))
     return jsonable(facts)

@@ -1,4 +1,5 @@
 """Attention backends (block sizes, kv cache dtypes) and their priority per GPU in platforms/cuda.py."""
+
 from __future__ import annotations
 
 import ast
@@ -28,16 +29,25 @@ def extract_backends(ctx: Context) -> dict:
 def _describe(ctx: Context, module: str, cls: str) -> dict:
     ref = ctx.index.resolve(module, cls)
     if not isinstance(ref, ClassRef):
-        return {"class": f"{module}.{cls}", "file": None, "kernel_block_sizes": None,
-                "kernel_block_sizes_is_conditional": None, "kernel_block_sizes_variants": None,
-                "supported_kv_cache_dtypes": None}
+        return {
+            "class": f"{module}.{cls}",
+            "file": None,
+            "kernel_block_sizes": None,
+            "kernel_block_sizes_is_conditional": None,
+            "kernel_block_sizes_variants": None,
+            "supported_kv_cache_dtypes": None,
+        }
     sizes, variants = _block_sizes(ctx, ref)
     dtypes = ctx.index.lookup_attr(ref, "supported_kv_cache_dtypes")
     is_strings = isinstance(dtypes, list) and all(isinstance(d, str) for d in dtypes)
-    return {"class": f"{module}.{cls}", "file": ref.path, "kernel_block_sizes": sizes,
-            "kernel_block_sizes_is_conditional": None if variants is None else len(variants) > 1,
-            "kernel_block_sizes_variants": variants,
-            "supported_kv_cache_dtypes": dtypes if is_strings else None}
+    return {
+        "class": f"{module}.{cls}",
+        "file": ref.path,
+        "kernel_block_sizes": sizes,
+        "kernel_block_sizes_is_conditional": None if variants is None else len(variants) > 1,
+        "kernel_block_sizes_variants": variants,
+        "supported_kv_cache_dtypes": dtypes if is_strings else None,
+    }
 
 
 def _block_sizes(ctx: Context, ref: ClassRef) -> tuple[list | None, list | None]:
@@ -63,8 +73,12 @@ def _sizes(value) -> list | None:
     for item in value:
         if isinstance(item, int):
             out.append(item)
-        elif (isinstance(item, dict) and item.get("call", "").rpartition(".")[2] == "MultipleOf"
-              and len(item.get("args", [])) == 1 and isinstance(item["args"][0], int)):
+        elif (
+            isinstance(item, dict)
+            and item.get("call", "").rpartition(".")[2] == "MultipleOf"
+            and len(item.get("args", [])) == 1
+            and isinstance(item["args"][0], int)
+        ):
             out.append({"multiple_of": item["args"][0]})
         else:
             return None
@@ -72,6 +86,7 @@ def _sizes(value) -> list | None:
 
 
 # ------------------------------------------------------------------ backend priority
+
 
 def extract_priority(ctx: Context) -> tuple[dict, dict]:
     """({"mla"|"default": {family: [backend, ...]}}, conditional entries) from _get_backend_priorities.

@@ -1,4 +1,5 @@
 """What the section extractors share: parsed files on demand, the package index, constant lookup."""
+
 from __future__ import annotations
 
 import ast
@@ -31,21 +32,21 @@ class Context:
 
     def find_class(self, path: str, name: str) -> ast.ClassDef | None:
         tree = self.tree(path)
-        for node in (tree.body if tree else []):
+        for node in tree.body if tree else []:
             if isinstance(node, ast.ClassDef) and node.name == name:
                 return node
         return None
 
     def find_method(self, path: str, class_name: str, name: str) -> ast.FunctionDef | None:
         cls = self.find_class(path, class_name)
-        for node in (cls.body if cls else []):
+        for node in cls.body if cls else []:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name:
                 return node
         return None
 
     def find_function(self, path: str, name: str) -> ast.FunctionDef | None:
         tree = self.tree(path)
-        for node in (tree.body if tree else []):
+        for node in tree.body if tree else []:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name:
                 return node
         return None
@@ -134,8 +135,11 @@ def _field_default(node: ast.AST) -> ast.AST:
             if keyword.arg == "default":
                 return keyword.value
             if keyword.arg == "default_factory" and dotted_name(keyword.value) in ("list", "dict"):
-                return ast.List(elts=[], ctx=ast.Load()) if dotted_name(keyword.value) == "list" \
+                return (
+                    ast.List(elts=[], ctx=ast.Load())
+                    if dotted_name(keyword.value) == "list"
                     else ast.Dict(keys=[], values=[])
+                )
         if node.args:
             return node.args[0]
     return node

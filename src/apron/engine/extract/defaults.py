@@ -1,4 +1,5 @@
 """Engine defaults: config class fields, batch defaults by GPU, CUDA-graph sizes, env variables."""
+
 from __future__ import annotations
 
 import ast
@@ -45,9 +46,14 @@ def class_fields(ctx: Context, path: str, name: str) -> tuple[dict[str, object],
 
 def extract_defaults(ctx: Context) -> dict:
     cache, cache_unresolved = _safe(ctx, "CacheConfig fields", class_fields, ctx, CACHE_FILE, "CacheConfig") or ({}, [])
-    scheduler, _ = _safe(ctx, "SchedulerConfig fields", class_fields, ctx, SCHEDULER_FILE, "SchedulerConfig") or ({}, [])
-    engine_args, args_unresolved = _safe(ctx, "EngineArgs fields", class_fields, ctx, ARG_UTILS_FILE,
-                                         "EngineArgs") or ({}, [])
+    scheduler, _ = _safe(ctx, "SchedulerConfig fields", class_fields, ctx, SCHEDULER_FILE, "SchedulerConfig") or (
+        {},
+        [],
+    )
+    engine_args, args_unresolved = _safe(ctx, "EngineArgs fields", class_fields, ctx, ARG_UTILS_FILE, "EngineArgs") or (
+        {},
+        [],
+    )
     vllm_config, _ = _safe(ctx, "VllmConfig fields", class_fields, ctx, VLLM_CONFIG_FILE, "VllmConfig") or ({}, [])
     vocab = _safe(ctx, "DEFAULT_VOCAB_PADDING_SIZE", ctx.constant, VOCAB_FILE, "DEFAULT_VOCAB_PADDING_SIZE")
     env, env_getenv = _safe(ctx, "envs.py", extract_env, ctx) or ({}, {})
@@ -57,9 +63,11 @@ def extract_defaults(ctx: Context) -> dict:
         "kv_cache_dtype": engine_args.get("kv_cache_dtype"),
         "dtype": engine_args.get("dtype"),
         "vocab_padding_size": vocab,
-        "scheduler": {"max_num_seqs": scheduler.get("max_num_seqs"),
-                      "max_num_batched_tokens": scheduler.get("max_num_batched_tokens"),
-                      "constants": {k: v for k, v in scheduler.items() if k.startswith("DEFAULT_")}},
+        "scheduler": {
+            "max_num_seqs": scheduler.get("max_num_seqs"),
+            "max_num_batched_tokens": scheduler.get("max_num_batched_tokens"),
+            "constants": {k: v for k, v in scheduler.items() if k.startswith("DEFAULT_")},
+        },
         "engine_args": engine_args,
         "engine_args_unresolved": args_unresolved,
         "cache_config": cache,
@@ -78,21 +86,23 @@ def extract_defaults(ctx: Context) -> dict:
 
 # ------------------------------------------------------------------ batch defaults by GPU
 
+
 def batch_tiers(ctx: Context) -> list[dict]:
     """The if/elif/else tiers of `EngineArgs.get_batch_defaults`, first match wins."""
     func = ctx.find_method(ARG_UTILS_FILE, "EngineArgs", "get_batch_defaults")
     if func is None:
         raise NotStatic("EngineArgs.get_batch_defaults not found")
     flags = _capability_flags(func)
-    chain = next((n for n in ast.walk(func) if isinstance(n, ast.If) and "device_memory" in ast.unparse(n.test)),
-                 None)
+    chain = next((n for n in ast.walk(func) if isinstance(n, ast.If) and "device_memory" in ast.unparse(n.test)), None)
     if chain is None:
         raise NotStatic("no `if device_memory ...` chain")
     tiers = []
     node: ast.AST | None = chain
     while node is not None:
         body = node.body if isinstance(node, ast.If) else node
-        tier = _tier_conditions(ctx, node.test, flags) if isinstance(node, ast.If) else _tier_conditions(ctx, None, flags)
+        tier = (
+            _tier_conditions(ctx, node.test, flags) if isinstance(node, ast.If) else _tier_conditions(ctx, None, flags)
+        )
         tier.update(_tier_values(body))
         tiers.append(tier)
         if isinstance(node, ast.If) and len(node.orelse) == 1 and isinstance(node.orelse[0], ast.If):
@@ -112,9 +122,14 @@ def _capability_flags(func: ast.FunctionDef) -> dict[str, list[int]]:
     """Locals like `is_gb10 = current_platform.is_device_capability((12, 1))`."""
     out = {}
     for node in ast.walk(func):
-        if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
-                and isinstance(node.value, ast.Call)
-                and (dotted_name(node.value.func) or "").endswith("is_device_capability") and node.value.args):
+        if (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+            and isinstance(node.value, ast.Call)
+            and (dotted_name(node.value.func) or "").endswith("is_device_capability")
+            and node.value.args
+        ):
             value = try_literal(node.value.args[0])
             if isinstance(value, list):
                 out[node.targets[0].id] = value
@@ -124,14 +139,26 @@ def _capability_flags(func: ast.FunctionDef) -> dict[str, list[int]]:
 def _tier_conditions(ctx: Context, test: ast.AST | None, flags: dict[str, list[int]]) -> dict:
     tier = {"min_device_memory_bytes": 0, "name_excludes": [], "excluded_capabilities": []}
     unparsed = []
-    terms = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else \
-        [test] if test is not None else []
+    terms = (
+        test.values
+        if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And)
+        else [test]
+        if test is not None
+        else []
+    )
     for term in terms:
-        if (isinstance(term, ast.Compare) and dotted_name(term.left) == "device_memory"
-                and isinstance(term.ops[0], ast.GtE)):
+        if (
+            isinstance(term, ast.Compare)
+            and dotted_name(term.left) == "device_memory"
+            and isinstance(term.ops[0], ast.GtE)
+        ):
             tier["min_device_memory_bytes"] = ctx.value(ARG_UTILS_FILE, term.comparators[0])
-        elif (isinstance(term, ast.Compare) and isinstance(term.ops[0], ast.NotIn)
-              and dotted_name(term.comparators[0]) == "device_name" and isinstance(term.left, ast.Constant)):
+        elif (
+            isinstance(term, ast.Compare)
+            and isinstance(term.ops[0], ast.NotIn)
+            and dotted_name(term.comparators[0]) == "device_name"
+            and isinstance(term.left, ast.Constant)
+        ):
             tier["name_excludes"].append(term.left.value)
         elif isinstance(term, ast.UnaryOp) and isinstance(term.op, ast.Not) and dotted_name(term.operand) in flags:
             tier["excluded_capabilities"].append(flags[dotted_name(term.operand)])
@@ -148,12 +175,16 @@ def _tier_values(body: list[ast.stmt]) -> dict:
         target = _target(stmt)
         if target in ("default_max_num_batched_tokens", "default_max_num_seqs") and isinstance(stmt.value, ast.Dict):
             key = target.removeprefix("default_")
-            out[key] = {(dotted_name(k) or "").rpartition(".")[2]: try_literal(v)
-                        for k, v in zip(stmt.value.keys, stmt.value.values) if k is not None}
+            out[key] = {
+                (dotted_name(k) or "").rpartition(".")[2]: try_literal(v)
+                for k, v in zip(stmt.value.keys, stmt.value.values)
+                if k is not None
+            }
     return out
 
 
 # ------------------------------------------------------------------ CUDA graphs
+
 
 def cudagraph_rules(ctx: Context) -> dict:
     func = ctx.find_method(VLLM_CONFIG_FILE, "VllmConfig", "_set_cudagraph_sizes")
@@ -174,11 +205,20 @@ def cudagraph_rules(ctx: Context) -> dict:
         else:
             raise NotStatic(f"graph size condition {ast.unparse(call)}")
         rule = rule.orelse
-    adds_seqs = any(isinstance(n, ast.Assign) and isinstance(n.value, ast.List) and len(n.value.elts) == 1
-                    and dotted_name(n.value.elts[0]) == "max_num_seqs" for n in ast.walk(func))
-    return {"default_max_graph_size": literal(rule), "max_graph_size_by_capability_family": by_family,
-            "max_graph_size_by_capability": by_capability, "adds_max_num_seqs": adds_seqs,
-            "max_num_seqs_multiplier": _seqs_multiplier(func)}
+    adds_seqs = any(
+        isinstance(n, ast.Assign)
+        and isinstance(n.value, ast.List)
+        and len(n.value.elts) == 1
+        and dotted_name(n.value.elts[0]) == "max_num_seqs"
+        for n in ast.walk(func)
+    )
+    return {
+        "default_max_graph_size": literal(rule),
+        "max_graph_size_by_capability_family": by_family,
+        "max_graph_size_by_capability": by_capability,
+        "adds_max_num_seqs": adds_seqs,
+        "max_num_seqs_multiplier": _seqs_multiplier(func),
+    }
 
 
 def _seqs_multiplier(func: ast.FunctionDef) -> int | None:
@@ -192,8 +232,9 @@ def _seqs_multiplier(func: ast.FunctionDef) -> int | None:
                     names.append(part.id)
                 elif isinstance(part, ast.Constant) and isinstance(part.value, int):
                     constants.append(part.value)
-            if "max_num_seqs" in names and all(isinstance(p, (ast.BinOp, ast.Name, ast.Constant, ast.Mult, ast.Load))
-                                               for p in ast.walk(product)):
+            if "max_num_seqs" in names and all(
+                isinstance(p, (ast.BinOp, ast.Name, ast.Constant, ast.Mult, ast.Load)) for p in ast.walk(product)
+            ):
                 return math.prod(constants)
     return None
 
@@ -217,12 +258,12 @@ def _dict_path(node: ast.AST | None, keys: list[str]) -> ast.AST | None:
     for key in keys:
         if not isinstance(node, ast.Dict):
             return None
-        node = next((v for k, v in zip(node.keys, node.values)
-                     if isinstance(k, ast.Constant) and k.value == key), None)
+        node = next((v for k, v in zip(node.keys, node.values) if isinstance(k, ast.Constant) and k.value == key), None)
     return node
 
 
 # ------------------------------------------------------------------ environment variables
+
 
 def extract_env(ctx: Context) -> tuple[dict, dict]:
     """(typed defaults declared under `if TYPE_CHECKING:`, the string default each getenv reads)."""
@@ -246,7 +287,11 @@ def extract_env(ctx: Context) -> tuple[dict, dict]:
 
 def _getenv_default(node: ast.AST, var: str):
     for call in ast.walk(node):
-        if (isinstance(call, ast.Call) and (dotted_name(call.func) or "").rpartition(".")[2] in ("getenv", "get")
-                and len(call.args) >= 2 and try_literal(call.args[0]) == var):
+        if (
+            isinstance(call, ast.Call)
+            and (dotted_name(call.func) or "").rpartition(".")[2] in ("getenv", "get")
+            and len(call.args) >= 2
+            and try_literal(call.args[0]) == var
+        ):
             return try_literal(call.args[1], default=Unresolved(""))
     return Unresolved("")

@@ -6,6 +6,7 @@ A name that cannot be followed (built at run time, imported from a compiled exte
 `UNKNOWN`; a class from outside the package (torch, typing) is `EXTERNAL` and defines none of
 vLLM's marker attributes.
 """
+
 from __future__ import annotations
 
 import builtins

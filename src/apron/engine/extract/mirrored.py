@@ -5,6 +5,7 @@ releases) and its source segment hashed; a changed hash means "plans that depend
 re-checking", never a silently trusted number. Patterns are fnmatch globs over the qualified name
 and, optionally, the file path relative to `vllm/`.
 """
+
 from __future__ import annotations
 
 MIRRORED_PATTERNS: list[tuple[str, str | None]] = [

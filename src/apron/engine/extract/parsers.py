@@ -1,4 +1,5 @@
 """Reasoning and tool-call parsers, tokenizer modes and the architecture -> tokenizer mode defaults."""
+
 from __future__ import annotations
 
 import ast
@@ -14,20 +15,26 @@ MODEL_CONFIG_FILE = "config/model.py"
 
 def _lazy_table(ctx: Context, path: str, name: str) -> dict[str, dict]:
     """`{name: (file_name, class_name)}`, registered lazily as modules of the file's package."""
-    table = try_literal(next((s.value for s in (ctx.tree(path) or ast.Module(body=[])).body
-                              if _target(s) == name), None))
+    table = try_literal(
+        next((s.value for s in (ctx.tree(path) or ast.Module(body=[])).body if _target(s) == name), None)
+    )
     if not isinstance(table, dict):
         raise NotStatic(f"{name} not found in {path}")
     package = ctx.index.scans[path]["module"]
     package = package if path.endswith("__init__.py") else package.rpartition(".")[0]
-    return {key: {"module": f"{package}.{value[0]}", "class": value[1]} for key, value in table.items()
-            if isinstance(value, list) and len(value) == 2}
+    return {
+        key: {"module": f"{package}.{value[0]}", "class": value[1]}
+        for key, value in table.items()
+        if isinstance(value, list) and len(value) == 2
+    }
 
 
 def extract_parsers(ctx: Context) -> dict:
     out = {}
-    for kind, path, name in (("reasoning", REASONING_FILE, "_REASONING_PARSERS_TO_REGISTER"),
-                             ("tool", TOOL_FILE, "_TOOL_PARSERS_TO_REGISTER")):
+    for kind, path, name in (
+        ("reasoning", REASONING_FILE, "_REASONING_PARSERS_TO_REGISTER"),
+        ("tool", TOOL_FILE, "_TOOL_PARSERS_TO_REGISTER"),
+    ):
         try:
             out[kind] = _lazy_table(ctx, path, name)
         except NotStatic as exc:
@@ -47,7 +54,7 @@ def extract_tokenizer(ctx: Context) -> dict:
 
 def _mode_literal(ctx: Context) -> list[str] | None:
     tree = ctx.tree(MODEL_CONFIG_FILE)
-    for stmt in (tree.body if tree else []):
+    for stmt in tree.body if tree else []:
         if _target(stmt) == "TokenizerMode" and isinstance(stmt.value, ast.Subscript):
             elts = stmt.value.slice.elts if isinstance(stmt.value.slice, ast.Tuple) else [stmt.value.slice]
             return [e.value for e in elts if isinstance(e, ast.Constant)]
@@ -58,8 +65,18 @@ def _mode_literal(ctx: Context) -> list[str] | None:
 def _arch_defaults(ctx: Context) -> dict[str, str] | None:
     """The `if self.tokenizer_mode == "auto":` chain of `arch == "X"` / `arch in (...)` tests."""
     tree = ctx.tree(MODEL_CONFIG_FILE)
-    block = next((n for n in ast.walk(tree) if isinstance(n, ast.If)
-                  and ast.unparse(n.test) == "self.tokenizer_mode == 'auto'"), None) if tree else None
+    block = (
+        next(
+            (
+                n
+                for n in ast.walk(tree)
+                if isinstance(n, ast.If) and ast.unparse(n.test) == "self.tokenizer_mode == 'auto'"
+            ),
+            None,
+        )
+        if tree
+        else None
+    )
     chain = next((s for s in block.body if isinstance(s, ast.If)), None) if block else None
     if chain is None:
         ctx.gap("tokenizer.arch_defaults: the tokenizer_mode == 'auto' chain was not found")
@@ -67,8 +84,14 @@ def _arch_defaults(ctx: Context) -> dict[str, str] | None:
     out = {}
     node = chain
     while isinstance(node, ast.If):
-        mode = next((try_literal(s.value) for s in node.body if isinstance(s, ast.Assign)
-                     and dotted_name(s.targets[0]) == "self.tokenizer_mode"), None)
+        mode = next(
+            (
+                try_literal(s.value)
+                for s in node.body
+                if isinstance(s, ast.Assign) and dotted_name(s.targets[0]) == "self.tokenizer_mode"
+            ),
+            None,
+        )
         test = node.test
         if isinstance(test, ast.Compare) and dotted_name(test.left) == "arch" and isinstance(mode, str):
             archs = try_literal(test.comparators[0])

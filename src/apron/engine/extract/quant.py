@@ -1,4 +1,5 @@
 """Quantization methods: config class, minimum compute capability and activation dtypes."""
+
 from __future__ import annotations
 
 import ast
@@ -92,9 +93,12 @@ def _class_ref(ctx: Context, name: str, imports: dict[str, str]):
 def _describe(ctx: Context, ref) -> dict:
     if not isinstance(ref, ClassRef):
         return {"config_class": None, "module": None, "min_capability": None, "act_dtypes": None}
-    return {"config_class": ref.name, "module": ctx.index.scans[ref.path]["module"],
-            "min_capability": _single_return(ctx, ref, "get_min_capability", lambda v: v if isinstance(v, int) else None),
-            "act_dtypes": _single_return(ctx, ref, "get_supported_act_dtypes", _dtypes)}
+    return {
+        "config_class": ref.name,
+        "module": ctx.index.scans[ref.path]["module"],
+        "min_capability": _single_return(ctx, ref, "get_min_capability", lambda v: v if isinstance(v, int) else None),
+        "act_dtypes": _single_return(ctx, ref, "get_supported_act_dtypes", _dtypes),
+    }
 
 
 def _single_return(ctx: Context, ref: ClassRef, method: str, convert):

@@ -1,4 +1,5 @@
 """The model registry (`model_executor/models/registry.py`) and per-architecture traits and hooks."""
+
 from __future__ import annotations
 
 import ast
@@ -10,9 +11,13 @@ REGISTRY_FILE = "model_executor/models/registry.py"
 CONFIG_HOOKS_FILE = "model_executor/models/config.py"
 INTERFACES_FILE = "model_executor/models/interfaces.py"
 # Trait name in the facts -> the class attribute vLLM's `getattr(model, ...)` checks read.
-_TRAIT_ATTRS = {"is_hybrid": "is_hybrid", "is_attention_free": "is_attention_free",
-                "has_inner_state": "has_inner_state", "supports_multimodal": "supports_multimodal",
-                "supports_pp": "supports_pp"}
+_TRAIT_ATTRS = {
+    "is_hybrid": "is_hybrid",
+    "is_attention_free": "is_attention_free",
+    "has_inner_state": "has_inner_state",
+    "supports_multimodal": "supports_multimodal",
+    "supports_pp": "supports_pp",
+}
 
 
 def module_constants(tree: ast.Module) -> dict[str, object]:
@@ -90,18 +95,23 @@ def extract_registry(tree: ast.Module, index: PackageIndex) -> tuple[dict, list[
             gaps.append(f"registry entry {arch} is not a (module, class) pair")
             continue
         module, cls = _module_name(entry[0]), entry[1]
-        architectures[arch] = {"module": module, "class": cls,
-                               "category": (categories.get(arch) or [None])[0],
-                               "categories": categories.get(arch, []),
-                               **_traits(index, module, cls, markers)}
+        architectures[arch] = {
+            "module": module,
+            "class": cls,
+            "category": (categories.get(arch) or [None])[0],
+            "categories": categories.get(arch, []),
+            **_traits(index, module, cls, markers),
+        }
     for key in ("_PREVIOUSLY_SUPPORTED_MODELS", "_OOT_SUPPORTED_MODELS"):
         if not isinstance(env.get(key), dict):
             gaps.append(f"registry {key} not found or not static")
-    return {"architectures": architectures,
-            "order": list(models),
-            "previously_supported": env.get("_PREVIOUSLY_SUPPORTED_MODELS") or {},
-            "out_of_tree": env.get("_OOT_SUPPORTED_MODELS") or {},
-            "supported_archs_expr": _supported_archs_expr(tree)}, gaps
+    return {
+        "architectures": architectures,
+        "order": list(models),
+        "previously_supported": env.get("_PREVIOUSLY_SUPPORTED_MODELS") or {},
+        "out_of_tree": env.get("_OOT_SUPPORTED_MODELS") or {},
+        "supported_archs_expr": _supported_archs_expr(tree),
+    }, gaps
 
 
 def _marker_classes(index: PackageIndex) -> dict[str, ClassRef]:

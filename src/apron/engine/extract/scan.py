@@ -5,6 +5,7 @@ summaries rather than syntax trees: imports, classes with their bases and class-
 format string of every logger call, the message of every raise, and the hashes of the functions the
 planner mirrors.
 """
+
 from __future__ import annotations
 
 import ast
@@ -24,14 +25,22 @@ _CUDA_PLATFORM = re.compile(r"(?:vllm\.platforms\.)?current_platform\.is_cuda(?:
 _LOG_METHOD = re.compile(r"(debug|info|warning|warn|error|exception|critical|fatal)(_once)?")
 _LEVEL_ALIASES = {"warn": "warning", "exception": "error", "fatal": "critical"}
 # Statements with blocks the walk descends into (defs and classes are handled apart).
-_COMPOUND = {ast.If: ("body", "orelse"), ast.For: ("body", "orelse"), ast.AsyncFor: ("body", "orelse"),
-             ast.While: ("body", "orelse"), ast.With: ("body",), ast.AsyncWith: ("body",),
-             ast.Try: ("body", "orelse", "finalbody"), ast.Match: ()}
+_COMPOUND = {
+    ast.If: ("body", "orelse"),
+    ast.For: ("body", "orelse"),
+    ast.AsyncFor: ("body", "orelse"),
+    ast.While: ("body", "orelse"),
+    ast.With: ("body",),
+    ast.AsyncWith: ("body",),
+    ast.Try: ("body", "orelse", "finalbody"),
+    ast.Match: (),
+}
 if hasattr(ast, "TryStar"):
     _COMPOUND[ast.TryStar] = ("body", "orelse", "finalbody")
 # The methods whose return values the quantization and attention extractors read.
-_RETURN_METHODS = frozenset({"get_min_capability", "get_supported_act_dtypes", "get_name",
-                             "get_supported_kernel_block_sizes"})
+_RETURN_METHODS = frozenset(
+    {"get_min_capability", "get_supported_act_dtypes", "get_name", "get_supported_kernel_block_sizes"}
+)
 
 
 @dataclass(frozen=True)
@@ -201,13 +210,13 @@ class _FileScanner:
             parts = _LINE_BREAK.split(self.source)
             self._lines, self._breaks = parts[::2], parts[1::2] + [""]
         first, last = node.lineno - 1, node.end_lineno - 1
-        lines = [line.encode() for line in self._lines[first:last + 1]]
+        lines = [line.encode() for line in self._lines[first : last + 1]]
         if len(lines) == 1:
-            return lines[0][node.col_offset:node.end_col_offset].decode()
+            return lines[0][node.col_offset : node.end_col_offset].decode()
         breaks = self._breaks  # each line's own break, as the source has it
-        head = lines[0][node.col_offset:].decode() + breaks[first]
+        head = lines[0][node.col_offset :].decode() + breaks[first]
         middle = "".join(lines[i].decode() + breaks[first + i] for i in range(1, len(lines) - 1))
-        return head + middle + lines[-1][:node.end_col_offset].decode()
+        return head + middle + lines[-1][: node.end_col_offset].decode()
 
     def _maybe_log(self, call: ast.Call, scope: tuple[str, ...], func: ast.AST | None) -> None:
         if not isinstance(call.func, ast.Attribute):
@@ -239,8 +248,11 @@ class _FileScanner:
             return [text]
         if isinstance(node, ast.Name):
             # The closest string assignment above the use: `msg = f"..."; raise ValueError(msg)`.
-            before = [item for item in self._local_strings(func).get(node.id, []) if item[0] < node.lineno] \
-                if func is not None else []
+            before = (
+                [item for item in self._local_strings(func).get(node.id, []) if item[0] < node.lineno]
+                if func is not None
+                else []
+            )
             if before:
                 return [max(before)[1]]
             return self.module_strings.get(node.id, [])[-1:]
@@ -251,8 +263,9 @@ class _FileScanner:
     def _helper_returns(self, name: str, func: ast.AST | None) -> list[str]:
         """`logger.info(_make_log_backend(b))`: the message templates a small helper returns."""
         scopes = [func] if func is not None else []
-        helper = next((n for scope in scopes for n in ast.walk(scope)
-                       if isinstance(n, ast.FunctionDef) and n.name == name), None) or self.module_functions.get(name)
+        helper = next(
+            (n for scope in scopes for n in ast.walk(scope) if isinstance(n, ast.FunctionDef) and n.name == name), None
+        ) or self.module_functions.get(name)
         if helper is None:
             return []
         texts = [template(n.value) for n in ast.walk(helper) if isinstance(n, ast.Return) and n.value is not None]
@@ -263,8 +276,13 @@ class _FileScanner:
         if cached is None:
             cached = {}
             for node in ast.walk(func):
-                targets = node.targets if isinstance(node, ast.Assign) else \
-                    [node.target] if isinstance(node, ast.AnnAssign) and node.value is not None else []
+                targets = (
+                    node.targets
+                    if isinstance(node, ast.Assign)
+                    else [node.target]
+                    if isinstance(node, ast.AnnAssign) and node.value is not None
+                    else []
+                )
                 for target in targets:
                     text = template(node.value) if isinstance(target, ast.Name) else None
                     if text is not None:
@@ -321,7 +339,16 @@ def scan_source(path: str, source: str, mirror_patterns: list[tuple[str, str | N
     scanner = _FileScanner(path, source, mirror_patterns)
     scanner.index_module(tree)
     scanner.walk(tree.body, (), None)
-    return {"path": path, "module": module_name(path), "imports": imports, "aliases": aliases,
-            "calls": calls, "classes": classes, "logs": scanner.logs, "refusals": scanner.refusals,
-            "functions": scanner.functions, "unresolved_logs": scanner.unresolved_logs,
-            "unresolved_refusals": scanner.unresolved_refusals}
+    return {
+        "path": path,
+        "module": module_name(path),
+        "imports": imports,
+        "aliases": aliases,
+        "calls": calls,
+        "classes": classes,
+        "logs": scanner.logs,
+        "refusals": scanner.refusals,
+        "functions": scanner.functions,
+        "unresolved_logs": scanner.unresolved_logs,
+        "unresolved_refusals": scanner.unresolved_refusals,
+    }

@@ -11,10 +11,11 @@ a triple-quoted string. A wrong cut that slipped through would leave text that d
 the caller then parses the full file. A syntax error inside a body that is left out goes unnoticed:
 nothing is read from that body.
 """
+
 from __future__ import annotations
 
-import re
 import fnmatch
+import re
 from bisect import bisect_left
 from functools import lru_cache
 
@@ -32,8 +33,7 @@ def _dedent(indent: int) -> re.Pattern:
 
 
 def _depth(text: str) -> int:
-    return (text.count("(") + text.count("[") + text.count("{")
-            - text.count(")") - text.count("]") - text.count("}"))
+    return text.count("(") + text.count("[") + text.count("{") - text.count(")") - text.count("]") - text.count("}")
 
 
 def _balanced(text: str) -> bool:
@@ -60,7 +60,9 @@ def _header_end(source: str, start: int) -> int | None:
 
 
 @lru_cache(maxsize=8)
-def protected_names(patterns: tuple[tuple[str, str | None], ...], extra: frozenset[str]) -> tuple[re.Pattern, list[str]]:
+def protected_names(
+    patterns: tuple[tuple[str, str | None], ...], extra: frozenset[str]
+) -> tuple[re.Pattern, list[str]]:
     """(a regex of the def names whose bodies are kept, class names whose whole file is kept)."""
     names, classes = sorted(extra), []
     for qual, _ in patterns:
@@ -92,9 +94,8 @@ def skeleton(source: str, keep_names: re.Pattern, keep_classes: list[str]) -> st
         first = _FIRST_CODE.search(body)
         if first is None or _NEEDED.search(body) or not _balanced(body) or body.rstrip().endswith("\\"):
             continue
-        rest = body[first.start():]
-        pieces += [source[done:body_start], body[:first.start()], first.group(1), "...",
-                   "\n" * rest.count("\n")]
+        rest = body[first.start() :]
+        pieces += [source[done:body_start], body[: first.start()], first.group(1), "...", "\n" * rest.count("\n")]
         done = body_end
     if not pieces:
         return None

@@ -3,15 +3,23 @@
 Everything here either returns a value that the source states literally, or raises `NotStatic`: the
 callers turn that into a recorded `null` ("not statically resolvable"), never into a guess.
 """
+
 from __future__ import annotations
 
 import ast
 import operator
-from typing import Callable
+from collections.abc import Callable
 
-_BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
-           ast.FloorDiv: operator.floordiv, ast.LShift: operator.lshift, ast.Pow: operator.pow,
-           ast.Mod: operator.mod, ast.BitOr: operator.or_}
+_BINOPS = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.FloorDiv: operator.floordiv,
+    ast.LShift: operator.lshift,
+    ast.Pow: operator.pow,
+    ast.Mod: operator.mod,
+    ast.BitOr: operator.or_,
+}
 
 
 class NotStatic(Exception):
@@ -77,8 +85,12 @@ def literal(node: ast.AST, names: Callable[[str], object] | None = None):
     raise NotStatic(ast.unparse(node))
 
 
-_COMPARE = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.In: lambda a, b: a in b,
-            ast.NotIn: lambda a, b: a not in b}
+_COMPARE = {
+    ast.Eq: operator.eq,
+    ast.NotEq: operator.ne,
+    ast.In: lambda a, b: a in b,
+    ast.NotIn: lambda a, b: a not in b,
+}
 _ITER_METHODS = {"items": lambda d: list(d.items()), "keys": lambda d: list(d), "values": lambda d: list(d.values())}
 
 
@@ -119,8 +131,11 @@ def _comprehension(node, names):
 def _bind(target: ast.AST, value, local: dict) -> None:
     if isinstance(target, ast.Name):
         local[target.id] = value
-    elif isinstance(target, (ast.Tuple, ast.List)) and isinstance(value, (list, tuple)) \
-            and len(target.elts) == len(value):
+    elif (
+        isinstance(target, (ast.Tuple, ast.List))
+        and isinstance(value, (list, tuple))
+        and len(target.elts) == len(value)
+    ):
         for sub, item in zip(target.elts, value):
             _bind(sub, item, local)
     else:
@@ -141,6 +156,7 @@ def try_literal(node: ast.AST | None, names: Callable[[str], object] | None = No
 
 
 # ---------------------------------------------------------------- message templates
+
 
 def _escape(text: str) -> str:
     # Literal braces are doubled so that `{...}` in a template always marks a field.
@@ -181,13 +197,19 @@ def template(node: ast.AST) -> str | None:
         left, right = template(node.left), template(node.right)
         if left is None and right is None:
             return None
-        return (left if left is not None else "{%s}" % ast.unparse(node.left)) + \
-            (right if right is not None else "{%s}" % ast.unparse(node.right))
+        return (left if left is not None else "{%s}" % ast.unparse(node.left)) + (
+            right if right is not None else "{%s}" % ast.unparse(node.right)
+        )
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod):
         if isinstance(node.left, ast.Constant) and isinstance(node.left.value, str):
             return _escape(node.left.value)
         return None
-    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "format"
-            and isinstance(node.func.value, ast.Constant) and isinstance(node.func.value.value, str)):
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "format"
+        and isinstance(node.func.value, ast.Constant)
+        and isinstance(node.func.value.value, str)
+    ):
         return node.func.value.value
     return None

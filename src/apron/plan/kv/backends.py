@@ -5,6 +5,7 @@ passes validation (capability, head size, sinks, KV dtype) wins. Kernel block si
 backend's get_supported_kernel_block_sizes(). This is a platform fact Apron cannot observe without a
 GPU, so the choice is reported with the plan ("backend" in the details).
 """
+
 from __future__ import annotations
 
 import math
@@ -14,8 +15,8 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class Backend:
     name: str
-    fixed_sizes: tuple[int, ...] = ()    # block sizes listed as ints
-    multiple_of: int | None = None       # MultipleOf(n)
+    fixed_sizes: tuple[int, ...] = ()  # block sizes listed as ints
+    multiple_of: int | None = None  # MultipleOf(n)
 
     def min_kernel_block(self) -> int:
         return min([*self.fixed_sizes, *([self.multiple_of] if self.multiple_of else [])])
@@ -56,8 +57,9 @@ class BackendChoice:
     reason: str
 
 
-def choose_backend(capability: tuple[int, int], *, is_mla: bool, has_sinks: bool,
-                   mixed_head_sizes: bool, kv_cache_dtype: str) -> BackendChoice:
+def choose_backend(
+    capability: tuple[int, int], *, is_mla: bool, has_sinks: bool, mixed_head_sizes: bool, kv_cache_dtype: str
+) -> BackendChoice:
     if is_mla:
         return _choose_mla(capability)
     if mixed_head_sizes:

@@ -5,6 +5,7 @@ which layers slide (qwen2/3's use_sliding_window, gemma's alternation, ...) is m
 Config fields that describe a cache layout no family here reads make the KV side unknown (see
 `unread_layout_fields`): Apron never borrows a number from another layout.
 """
+
 from __future__ import annotations
 
 import math
@@ -12,28 +13,50 @@ from dataclasses import dataclass
 
 from apron.engine.facts import EngineFacts
 from apron.plan.kv.backends import BackendChoice, choose_backend
-from apron.plan.kv.specs import (ChunkedLocalAttentionSpec, FullAttentionSpec, KVSpec, MambaSpec,
-                                 MLAAttentionSpec, SlidingWindowSpec, cdiv)
+from apron.plan.kv.specs import (
+    ChunkedLocalAttentionSpec,
+    FullAttentionSpec,
+    KVSpec,
+    MambaSpec,
+    MLAAttentionSpec,
+    SlidingWindowSpec,
+    cdiv,
+)
 from apron.plan.model_config import ModelConfig
 from apron.plan.settings import EngineSettings
 
 KV_DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1}
-MLA_MODEL_TYPES = {"deepseek_v2", "deepseek_v3", "deepseek_v32", "glm4_moe_lite", "kimi_k2", "glm_moe_dsa",
-                   "longcat_flash", "pangu_ultra_moe", "deepseek_vl_v2", "kimi_vl"}
+MLA_MODEL_TYPES = {
+    "deepseek_v2",
+    "deepseek_v3",
+    "deepseek_v32",
+    "glm4_moe_lite",
+    "kimi_k2",
+    "glm_moe_dsa",
+    "longcat_flash",
+    "pangu_ultra_moe",
+    "deepseek_vl_v2",
+    "kimi_vl",
+}
 MAMBA1_ARCHS = {"MambaForCausalLM", "FalconMambaForCausalLM"}
 NEMOTRON_H_ARCHS = {"NemotronHForCausalLM", "NemotronHPuzzleForCausalLM"}
-GDN_ARCHS = {"Qwen3NextForCausalLM", "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration",
-             "Qwen3_5ForCausalLM", "Qwen3_5MoeForCausalLM"}
+GDN_ARCHS = {
+    "Qwen3NextForCausalLM",
+    "Qwen3_5ForConditionalGeneration",
+    "Qwen3_5MoeForConditionalGeneration",
+    "Qwen3_5ForCausalLM",
+    "Qwen3_5MoeForCausalLM",
+}
 _QWEN_WINDOW_TYPES = ("qwen2", "qwen3", "qwen3_moe", "qwen2_moe")
 
 
 @dataclass(frozen=True)
 class _Layer:
-    kind: str                       # full | sliding | chunked | mla | mamba
+    kind: str  # full | sliding | chunked | mla | mamba
     num_kv_heads: int = 0
     head_size: int = 0
     window: int | None = None
-    state: tuple | None = None      # (shapes, dtype_bytes, state_kind) for mamba layers
+    state: tuple | None = None  # (shapes, dtype_bytes, state_kind) for mamba layers
 
 
 @dataclass(frozen=True)
@@ -98,17 +121,22 @@ class _Refusal(Exception):
 
 
 def mamba1_layer(f: _Family, inner: int, state: int, kernel: int) -> _Layer:
-    shapes = ((kernel - 1, _divide(inner, f.tp, "intermediate_size")),
-              (_divide(inner, f.tp, "intermediate_size"), state))
+    shapes = (
+        (kernel - 1, _divide(inner, f.tp, "intermediate_size")),
+        (_divide(inner, f.tp, "intermediate_size"), state),
+    )
     return _Layer("mamba", state=(shapes, f.state_dtypes(), "mamba1"))
 
 
-def mamba2_layer(f: _Family, inner: int, groups: int, heads: int, head_dim: int, state: int, kernel: int,
-                 ssm_dtype: str = "auto") -> _Layer:
+def mamba2_layer(
+    f: _Family, inner: int, groups: int, heads: int, head_dim: int, state: int, kernel: int, ssm_dtype: str = "auto"
+) -> _Layer:
     groups = groups + (0 if groups % f.tp == 0 else f.tp - groups)
     conv_dim = inner + 2 * groups * state
-    shapes = ((kernel - 1, _divide(conv_dim, f.tp, "mamba conv dim")),
-              (_divide(heads, f.tp, "mamba heads"), head_dim, state))
+    shapes = (
+        (kernel - 1, _divide(conv_dim, f.tp, "mamba conv dim")),
+        (_divide(heads, f.tp, "mamba heads"), head_dim, state),
+    )
     return _Layer("mamba", state=(shapes, f.state_dtypes(ssm_dtype), "mamba2"))
 
 
@@ -117,8 +145,10 @@ def gdn_layer(f: _Family, ssm_dtype: str) -> _Layer:
     hk, hv = int(t["linear_num_key_heads"]), int(t["linear_num_value_heads"])
     dk, dv = int(t["linear_key_head_dim"]), int(t["linear_value_head_dim"])
     conv_dim = dk * hk * 2 + dv * hv
-    shapes = ((int(t["linear_conv_kernel_dim"]) - 1, _divide(conv_dim, f.tp, "linear attention conv dim")),
-              (_divide(hv, f.tp, "linear_num_value_heads"), dv, dk))
+    shapes = (
+        (int(t["linear_conv_kernel_dim"]) - 1, _divide(conv_dim, f.tp, "linear attention conv dim")),
+        (_divide(hv, f.tp, "linear_num_value_heads"), dv, dk),
+    )
     return _Layer("mamba", state=(shapes, f.state_dtypes(ssm_dtype), "gdn"))
 
 
@@ -130,8 +160,15 @@ def family_layers(arch: str, f: _Family) -> tuple[list[_Layer], str]:
         layer = mamba1_layer(f, int(t["intermediate_size"]), int(t["state_size"]), int(t["conv_kernel"]))
         return [layer] * n, "mamba1"
     if arch == "Mamba2ForCausalLM":
-        layer = mamba2_layer(f, int(t["expand"]) * config.hidden_size, int(t["n_groups"]), int(t["num_heads"]),
-                             int(t["head_dim"]), int(t["state_size"]), int(t["conv_kernel"]))
+        layer = mamba2_layer(
+            f,
+            int(t["expand"]) * config.hidden_size,
+            int(t["n_groups"]),
+            int(t["num_heads"]),
+            int(t["head_dim"]),
+            int(t["state_size"]),
+            int(t["conv_kernel"]),
+        )
         return [layer] * n, "mamba2"
     if arch in NEMOTRON_H_ARCHS:
         return _nemotron_h(f), "nemotron_h"
@@ -150,17 +187,28 @@ def family_layers(arch: str, f: _Family) -> tuple[list[_Layer], str]:
     if arch == "GptOssForCausalLM":
         # gpt_oss.py: sliding iff layer_idx % 2 == 0; layer_types is not read.
         window = int(t["sliding_window"])
-        return [_Layer("sliding", f.kv_heads(), f.head_dim(), window) if i % 2 == 0
-                else _Layer("full", f.kv_heads(), f.head_dim()) for i in range(n)], "gpt_oss"
+        return [
+            _Layer("sliding", f.kv_heads(), f.head_dim(), window)
+            if i % 2 == 0
+            else _Layer("full", f.kv_heads(), f.head_dim())
+            for i in range(n)
+        ], "gpt_oss"
     return _decoder(f), "decoder"
 
 
 def _nemotron_h(f: _Family) -> list[_Layer]:
     t = f.t
     ssm_dtype = t.get("mamba_ssm_cache_dtype") or "float32"  # models/config.py NemotronHForCausalLMConfig
-    mamba = mamba2_layer(f, int(t["mamba_num_heads"]) * int(t["mamba_head_dim"]), int(t["n_groups"]),
-                         int(t["mamba_num_heads"]), int(t["mamba_head_dim"]), int(t["ssm_state_size"]),
-                         int(t["conv_kernel"]), ssm_dtype)
+    mamba = mamba2_layer(
+        f,
+        int(t["mamba_num_heads"]) * int(t["mamba_head_dim"]),
+        int(t["n_groups"]),
+        int(t["mamba_num_heads"]),
+        int(t["mamba_head_dim"]),
+        int(t["ssm_state_size"]),
+        int(t["conv_kernel"]),
+        ssm_dtype,
+    )
     window = t.get("sliding_window")
     attention = _Layer("sliding" if window else "full", f.kv_heads(), f.head_dim(), window)
     kinds = t.get("layers_block_type") or _pattern_types(t.get("hybrid_override_pattern", ""))
@@ -178,16 +226,18 @@ def _gated_delta_net(f: _Family, arch: str) -> list[_Layer]:
     linear = gdn_layer(f, ssm_dtype)
     attention = _Layer("full", f.kv_heads(), f.head_dim())
     interval = int(t.get("full_attention_interval") or 4)
-    types = t.get("layer_types") or ["linear_attention" if (i + 1) % interval else "full_attention"
-                                     for i in range(f.config.num_layers)]
+    types = t.get("layer_types") or [
+        "linear_attention" if (i + 1) % interval else "full_attention" for i in range(f.config.num_layers)
+    ]
     return [linear if kind == "linear_attention" else attention for kind in types]
 
 
 def _jamba(f: _Family) -> list[_Layer]:
     t = f.t
     period, offset = int(t.get("attn_layer_period", 8)), int(t.get("attn_layer_offset", 4))
-    mamba = mamba1_layer(f, int(t["mamba_expand"]) * f.config.hidden_size, int(t["mamba_d_state"]),
-                         int(t["mamba_d_conv"]))
+    mamba = mamba1_layer(
+        f, int(t["mamba_expand"]) * f.config.hidden_size, int(t["mamba_d_state"]), int(t["mamba_d_conv"])
+    )
     attention = _Layer("full", f.kv_heads(), f.head_dim())
     return [attention if i % period == offset else mamba for i in range(f.config.num_layers)]
 
@@ -223,8 +273,10 @@ def _decoder(f: _Family) -> list[_Layer]:
     model_type = f.config.text_model_type
     reads_types = model_type not in (*_QWEN_WINDOW_TYPES, "phi3")
     if model_type in _QWEN_WINDOW_TYPES and types and len(set(types)) > 1:
-        f.unknowns.append("qwen2/3 with mixed sliding and full layers: vLLM asserts max_window_layers == "
-                          "num_hidden_layers at start-up")
+        f.unknowns.append(
+            "qwen2/3 with mixed sliding and full layers: vLLM asserts max_window_layers == "
+            "num_hidden_layers at start-up"
+        )
     chunk = t.get("attention_chunk_size")
     layers = []
     for i in range(n):
@@ -233,13 +285,17 @@ def _decoder(f: _Family) -> list[_Layer]:
         if chunk and model_type in ("llama4", "llama4_text"):
             # llama4.py: RoPE layers use chunked local attention; the hybrid KV manager is off by
             # default for such models (config/vllm.py), so they are allocated as full attention.
-            f.notes.append("chunked local attention allocated as full attention (hybrid KV manager "
-                           "disabled by default for attention_chunk_size models)")
+            f.notes.append(
+                "chunked local attention allocated as full attention (hybrid KV manager "
+                "disabled by default for attention_chunk_size models)"
+            )
         kind = "sliding" if layer_window else "full"
         layers.append(_Layer(kind, f.kv_heads(), f.head_dim(), layer_window))
     if engine_window and types is None:
-        f.notes.append(f"every layer slides (window {engine_window}): vLLM applies the config's sliding_window "
-                       "to all layers when layer_types is absent")
+        f.notes.append(
+            f"every layer slides (window {engine_window}): vLLM applies the config's sliding_window "
+            "to all layers when layer_types is absent"
+        )
     return layers
 
 
@@ -251,8 +307,7 @@ def hf_layer_types(t: dict, n: int) -> list[str] | None:
         window = t.get("sliding_window") if t.get("use_sliding_window") else None
         if types is None:
             first = int(t.get("max_window_layers", 28))
-            types = ["sliding_attention" if window is not None and i >= first else "full_attention"
-                     for i in range(n)]
+            types = ["sliding_attention" if window is not None and i >= first else "full_attention" for i in range(n)]
         return types
     if types is not None:
         return types
@@ -284,13 +339,61 @@ def hf_sliding_window(t: dict) -> int | None:
 
 # Config keys that look like cache/attention/state layout descriptions: any underscore-separated word
 # of the key in _LAYOUT_WORDS, or one of _LAYOUT_PARTS anywhere in it.
-_LAYOUT_WORDS = {"window", "chunk", "sink", "sinks", "index", "indexer", "sparse", "compress", "compressed",
-                 "ring", "hyper", "ngram", "engram", "mamba", "ssm", "conv", "lightning", "retention", "kv",
-                 "cache", "latent", "lora", "replay", "replayssm", "hisparse", "kpool", "mtp", "nextn", "dsa",
-                 "nope", "swa", "recurrent", "gdn", "delta", "rwkv", "xlstm"}
-_LAYOUT_PARTS = ("layer_types", "block_type", "attention_type", "attn_type", "pattern", "global_head",
-                 "linear_attn", "linear_num", "linear_key", "linear_value", "linear_conv", "head_dim",
-                 "state_size", "kv_shared", "shared_layers")
+_LAYOUT_WORDS = {
+    "window",
+    "chunk",
+    "sink",
+    "sinks",
+    "index",
+    "indexer",
+    "sparse",
+    "compress",
+    "compressed",
+    "ring",
+    "hyper",
+    "ngram",
+    "engram",
+    "mamba",
+    "ssm",
+    "conv",
+    "lightning",
+    "retention",
+    "kv",
+    "cache",
+    "latent",
+    "lora",
+    "replay",
+    "replayssm",
+    "hisparse",
+    "kpool",
+    "mtp",
+    "nextn",
+    "dsa",
+    "nope",
+    "swa",
+    "recurrent",
+    "gdn",
+    "delta",
+    "rwkv",
+    "xlstm",
+}
+_LAYOUT_PARTS = (
+    "layer_types",
+    "block_type",
+    "attention_type",
+    "attn_type",
+    "pattern",
+    "global_head",
+    "linear_attn",
+    "linear_num",
+    "linear_key",
+    "linear_value",
+    "linear_conv",
+    "head_dim",
+    "state_size",
+    "kv_shared",
+    "shared_layers",
+)
 
 
 def _describes_layout(key: str) -> bool:
@@ -299,25 +402,91 @@ def _describes_layout(key: str) -> bool:
 
 # Keys the layouts above read, or that are known not to change the KV cache.
 _READ_OR_IRRELEVANT = {
-    "sliding_window", "use_sliding_window", "max_window_layers", "sliding_window_pattern", "layer_types",
-    "attention_chunk_size", "no_rope_layers", "kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim",
-    "v_head_dim", "q_lora_rank", "head_dim", "num_key_value_heads", "global_head_dim",
-    "num_global_key_value_heads", "attention_k_eq_v", "num_kv_shared_layers", "use_bidirectional_attention",
-    "layers_block_type", "hybrid_override_pattern", "mamba_num_heads", "mamba_head_dim", "ssm_state_size",
-    "mamba_ssm_cache_dtype", "conv_kernel", "state_size", "mamba_ssm_dtype", "linear_num_key_heads",
-    "linear_num_value_heads", "linear_key_head_dim", "linear_value_head_dim", "linear_conv_kernel_dim",
-    "full_attention_interval", "attn_layer_period", "attn_layer_offset", "mamba_expand", "mamba_d_state",
-    "mamba_d_conv", "conv_dim", "conv_L_cache", "conv_bias", "use_conv_bias",
+    "sliding_window",
+    "use_sliding_window",
+    "max_window_layers",
+    "sliding_window_pattern",
+    "layer_types",
+    "attention_chunk_size",
+    "no_rope_layers",
+    "kv_lora_rank",
+    "qk_rope_head_dim",
+    "qk_nope_head_dim",
+    "v_head_dim",
+    "q_lora_rank",
+    "head_dim",
+    "num_key_value_heads",
+    "global_head_dim",
+    "num_global_key_value_heads",
+    "attention_k_eq_v",
+    "num_kv_shared_layers",
+    "use_bidirectional_attention",
+    "layers_block_type",
+    "hybrid_override_pattern",
+    "mamba_num_heads",
+    "mamba_head_dim",
+    "ssm_state_size",
+    "mamba_ssm_cache_dtype",
+    "conv_kernel",
+    "state_size",
+    "mamba_ssm_dtype",
+    "linear_num_key_heads",
+    "linear_num_value_heads",
+    "linear_key_head_dim",
+    "linear_value_head_dim",
+    "linear_conv_kernel_dim",
+    "full_attention_interval",
+    "attn_layer_period",
+    "attn_layer_offset",
+    "mamba_expand",
+    "mamba_d_state",
+    "mamba_d_conv",
+    "conv_dim",
+    "conv_L_cache",
+    "conv_bias",
+    "use_conv_bias",
     # weights, kernels or generation only
-    "use_cache", "cache_implementation", "mamba_hidden_act", "mamba_proj_bias", "use_mamba_kernels",
-    "mamba_dt_rank", "mamba_conv_bias", "mamba_chunk_size", "chunk_size", "mamba_n_groups", "mamba_n_heads",
-    "mamba_d_head", "mamba_dt_min", "mamba_dt_max", "mamba_dt_init_floor", "mamba_dt_limit",
-    "num_nextn_predict_layers", "mtp_num_hidden_layers", "mtp_use_dedicated_embeddings", "mtp_layers_block_type",
-    "rope_head_dim", "partial_rotary_factor", "attention_bias", "attention_dropout", "attn_logit_softcapping",
-    "attn_output_gate", "output_gate_type", "router_aux_loss_coef", "time_step_rank",
-    "rescale_prenorm_residual", "residual_in_fp32", "layer_rope_theta", "state_dim", "kv_channels",
-    "max_position_embeddings", "original_max_position_embeddings", "head_dim_original",
-    "use_qk_norm", "qk_layernorm", "ssm_cfg", "layer_norm_epsilon",
+    "use_cache",
+    "cache_implementation",
+    "mamba_hidden_act",
+    "mamba_proj_bias",
+    "use_mamba_kernels",
+    "mamba_dt_rank",
+    "mamba_conv_bias",
+    "mamba_chunk_size",
+    "chunk_size",
+    "mamba_n_groups",
+    "mamba_n_heads",
+    "mamba_d_head",
+    "mamba_dt_min",
+    "mamba_dt_max",
+    "mamba_dt_init_floor",
+    "mamba_dt_limit",
+    "num_nextn_predict_layers",
+    "mtp_num_hidden_layers",
+    "mtp_use_dedicated_embeddings",
+    "mtp_layers_block_type",
+    "rope_head_dim",
+    "partial_rotary_factor",
+    "attention_bias",
+    "attention_dropout",
+    "attn_logit_softcapping",
+    "attn_output_gate",
+    "output_gate_type",
+    "router_aux_loss_coef",
+    "time_step_rank",
+    "rescale_prenorm_residual",
+    "residual_in_fp32",
+    "layer_rope_theta",
+    "state_dim",
+    "kv_channels",
+    "max_position_embeddings",
+    "original_max_position_embeddings",
+    "head_dim_original",
+    "use_qk_norm",
+    "qk_layernorm",
+    "ssm_cfg",
+    "layer_norm_epsilon",
 }
 
 
@@ -335,8 +504,15 @@ def unread_layout_fields(config: ModelConfig) -> list[str]:
 # --- putting the specs together -------------------------------------------------------------
 
 
-def build_layout(arch: str, config: ModelConfig, settings: EngineSettings, facts: EngineFacts,
-                 *, capability: tuple[int, int], is_attention_free: bool) -> KVLayout:
+def build_layout(
+    arch: str,
+    config: ModelConfig,
+    settings: EngineSettings,
+    facts: EngineFacts,
+    *,
+    capability: tuple[int, int],
+    is_attention_free: bool,
+) -> KVLayout:
     f = _Family(config, settings, facts)
     entry = facts.architecture(arch) or {}
     for key in unread_layout_fields(config):
@@ -349,20 +525,28 @@ def build_layout(arch: str, config: ModelConfig, settings: EngineSettings, facts
     except _Refusal as exc:
         f.unknowns.append(f"tensor parallel size does not divide the {exc.what} ({exc}); vLLM refuses at start-up")
         layers, family = [], "unknown"
-    if family == "decoder" and (entry.get("is_hybrid") or entry.get("is_attention_free")
-                                or entry.get("has_inner_state")):
-        f.unknowns.append(f"vLLM {facts.version} registers {arch} as a model with recurrent state, whose "
-                          "state layout Apron does not model")
+    if family == "decoder" and (
+        entry.get("is_hybrid") or entry.get("is_attention_free") or entry.get("has_inner_state")
+    ):
+        f.unknowns.append(
+            f"vLLM {facts.version} registers {arch} as a model with recurrent state, whose "
+            "state layout Apron does not model"
+        )
     if config.is_mla and family not in ("mla", "unknown"):
-        f.unknowns.append(f"kv_lora_rank on a {config.text_model_type!r} model: vLLM's MLA path is keyed by "
-                          "model type, and Apron does not know which cache this model builds")
+        f.unknowns.append(
+            f"kv_lora_rank on a {config.text_model_type!r} model: vLLM's MLA path is keyed by "
+            "model type, and Apron does not know which cache this model builds"
+        )
     attention = [x for x in layers if x.kind != "mamba"]
     states = [x for x in layers if x.kind == "mamba"]
     is_hybrid = bool(attention) and bool(states)
-    choice = choose_backend(capability, is_mla=any(x.kind == "mla" for x in attention),
-                            has_sinks=family == "gpt_oss",
-                            mixed_head_sizes=len({x.head_size for x in attention}) > 1,
-                            kv_cache_dtype=settings.kv_cache_dtype)
+    choice = choose_backend(
+        capability,
+        is_mla=any(x.kind == "mla" for x in attention),
+        has_sinks=family == "gpt_oss",
+        mixed_head_sizes=len({x.head_size for x in attention}) > 1,
+        kv_cache_dtype=settings.kv_cache_dtype,
+    )
     block = choice.backend.preferred_block_size(16)
     mode = "none" if (not attention or is_attention_free) else ("align" if states else "none")
     logs: list[str] = []
@@ -371,18 +555,28 @@ def build_layout(arch: str, config: ModelConfig, settings: EngineSettings, facts
     checkpoint_blocks = _checkpoint_blocks(states, mode, facts, capability, config)
     mamba_padded, mamba_block = None, (settings.max_model_len if mode == "none" else block)
     if is_hybrid:
-        block, mamba_padded, logs2 = align_hybrid_block(f, attention, states, block, choice, mode,
-                                                       checkpoint_blocks, capability)
+        block, mamba_padded, logs2 = align_hybrid_block(
+            f, attention, states, block, choice, mode, checkpoint_blocks, capability
+        )
         logs += logs2
         mamba_block = block
     specs = _specs(layers, f, block, choice, facts, mamba_padded, mamba_block, checkpoint_blocks)
-    return KVLayout(specs=tuple(specs), block_size=block, backend=choice, mamba_cache_mode=mode,
-                    is_hybrid=is_hybrid, is_attention_free=not attention and bool(states), logs=tuple(logs),
-                    notes=tuple(dict.fromkeys(f.notes)), unknowns=tuple(f.unknowns))
+    return KVLayout(
+        specs=tuple(specs),
+        block_size=block,
+        backend=choice,
+        mamba_cache_mode=mode,
+        is_hybrid=is_hybrid,
+        is_attention_free=not attention and bool(states),
+        logs=tuple(logs),
+        notes=tuple(dict.fromkeys(f.notes)),
+        unknowns=tuple(f.unknowns),
+    )
 
 
-def _checkpoint_blocks(states: list[_Layer], mode: str, facts: EngineFacts, capability: tuple[int, int],
-                       config: ModelConfig) -> int:
+def _checkpoint_blocks(
+    states: list[_Layer], mode: str, facts: EngineFacts, capability: tuple[int, int], config: ModelConfig
+) -> int:
     """A third state page per request in align mode: MambaMixer2 from 0.32; Qwen's gated delta-net in
     0.33 when its prefill runs on FlashInfer (Hopper; Blackwell with key head dim 128)."""
     if mode != "align" or not states:
@@ -401,9 +595,16 @@ def _gdn_flashinfer(capability: tuple[int, int], config: ModelConfig) -> bool:
     return capability[0] in (10, 12) and int(config.text.get("linear_key_head_dim") or 0) == 128
 
 
-def align_hybrid_block(f: _Family, attention: list[_Layer], states: list[_Layer], block: int,
-                       choice: BackendChoice, mode: str, checkpoint_blocks: int,
-                       capability: tuple[int, int]) -> tuple[int, int | None, list[str]]:
+def align_hybrid_block(
+    f: _Family,
+    attention: list[_Layer],
+    states: list[_Layer],
+    block: int,
+    choice: BackendChoice,
+    mode: str,
+    checkpoint_blocks: int,
+    capability: tuple[int, int],
+) -> tuple[int, int | None, list[str]]:
     """platforms/interface.py _align_hybrid_block_size: the attention block grows until one
     attention page holds a whole state page; the state page is then padded to match."""
     first = attention[0]
@@ -425,19 +626,30 @@ def align_hybrid_block(f: _Family, attention: list[_Layer], states: list[_Layer]
     logs = []
     if block < attn_block:
         block = attn_block
-        logs.append(f"Setting attention block size to {block} tokens to ensure that attention page size "
-                    "is >= mamba page size.")
+        logs.append(
+            f"Setting attention block size to {block} tokens to ensure that attention page size is >= mamba page size."
+        )
     attn_page = block * attn_1tok
     padded = None
     if attn_page != mamba_page:
         padded = attn_page
-        logs.append(f"Padding mamba page size by {100 * (attn_page - mamba_page) / mamba_page:.2f}% to "
-                    "ensure that mamba page size and attention page size are exactly equal.")
+        logs.append(
+            f"Padding mamba page size by {100 * (attn_page - mamba_page) / mamba_page:.2f}% to "
+            "ensure that mamba page size and attention page size are exactly equal."
+        )
     return block, padded, logs
 
 
-def _specs(layers: list[_Layer], f: _Family, block: int, choice: BackendChoice, facts: EngineFacts,
-           mamba_padded: int | None, mamba_block: int, checkpoint_blocks: int) -> list[tuple[str, KVSpec]]:
+def _specs(
+    layers: list[_Layer],
+    f: _Family,
+    block: int,
+    choice: BackendChoice,
+    facts: EngineFacts,
+    mamba_padded: int | None,
+    mamba_block: int,
+    checkpoint_blocks: int,
+) -> list[tuple[str, KVSpec]]:
     dsz = f.kv_bytes
     record = {"fp8_ds_mla": 656, "nvfp4_ds_mla": 352}.get(f.settings.kv_cache_dtype)
     out: list[tuple[str, KVSpec]] = []
@@ -450,11 +662,13 @@ def _specs(layers: list[_Layer], f: _Family, block: int, choice: BackendChoice, 
             spec = MLAAttentionSpec(block, 1, layer.head_size, dsz, head_size_v=0, record_bytes=record)
         elif layer.kind == "sliding":
             sliding_block = choice.backend.sliding_block_size(block, is_v029=not facts.at_least("0.30.0"))
-            spec = SlidingWindowSpec(sliding_block, layer.num_kv_heads, layer.head_size, dsz,
-                                     sliding_window=int(layer.window))
+            spec = SlidingWindowSpec(
+                sliding_block, layer.num_kv_heads, layer.head_size, dsz, sliding_window=int(layer.window)
+            )
         elif layer.kind == "chunked":
-            spec = ChunkedLocalAttentionSpec(block, layer.num_kv_heads, layer.head_size, dsz,
-                                             attention_chunk_size=int(layer.window))
+            spec = ChunkedLocalAttentionSpec(
+                block, layer.num_kv_heads, layer.head_size, dsz, attention_chunk_size=int(layer.window)
+            )
         else:
             spec = FullAttentionSpec(block, layer.num_kv_heads, layer.head_size, dsz)
         out.append((name, spec))

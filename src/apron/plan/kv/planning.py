@@ -6,6 +6,7 @@ get_kv_cache_configs, _check_enough_kv_cache_memory and get_max_concurrency_for_
 The engine logs `int(max_concurrency * max_model_len)` as "KV cache size: N tokens" - not
 available / bytes-per-token.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
@@ -18,8 +19,8 @@ _FULLISH = ("full", "mla")
 @dataclass(frozen=True)
 class Group:
     layer_names: tuple[str, ...]
-    spec: KVSpec                               # the group's (merged) spec
-    layer_specs: tuple[KVSpec, ...] = ()       # per layer, for UniformTypeKVCacheSpecs groups
+    spec: KVSpec  # the group's (merged) spec
+    layer_specs: tuple[KVSpec, ...] = ()  # per layer, for UniformTypeKVCacheSpecs groups
 
     def bytes_per_block(self) -> int:
         if self.layer_specs:
@@ -40,7 +41,7 @@ class KVPlan:
     blocks_per_request: int
     max_concurrency: float
     kv_tokens: int
-    refusal: str | None            # the engine's own message when one request does not fit
+    refusal: str | None  # the engine's own message when one request does not fit
     estimated_max_model_len: int | None
     warnings: tuple[str, ...] = ()
 
@@ -69,8 +70,12 @@ def _uniform_type(specs: list[KVSpec]) -> bool:
     if first.kind == "chunked":
         return all(s.kind == "chunked" and s.attention_chunk_size == first.attention_chunk_size for s in specs)
     if first.kind == "mamba":
-        return all(s.kind == "mamba" and s.page_size_bytes() == first.page_size_bytes()
-                   and s.num_prefill_checkpoint_blocks == first.num_prefill_checkpoint_blocks for s in specs)
+        return all(
+            s.kind == "mamba"
+            and s.page_size_bytes() == first.page_size_bytes()
+            and s.num_prefill_checkpoint_blocks == first.num_prefill_checkpoint_blocks
+            for s in specs
+        )
     return False
 
 
@@ -125,8 +130,9 @@ def kv_cache_groups(specs: dict[str, KVSpec]) -> tuple[list[Group], list[str]]:
     for spec, names in buckets:
         pad = group_size - len(names) % group_size
         if pad != group_size:
-            warnings.append(f"Add {pad} padding layers, may waste at most {pad / len(names) * 100:.2f}% "
-                            "KV cache memory")
+            warnings.append(
+                f"Add {pad} padding layers, may waste at most {pad / len(names) * 100:.2f}% KV cache memory"
+            )
         num_groups = cdiv(len(names), group_size)
         groups += [Group(tuple(names[i::num_groups]), spec) for i in range(num_groups)]
     return groups, warnings
@@ -141,32 +147,45 @@ def plan_kv(specs: dict[str, KVSpec], available_bytes: int, ctx: SchedulingConte
     refusal, estimate = _admission(groups, bytes_per_block, per_request, available_bytes, ctx)
     num_blocks = max(available_bytes, 0) // bytes_per_block
     concurrency = num_blocks / per_request
-    return KVPlan(tuple(groups), bytes_per_block, num_blocks, per_request, concurrency,
-                  int(concurrency * ctx.max_model_len), refusal, estimate, tuple(warnings))
+    return KVPlan(
+        tuple(groups),
+        bytes_per_block,
+        num_blocks,
+        per_request,
+        concurrency,
+        int(concurrency * ctx.max_model_len),
+        refusal,
+        estimate,
+        tuple(warnings),
+    )
 
 
-def _admission(groups: list[Group], bytes_per_block: int, per_request: int, available: int,
-               ctx: SchedulingContext) -> tuple[str | None, int | None]:
+def _admission(
+    groups: list[Group], bytes_per_block: int, per_request: int, available: int, ctx: SchedulingContext
+) -> tuple[str | None, int | None]:
     """_check_enough_kv_cache_memory against available minus the null block BlockPool keeps."""
     check = available - bytes_per_block
     if check <= 0:
-        return ("No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when "
-                "initializing the engine."), None
+        return (
+            "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when "
+            "initializing the engine."
+        ), None
     needed = bytes_per_block * per_request
     if needed <= check:
         return None, None
     estimate = estimate_max_model_len(groups, bytes_per_block, check, ctx)
-    hint = (f"Based on the available memory, the estimated maximum model length is {estimate}. "
-            if estimate > 0 else "")
-    return (f"To serve at least one request with the model's max seq len ({ctx.max_model_len}), "
-            f"({format_gib(needed)} GiB KV cache is needed, which is larger than the available KV cache "
-            f"memory ({format_gib(check)} GiB). {hint}Try increasing `gpu_memory_utilization` or decreasing "
-            "`max_model_len` when initializing the engine."), estimate
+    hint = f"Based on the available memory, the estimated maximum model length is {estimate}. " if estimate > 0 else ""
+    return (
+        f"To serve at least one request with the model's max seq len ({ctx.max_model_len}), "
+        f"({format_gib(needed)} GiB KV cache is needed, which is larger than the available KV cache "
+        f"memory ({format_gib(check)} GiB). {hint}Try increasing `gpu_memory_utilization` or decreasing "
+        "`max_model_len` when initializing the engine."
+    ), estimate
 
 
-def estimate_max_model_len(groups: list[Group], bytes_per_block: int, budget: int,
-                           ctx: SchedulingContext) -> int:
+def estimate_max_model_len(groups: list[Group], bytes_per_block: int, budget: int, ctx: SchedulingContext) -> int:
     """_estimate_max_model_len_from_groups: binary search for the longest length that fits."""
+
     def fits(length: int) -> bool:
         trial = replace(ctx, max_model_len=length)
         return bytes_per_block * sum(g.blocks_per_request(trial) for g in groups) <= budget

@@ -3,6 +3,7 @@
 Each answers `page_size_bytes()` (one block of one layer) and `max_memory_usage_bytes(ctx)` (what one
 request at max_model_len may hold in that layer), the two numbers vLLM's planner reads.
 """
+
 from __future__ import annotations
 
 import math
@@ -19,7 +20,7 @@ class SchedulingContext:
 
     max_model_len: int
     max_num_batched_tokens: int
-    mamba_cache_mode: str = "none"     # none | align | all (all: vLLM <= 0.31 only)
+    mamba_cache_mode: str = "none"  # none | align | all (all: vLLM <= 0.31 only)
     # VllmConfig.max_concurrent_batches: pp + 1 with async scheduling on the V2 runner (the CUDA
     # default, async on by default) - 2 for one pipeline stage.
     max_concurrent_batches: int = 2
@@ -64,7 +65,7 @@ class MLAAttentionSpec(FullAttentionSpec):
     """Multi-head latent attention: one compressed record (kv_lora_rank + rope dim) per token,
     the same on every TP rank. fp8_ds_mla / nvfp4_ds_mla store fixed-size records."""
 
-    record_bytes: int | None = None   # state_content_bytes: 656 (fp8_ds_mla), 352 (nvfp4_ds_mla)
+    record_bytes: int | None = None  # state_content_bytes: 656 (fp8_ds_mla), 352 (nvfp4_ds_mla)
 
     @property
     def kind(self) -> str:
@@ -85,8 +86,7 @@ class SlidingWindowSpec(FullAttentionSpec):
         return "sliding"
 
     def max_memory_usage_bytes(self, ctx: SchedulingContext) -> int:
-        tokens = min(self.sliding_window - 1 + ctx.extra_retained_tokens + ctx.max_in_flight_tokens,
-                     ctx.max_model_len)
+        tokens = min(self.sliding_window - 1 + ctx.extra_retained_tokens + ctx.max_in_flight_tokens, ctx.max_model_len)
         return (cdiv(tokens, self.block_size) + 1) * self.page_size_bytes()
 
 
@@ -114,7 +114,7 @@ class MambaSpec:
     shapes: tuple[tuple[int, ...], ...]
     dtype_bytes: tuple[int, ...]
     block_size: int
-    state_kind: str                      # mamba1 | mamba2 | gdn | short_conv | linear_attention
+    state_kind: str  # mamba1 | mamba2 | gdn | short_conv | linear_attention
     page_size_padded: int | None = None
     num_prefill_checkpoint_blocks: int = 0
     num_speculative_blocks: int = 0

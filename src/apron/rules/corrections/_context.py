@@ -1,4 +1,5 @@
 """What rules read besides the fingerprint: the values the failed boot ran with, and the plan."""
+
 from __future__ import annotations
 
 import math

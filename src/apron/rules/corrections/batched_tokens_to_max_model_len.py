@@ -3,6 +3,7 @@
 config/scheduler.py verify_max_model_len: "max_num_batched_tokens (B) is smaller than max_model_len
 (L) ... Please increase max_num_batched_tokens or decrease max_model_len."
 """
+
 from __future__ import annotations
 
 from dataclasses import replace

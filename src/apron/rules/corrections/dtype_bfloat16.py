@@ -4,6 +4,7 @@ config/model.py _check_valid_dtype: "The model type 'gemma2' does not support fl
 Numerical instability. Please use bfloat16 or float32 instead." Below compute capability 8.0 bfloat16
 is refused too, so the plan's GPU picks float32 there.
 """
+
 from __future__ import annotations
 
 from dataclasses import replace

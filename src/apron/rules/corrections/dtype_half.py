@@ -3,6 +3,7 @@
 platforms/cuda.py check_if_supports_dtype: "Bfloat16 is only supported on GPUs with compute capability
 of at least 8.0 ... You can use float16 instead ... --dtype=half."
 """
+
 from __future__ import annotations
 
 from dataclasses import replace

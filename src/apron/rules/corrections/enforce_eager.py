@@ -4,6 +4,7 @@ Capture failures (a CUDA error or an out-of-memory while capturing, "operation n
 stream is capturing") come from the graphs, not the model: eager mode skips capture at some cost in
 decode speed. The rule does not match a boot that already ran eager.
 """
+
 from __future__ import annotations
 
 from dataclasses import replace

@@ -5,6 +5,7 @@ max_model_len needs more KV cache than is left, and, when at least one block fit
 max_model_len that would fit ("the estimated maximum model length is N"). That estimate is the
 engine's own binary search over its block planner, so it is taken as is.
 """
+
 from __future__ import annotations
 
 from dataclasses import replace

@@ -4,6 +4,7 @@ The profiling run pushes max_num_batched_tokens tokens through the model at once
 are the transient peak. Halving that count halves the peak's token-proportional part. Once the batch
 is already small (512 tokens or fewer) the rule halves max_model_len instead, down to 2048.
 """
+
 from __future__ import annotations
 
 from dataclasses import replace

@@ -5,6 +5,7 @@ start-up is below utilization x total; they print free and total. The new fracti
 rounded down to a hundredth, minus one hundredth for what moves while the engine starts. On a GPU
 this usually means another process holds memory: a host fault, for the retry on another machine.
 """
+
 from __future__ import annotations
 
 from dataclasses import replace

@@ -3,6 +3,7 @@
 config/compilation.py resolve_cudagraph_mode_and_sizes refuses FULL graph capture when more
 sequences may run than there are Mamba/state blocks (one per running sequence) and prints both.
 """
+
 from __future__ import annotations
 
 from dataclasses import replace

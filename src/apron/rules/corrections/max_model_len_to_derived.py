@@ -3,6 +3,7 @@
 config/model.py _get_and_verify_max_len refuses a user max_model_len above the length derived from
 config.json (max_position_embeddings and friends, scaled by RoPE) and prints that length.
 """
+
 from __future__ import annotations
 
 from dataclasses import replace

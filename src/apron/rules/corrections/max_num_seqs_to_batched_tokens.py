@@ -3,6 +3,7 @@
 config/scheduler.py: "max_num_batched_tokens (B) must be greater than or equal to max_num_seqs (S)."
 Lowering the sequences keeps the user's batch (the memory the plan counted for it).
 """
+
 from __future__ import annotations
 
 from dataclasses import replace

@@ -4,6 +4,7 @@ v1/core/encoder_cache_manager.py compute_mm_encoder_budget: "Chunked MM input di
 max_tokens_per_mm_item (T) is larger than max_num_batched_tokens (B). Please increase
 max_num_batched_tokens."
 """
+
 from __future__ import annotations
 
 from dataclasses import replace

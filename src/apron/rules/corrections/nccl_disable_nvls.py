@@ -5,6 +5,7 @@ so the boot retries on another machine; NVLS is the NCCL feature that most often
 turning it off costs little at the tensor-parallel sizes Apron boots. The rule only sets the
 environment for that retry; it never blames the model.
 """
+
 from __future__ import annotations
 
 from apron.rules.corrections._context import with_env

@@ -9,6 +9,7 @@ rounded up to the next hundredth; without a number it steps by 0.05. The fractio
 comes from the log's non-default args, else the plan, else the release's default (engine facts). Above 0.98 the rule does not
 match: the memory is not there, and raising the fraction would only move the failure.
 """
+
 from __future__ import annotations
 
 import re

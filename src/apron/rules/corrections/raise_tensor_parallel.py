@@ -5,6 +5,7 @@ number of attention heads (vLLM refuses a size that does not: "Total number of a
 must be divisible by tensor parallel size (T)"). The heads come from the plan (details.model_shape);
 without a plan the rule does not match rather than guess.
 """
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -27,8 +28,7 @@ def match(fingerprint, log_text, plan):
     wanted = next_tensor_parallel(current, heads)
     if wanted is None:
         return None
-    return {"tensor_parallel_size": wanted, "previous_tensor_parallel_size": current,
-            "num_attention_heads": heads}
+    return {"tensor_parallel_size": wanted, "previous_tensor_parallel_size": current, "num_attention_heads": heads}
 
 
 def correction(settings, fields):

@@ -6,6 +6,7 @@ registered", and "thinking_token_budget is set but reasoning_config is not confi
 that this release registers). An invalid parser with nothing to replace it is dropped; where one is
 required and the plan names none, the rule does not match.
 """
+
 from __future__ import annotations
 
 from apron.rules.corrections._context import plan_flag_value, with_flag

@@ -3,6 +3,7 @@
 v1/worker/gpu_model_runner.py _dummy_sampler_run: "CUDA out of memory occurred when warming up
 sampler with N dummy requests. Please try lowering `max_num_seqs` ...". N is max_num_seqs.
 """
+
 from __future__ import annotations
 
 from dataclasses import replace

@@ -3,6 +3,7 @@
 Refusals: "This model requires `--tokenizer-mode mistral`" (Pixtral, Voxtral) and
 "mistral_format=True is not supported with tokenizer_mode='hf'".
 """
+
 from __future__ import annotations
 
 from apron.rules.corrections._context import with_flag

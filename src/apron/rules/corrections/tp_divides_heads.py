@@ -4,6 +4,7 @@ Refusal: "Total number of attention heads (H) must be divisible by tensor parall
 down keeps to GPUs the user could rent (machines come in powers of two); the plan made from the
 corrected settings then says whether the weights still fit.
 """
+
 from __future__ import annotations
 
 from dataclasses import replace
