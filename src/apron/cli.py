@@ -393,11 +393,10 @@ def records_group() -> None:
 @click.option("--json", "as_json", is_flag=True)
 def records_list_command(records, kind, as_json) -> None:
     """Every record in the store, newest boots last."""
-    from apron.records.report import render_list, summary_row
+    from apron.records.report import render_list
+    from apron.records.views import list_rows
 
-    rows = [summary_row(r) for r in _store(records).all()]
-    rows = [r for r in rows if kind is None or r["kind"] == kind]
-    rows.sort(key=lambda r: (r["kind"] != "plan", r["created_at"] or "", r["id"]))
+    rows = list_rows(_store(records), kind)
     if as_json:
         emit_json(rows)
     else:
@@ -422,7 +421,9 @@ def records_show_command(record_id, records, with_log, as_json) -> None:
         sys.stdout.write(store.get_blob(sha).decode("utf-8", errors="replace"))
         return
     if as_json or record.kind in ("plan", "fix"):
-        emit_json({"id": record.id, **record.document})
+        from apron.records.views import show_document
+
+        emit_json(show_document(store, record.id))
     else:
         click.echo(render_boot(record))
 
@@ -433,15 +434,10 @@ def records_show_command(record_id, records, with_log, as_json) -> None:
 @click.option("--json", "as_json", is_flag=True)
 def records_compare_command(record_id, records, as_json) -> None:
     """Predicted (the linked plan) beside measured (the boot), with the error per quantity."""
-    from apron.records.documents import compare
     from apron.records.report import render_compare
+    from apron.records.views import compare_document
 
-    store = _store(records)
-    boot_record = store.get(record_id)
-    if boot_record.kind != "boot":
-        raise BadInput(f"record {boot_record.id[:12]} is a {boot_record.kind}, not a boot: compare takes a boot id")
-    plan_record = store.get(boot_record.document["plan_id"])
-    table = compare(plan_record.document["plan"], boot_record.document)
+    table = compare_document(_store(records), record_id)
     if as_json:
         emit_json(table)
     else:
