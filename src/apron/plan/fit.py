@@ -91,9 +91,10 @@ class FitRow:
         return None if conc is None else round(conc / self.users - 1, 4)
 
     def rank_key(self) -> tuple:
+        """By cost per hour, then KV headroom; unpriced GPUs after the priced ones, fewest GPUs first."""
         order = {"feasible": 0, "infeasible": 1, "unknown": 2}[self.status]
         cost = self.cost_per_hour
-        return (order, cost is None, cost or 0.0, -(self.headroom or 0.0), self.gpu.name, self.count)
+        return (order, cost is None, self.count if cost is None else cost, -(self.headroom or 0.0), self.gpu.name)
 
     def plan_args(self) -> list[str]:
         """`apron plan` arguments that make the same plan."""

@@ -202,7 +202,8 @@ def plan_candidate(
     use_catalog: bool = True,
 ) -> CandidatePlan:
     version, note = candidate_engine(candidate, engine_version)
+    user = candidate_settings(candidate, overrides)
+    target = candidate.resolve_gpu(gpu)
     checkpoint = load_checkpoint(candidate.model, candidate.revision, use_catalog=use_catalog)
-    target, user = candidate.resolve_gpu(gpu), candidate_settings(candidate, overrides)
     plan = plan_checkpoint(checkpoint, target, user, version)
     return CandidatePlan(plan, candidate, note, checkpoint, target, user, dict(overrides or {}))
