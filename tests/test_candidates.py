@@ -190,3 +190,11 @@ def test_serve_args_follow_vllms_parser():
 def test_every_fixture_file_reads(apron_home_with_facts):
     kinds = {read_candidate(str(p)).kind for p in CANDIDATES.iterdir()}
     assert kinds == {"vllm-command", "recipe", "skypilot", "kubernetes"}
+
+
+def test_a_skypilot_task_with_any_of_and_the_api_server_module(apron_home_with_facts):
+    candidate = read_candidate(str(CANDIDATES / "sky-qwen3-32b-any-of.yaml"))
+    assert (candidate.gpu, candidate.gpu_count, candidate.engine) == ("H100", 2, "0.33.0")  # image_id's tag
+    assert candidate.model == "Qwen/Qwen3-32B"  # --model $MODEL from envs
+    assert candidate.args.settings == {"tensor_parallel_size": 2, "max_model_len": 16384}
+    assert candidate.args.no_memory_effect == ["--port 8000"] and candidate.args.not_understood == []
