@@ -149,8 +149,10 @@ def plan_command(
         plan, document = candidate.plan, candidate.to_json()
         checkpoint, target, user = candidate.checkpoint, candidate.gpu, candidate.user
     else:
-        if not source or not gpu:
-            raise BadInput("give SOURCE and --gpu, or --from FILE (a deployment to check)")
+        if not source:
+            raise BadInput("Missing argument 'SOURCE': give a model, or --from FILE (a deployment to check)")
+        if not gpu:
+            raise BadInput("Missing option '--gpu': the GPU to plan for (or --from FILE, a deployment naming one)")
         target = resolve_gpu(gpu, memory_bytes=gpu_memory_bytes, capability=gpu_capability)
         request = plan_request(source, target, settings, use_catalog=not no_catalog)
         from apron.checkpoint import load_checkpoint

@@ -81,8 +81,10 @@ def plan(
             from apron.plan.candidates import plan_candidate, read_candidate
 
             return plan_candidate(read_candidate(from_file), gpu, given, _engine(engine)).to_json()
-        if not source or not gpu:
-            raise BadInput("give SOURCE and --gpu, or --from FILE (a deployment to check)")
+        if not source:
+            raise BadInput("Missing argument 'SOURCE': give a model, or --from FILE (a deployment to check)")
+        if not gpu:
+            raise BadInput("Missing option '--gpu': the GPU to plan for (or --from FILE, a deployment naming one)")
         from apron.hardware import resolve_gpu
         from apron.plan.planner import PlanRequest, make_plan
         from apron.plan.settings import UserSettings
