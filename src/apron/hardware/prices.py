@@ -11,6 +11,7 @@ import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from apron.errors import BadInput
 from apron.hardware.gpus import resolve_gpu
@@ -30,7 +31,7 @@ class Price:
     date: str  # ISO date the figure was published
     provider: str | None = None
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "usd_per_gpu_hour": self.usd_per_gpu_hour,
             "tier": self.tier,
@@ -49,7 +50,7 @@ class PriceTable:
     def price(self, gpu_name: str, tier: str) -> Price | None:
         return next((p for p in self.rows if p.gpu_name == gpu_name and p.tier == tier), None)
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, Any]:
         dates = sorted({p.date for p in self.rows})
         return {"file": self.path, "sha256": self.sha256, "rows": len(self.rows), "dates": [dates[0], dates[-1]]}
 
@@ -118,7 +119,7 @@ def _row(raw: object, where: str) -> Price:
     return Price(gpu_name, tier, float(value), _text(raw, "source", where), date, provider)
 
 
-def _text(raw: dict, key: str, where: str) -> str:
+def _text(raw: dict[str, Any], key: str, where: str) -> str:
     value = raw.get(key)
     if not isinstance(value, str) or not value.strip():
         raise BadInput(f"{where}.{key} is missing or empty; every row needs gpu, tier, usd_per_gpu_hour, source, date")

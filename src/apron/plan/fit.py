@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from apron.checkpoint import Checkpoint, load_checkpoint
 from apron.engine.facts import EngineFacts
@@ -90,7 +91,7 @@ class FitRow:
         conc = self.outcome.concurrency
         return None if conc is None else round(conc / self.users - 1, 4)
 
-    def rank_key(self) -> tuple:
+    def rank_key(self) -> tuple[int, bool, float, float, str]:
         """By cost per hour, then KV headroom; unpriced GPUs after the priced ones, fewest GPUs first."""
         order = {"feasible": 0, "infeasible": 1, "unknown": 2}[self.status]
         cost = self.cost_per_hour
@@ -116,7 +117,7 @@ class FitRow:
         args += ["--language-model-only"] if user.language_model_only else []
         return args
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "gpu": self.gpu.name,
             "count": self.count,
@@ -154,7 +155,7 @@ class FitResult:
     def feasible(self) -> list[FitRow]:
         return [r for r in self.rows if r.status == "feasible"]
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         best = self.feasible[0] if self.feasible else None
         return {
             "schema": SCHEMA,
@@ -180,7 +181,7 @@ class FitResult:
             "candidate": self._candidate_json(),
         }
 
-    def _candidate_json(self) -> dict | None:
+    def _candidate_json(self) -> dict[str, Any] | None:
         if self.candidate is None:
             return None
         own = next((r for r in self.rows if r.is_candidate), None)
@@ -267,7 +268,7 @@ class Tried:
     concurrency: float | None
     result: str | None
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"change": self.change, "max_concurrency": self.concurrency, "result": self.result}
 
 
@@ -384,7 +385,7 @@ class FitQuery:
     prices: str | None = None  # a price file replacing the bundled table
     revision: str | None = None
     use_catalog: bool = True
-    settings: dict = field(default_factory=dict)  # UserSettings fields the user set
+    settings: dict[str, Any] = field(default_factory=dict)  # UserSettings fields the user set
     candidate_file: str | None = None  # --from FILE: a deployment to seed the search with
 
 
@@ -401,7 +402,7 @@ def run_fit(query: FitQuery) -> FitResult:
         raise BadInput("--context is required (the tokens each request may hold; --max-model-len is the same)")
     base = candidate_settings(candidate, query.settings) if candidate else UserSettings(**query.settings)
     gpus = tuple(resolve_gpu(g.strip()) for g in query.gpus.split(",") if g.strip()) if query.gpus else all_gpus()
-    extra = ()
+    extra: tuple[tuple[Gpu, int], ...] = ()
     if candidate is not None and candidate.gpu is not None:
         extra = ((candidate.resolve_gpu(None), candidate.gpu_count or base.tensor_parallel_size),)
     request = FitRequest(query.users, context, gpus, query.max_gpus, query.tier, engine, base, extra)

@@ -12,6 +12,7 @@ import hashlib
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from apron.checkpoint import Checkpoint, load_checkpoint
 from apron.engine.facts import known_versions
@@ -51,7 +52,7 @@ class Candidate:
         except BadInput:
             raise BadInput(f"{self.file}: GPU {self.gpu!r} is not in Apron's GPU catalog; give --gpu") from None
 
-    def to_json(self, verdict: str | None = None) -> dict:
+    def to_json(self, verdict: str | None = None) -> dict[str, Any]:
         agrees = None if verdict in (None, "unknown") else verdict == "fits"
         return {
             "file": self.file,
@@ -135,10 +136,10 @@ def _found(text: str, name: str) -> Found:
     )
 
 
-def _yaml_mappings(text: str, name: str) -> list[dict] | None:
+def _yaml_mappings(text: str, name: str) -> list[dict[str, Any]] | None:
     """The YAML mappings in the file; None for anything else (a command line reads as a YAML string)."""
     try:
-        import yaml
+        import yaml  # type: ignore[import-untyped]  # PyYAML ships no stubs; types-PyYAML is not a dependency
     except ImportError:
         if "vllm serve" in text or "api_server" in text:
             return None
@@ -152,7 +153,7 @@ def _yaml_mappings(text: str, name: str) -> list[dict] | None:
     return docs if docs and all(isinstance(d, dict) for d in docs) else None
 
 
-def candidate_settings(candidate: Candidate, overrides: dict | None = None) -> UserSettings:
+def candidate_settings(candidate: Candidate, overrides: dict[str, Any] | None = None) -> UserSettings:
     """The settings the candidate runs with; explicit command-line settings win."""
     values = {**candidate.args.settings, **(overrides or {})}
     try:
@@ -169,9 +170,9 @@ class CandidatePlan:
     checkpoint: Checkpoint
     gpu: Gpu
     user: UserSettings
-    overrides: dict = field(default_factory=dict)
+    overrides: dict[str, Any] = field(default_factory=dict)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         """The apron.plan/1 document with a `candidate` section: where it came from and whether Apron agrees."""
         section = self.candidate.to_json(self.plan.verdict)
         if self.engine_note:
@@ -197,7 +198,7 @@ def candidate_engine(candidate: Candidate, requested: str | None) -> tuple[str |
 def plan_candidate(
     candidate: Candidate,
     gpu: str | None = None,
-    overrides: dict | None = None,
+    overrides: dict[str, Any] | None = None,
     engine_version: str | None = None,
     use_catalog: bool = True,
 ) -> CandidatePlan:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 import shlex
 from dataclasses import dataclass, field
+from typing import Any
 
 from apron.errors import BadInput
 
@@ -117,7 +118,7 @@ def _substitute(text: str, env: dict[str, str]) -> str:
     """$VAR, ${VAR} (shell, SkyPilot) and $(VAR) (Kubernetes) from the file's own environment; unset
     variables stay as written, so they surface in the flags Apron does not understand."""
 
-    def value(match: re.Match) -> str:
+    def value(match: re.Match[str]) -> str:
         name = match.group(1) or match.group(2) or match.group(3)
         return env.get(name, match.group(0))
 
@@ -136,7 +137,7 @@ _RECIPE_KEYS = {"model", "revision", "gpu", "gpu_count", "hardware", "vllm_versi
 _RECIPE_INFO = {"name", "title", "description", "notes", "tags", "url", "source"}
 
 
-def read_recipe(doc: dict, where: str) -> Found:
+def read_recipe(doc: dict[str, Any], where: str) -> Found:
     model, revision = _recipe_model(doc, where)
     hardware = doc.get("hardware") or {}
     if isinstance(hardware, str):
@@ -158,7 +159,7 @@ def read_recipe(doc: dict, where: str) -> Found:
     return found
 
 
-def _recipe_model(doc: dict, where: str) -> tuple[str | None, str | None]:
+def _recipe_model(doc: dict[str, Any], where: str) -> tuple[str | None, str | None]:
     model = doc.get("model")
     if isinstance(model, dict):
         return model.get("id") or model.get("name"), model.get("revision") or doc.get("revision")
@@ -191,7 +192,7 @@ def _recipe_args(args: object, where: str) -> list[str]:
 # ------------------------------------------------------------------ SkyPilot
 
 
-def read_skypilot(doc: dict, where: str) -> Found:
+def read_skypilot(doc: dict[str, Any], where: str) -> Found:
     run = doc.get("run")
     if not isinstance(run, str):
         raise BadInput(f"{where}: SkyPilot field 'run' must be the script that runs vllm serve")
@@ -209,7 +210,7 @@ def read_skypilot(doc: dict, where: str) -> Found:
     return found
 
 
-def _sky_accelerator(resources: dict, where: str) -> tuple[str | None, int | None]:
+def _sky_accelerator(resources: dict[str, Any], where: str) -> tuple[str | None, int | None]:
     for key in ("any_of", "ordered"):
         choices = resources.get(key)
         if isinstance(choices, list) and choices:
@@ -229,7 +230,7 @@ def _sky_accelerator(resources: dict, where: str) -> tuple[str | None, int | Non
 # ------------------------------------------------------------------ Kubernetes
 
 
-def read_kubernetes(docs: list[dict], where: str) -> Found:
+def read_kubernetes(docs: list[dict[str, Any]], where: str) -> Found:
     pods = [p for doc in docs for p in _pod_specs(doc)]
     runs = [(pod, c, r) for pod in pods for c in pod.get("containers") or [] if (r := _container_run(c, where))]
     if not runs:
@@ -247,7 +248,7 @@ def read_kubernetes(docs: list[dict], where: str) -> Found:
     return found
 
 
-def _pod_specs(doc: dict) -> list[dict]:
+def _pod_specs(doc: dict[str, Any]) -> list[dict[str, Any]]:
     kind = doc.get("kind")
     spec = doc.get("spec") or {}
     if kind == "List":
@@ -264,7 +265,7 @@ def _pod_specs(doc: dict) -> list[dict]:
     return [template.get("spec") or {}] if isinstance(template, dict) else []
 
 
-def _container_run(container: dict, where: str) -> list[str] | None:
+def _container_run(container: dict[str, Any], where: str) -> list[str] | None:
     env = {str(e.get("name")): str(e.get("value")) for e in container.get("env") or [] if e.get("value") is not None}
     words = [_substitute(str(w), env) for w in (container.get("command") or []) + (container.get("args") or [])]
     if words and words[0] in _SHELLS and "-c" in words:
@@ -278,7 +279,7 @@ def _container_run(container: dict, where: str) -> list[str] | None:
     return None
 
 
-def _node_gpu(pod: dict) -> tuple[str | None, str | None]:
+def _node_gpu(pod: dict[str, Any]) -> tuple[str | None, str | None]:
     selector = pod.get("nodeSelector") or {}
     for label in _GPU_LABELS:
         if selector.get(label):

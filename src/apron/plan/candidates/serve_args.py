@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 from apron.errors import BadInput
 
@@ -57,7 +58,7 @@ _BOOLEAN_WORDS |= {"--enable-log-requests", "--disable-log-stats", "--disable-fa
 class ServeArgs:
     model: str | None = None
     revision: str | None = None
-    settings: dict = field(default_factory=dict)  # UserSettings fields
+    settings: dict[str, Any] = field(default_factory=dict)  # UserSettings fields
     understood: list[str] = field(default_factory=list)
     carried: list[str] = field(default_factory=list)
     no_memory_effect: list[str] = field(default_factory=list)
@@ -136,8 +137,8 @@ def _int(text: str) -> int | None:
     if match:
         number, suffix = match.groups()
         if suffix.islower():
-            return int(float(number) * 10 ** (3 * "kmgt".index(suffix) + 3))
+            return int(float(number) * int(10 ** (3 * "kmgt".index(suffix) + 3)))
         if "." in number:
             return None
-        return int(number) * 2 ** (10 * "KMGT".index(suffix) + 10)
+        return int(number) * int(2 ** (10 * "KMGT".index(suffix) + 10))
     return int(text) if re.fullmatch(r"\d+", text.strip()) else None
