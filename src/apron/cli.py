@@ -82,9 +82,50 @@ def plan_request(source: str, gpu, settings: dict, use_catalog: bool = True):
     )
 
 
+_SETTING_FIELDS = {
+    "tp": "tensor_parallel_size",
+    "max_model_len": "max_model_len",
+    "gpu_memory_utilization": "gpu_memory_utilization",
+    "max_num_seqs": "max_num_seqs",
+    "max_num_batched_tokens": "max_num_batched_tokens",
+    "kv_cache_dtype": "kv_cache_dtype",
+    "dtype": "dtype",
+    "enforce_eager": "enforce_eager",
+    "language_model_only": "language_model_only",
+}
+
+
+def given_settings(settings: dict) -> dict:
+    """The engine settings typed on the command line (not defaults), as UserSettings fields."""
+    ctx = click.get_current_context()
+    given = {}
+    for key, name in _SETTING_FIELDS.items():
+        if key in settings and ctx.get_parameter_source(key) is click.core.ParameterSource.COMMANDLINE:
+            given[name] = settings[key]
+    return given
+
+
+def _candidate_plan(from_file: str, source: str | None, gpu: str | None, settings: dict, use_catalog: bool = True):
+    """Plan a deployment file (`--from`): its settings, with the ones typed here winning."""
+    from apron.plan.candidates import plan_candidate, read_candidate
+
+    candidate = read_candidate(from_file)
+    if source and source != candidate.model:
+        raise BadInput(f"SOURCE {source} differs from the model {candidate.model} in {candidate.file}; give one")
+    return plan_candidate(
+        candidate, gpu, given_settings(settings), _engine_option(settings.get("engine")), use_catalog=use_catalog
+    )
+
+
 @cli.command("plan")
-@click.argument("source")
-@click.option("--gpu", required=True, help='PyTorch device name ("NVIDIA H100 80GB HBM3") or alias (H100, 4090).')
+@click.argument("source", required=False)
+@click.option("--gpu", help='PyTorch device name ("NVIDIA H100 80GB HBM3") or alias (H100, 4090).')
+@click.option(
+    "--from",
+    "from_file",
+    help="Check a deployment another tool proposed: a vllm serve command line (file or -), a recipe, "
+    "SkyPilot or Kubernetes YAML.",
+)
 @click.option(
     "--gpu-memory-bytes", type=int, help="Total bytes per GPU as PyTorch reports them (overrides the catalog)."
 )
@@ -95,30 +136,35 @@ def plan_request(source: str, gpu, settings: dict, use_catalog: bool = True):
 @click.option("--engine-diff", "engine_diff", help="Also plan on this vLLM release and show how the numbers move.")
 @click.option("--json", "as_json", is_flag=True, help="Print the apron.plan/1 JSON document.")
 def plan_command(
-    source, gpu, gpu_memory_bytes, gpu_capability, no_catalog, explain, engine_diff, as_json, **settings
+    source, gpu, from_file, gpu_memory_bytes, gpu_capability, no_catalog, explain, engine_diff, as_json, **settings
 ) -> None:
     """Will SOURCE fit, boot and answer on this GPU? SOURCE: a Hub repo id, a folder or a snapshot file."""
     from apron.hardware import resolve_gpu
-
-    request = plan_request(
-        source,
-        resolve_gpu(gpu, memory_bytes=gpu_memory_bytes, capability=gpu_capability),
-        settings,
-        use_catalog=not no_catalog,
-    )
-
-    from apron.checkpoint import load_checkpoint
     from apron.plan.planner import engine_diff as diff_plans
     from apron.plan.planner import plan_checkpoint
 
-    checkpoint = load_checkpoint(request.source, request.revision, use_catalog=request.use_catalog)
-    plan = plan_checkpoint(checkpoint, request.gpu, request.user, request.engine_version)
+    candidate = None
+    if from_file:
+        candidate = _candidate_plan(from_file, source, gpu, settings, use_catalog=not no_catalog)
+        plan, document = candidate.plan, candidate.to_json()
+        checkpoint, target, user = candidate.checkpoint, candidate.gpu, candidate.user
+    else:
+        if not source:
+            raise BadInput("Missing argument 'SOURCE': give a model, or --from FILE (a deployment to check)")
+        if not gpu:
+            raise BadInput("Missing option '--gpu': the GPU to plan for (or --from FILE, a deployment naming one)")
+        target = resolve_gpu(gpu, memory_bytes=gpu_memory_bytes, capability=gpu_capability)
+        request = plan_request(source, target, settings, use_catalog=not no_catalog)
+        from apron.checkpoint import load_checkpoint
+
+        checkpoint = load_checkpoint(request.source, request.revision, use_catalog=request.use_catalog)
+        user = request.user
+        plan = plan_checkpoint(checkpoint, target, user, request.engine_version)
+        document = plan.to_json()
     diff = None
     if engine_diff:
-        other = plan_checkpoint(checkpoint, request.gpu, request.user, _engine_option(engine_diff))
-        diff = diff_plans(plan, other)
+        diff = diff_plans(plan, plan_checkpoint(checkpoint, target, user, _engine_option(engine_diff)))
     if as_json:
-        document = plan.to_json()
         if diff is not None:
             document["engine_diff"] = diff
         emit_json(document)
@@ -126,6 +172,11 @@ def plan_command(
     from apron.report.card import render_card, render_engine_diff
 
     click.echo(render_card(plan))
+    if candidate is not None:
+        from apron.report.fit import render_candidate
+
+        click.echo("")
+        click.echo(render_candidate(document["candidate"]))
     if explain:
         from apron.report.explain import render_explain
 
@@ -134,6 +185,87 @@ def plan_command(
     if diff is not None:
         click.echo("")
         click.echo(render_engine_diff(diff))
+
+
+@cli.command("fit")
+@click.argument("source", required=False)
+@click.option(
+    "--context",
+    "--max-model-len",
+    "context",
+    type=int,
+    help="Tokens each request may hold (prompt + output): the plans' --max-model-len.",
+)
+@click.option("--users", type=int, required=True, help="Requests served at once, each up to --context tokens.")
+@click.option("--gpus", help="Comma-separated GPUs to consider (names or aliases; default: the whole catalog).")
+@click.option("--max-gpus", type=int, default=8, show_default=True, help="Largest machine: 1, 2, 4 or 8 GPUs.")
+@click.option("--engine", "engine", help="vLLM release, e.g. vllm==0.33.0 (default: newest that supports the model).")
+@click.option("--revision", help="Hub revision (branch, tag or commit).")
+@click.option("--prices", "prices_file", help="A price table (apron.prices/1 JSON) replacing the bundled one.")
+@click.option("--tier", type=click.Choice(["on-demand", "spot"]), default="on-demand", show_default=True)
+@click.option("--top", type=click.IntRange(min=1), default=10, show_default=True, help="Feasible rows to show.")
+@click.option("--from", "from_file", help="Start from a deployment another tool proposed (as `apron plan --from`).")
+@click.option("--gpu-memory-utilization", type=float)
+@click.option("--max-num-seqs", type=int)
+@click.option("--max-num-batched-tokens", type=int)
+@click.option("--kv-cache-dtype", default="auto", show_default=True)
+@click.option("--dtype", default="auto", show_default=True)
+@click.option("--enforce-eager", is_flag=True)
+@click.option("--language-model-only", is_flag=True, help="Skip the vision/audio tower (text-only serving).")
+@click.option("--no-catalog", is_flag=True, help="Fetch from the Hub even for models in the bundled catalog.")
+@click.option("--json", "as_json", is_flag=True, help="Print the apron.fit/1 JSON document.")
+def fit_command(
+    source,
+    context,
+    users,
+    gpus,
+    max_gpus,
+    engine,
+    revision,
+    prices_file,
+    tier,
+    top,
+    from_file,
+    no_catalog,
+    as_json,
+    **settings,
+) -> None:
+    """The cheapest GPU x count that serves --users requests of --context tokens, with the flags it needs.
+
+    Exit 0 with a feasible configuration, 1 with none (the table says why)."""
+    from apron.plan.fit import FitQuery, run_fit
+
+    query = FitQuery(
+        source,
+        users,
+        context,
+        gpus=gpus,
+        max_gpus=max_gpus,
+        tier=tier,
+        engine_version=_engine_option(engine),
+        prices=prices_file,
+        revision=revision,
+        use_catalog=not no_catalog,
+        settings=given_settings(settings),
+        candidate_file=from_file,
+    )
+    document = run_fit(query).to_json()
+    if as_json:
+        emit_json(document)
+    else:
+        from apron.report.fit import render_fit
+
+        click.echo(render_fit(document, top))
+    if not document["num_feasible"]:
+        raise Failed(f"no configuration serves {users} users at {document['request']['context_tokens']:,} tokens")
+
+
+@cli.command("mcp")
+def mcp_command() -> None:
+    """Serve Apron's tools (plan, fit, diagnose, records, engine list) to agents over MCP on stdio."""
+    from apron.mcp import serve
+
+    serve()
 
 
 @cli.command("gpus")
@@ -171,7 +303,12 @@ def _store(records: str | None):
 
 
 @cli.command("boot")
-@click.argument("source_or_plan")
+@click.argument("source_or_plan", required=False)
+@click.option(
+    "--from",
+    "from_file",
+    help="Boot a deployment another tool proposed (as `apron plan --from` reads it), planned first.",
+)
 @click.option(
     "--on",
     "targets",
@@ -243,6 +380,7 @@ def _store(records: str | None):
 @click.option("--json", "as_json", is_flag=True, help="Print the boot record as JSON.")
 def boot_command(
     source_or_plan,
+    from_file,
     targets,
     gpu,
     vllm_path,
@@ -284,7 +422,13 @@ def boot_command(
 
     store = _store(records)
     specs = [parse_target(t) for t in targets]
-    plan = load_plan_input(source_or_plan, store)
+    if from_file:
+        say(f"planning the deployment in {from_file}")
+        plan = _candidate_plan(from_file, source_or_plan, gpu, settings).to_json()
+    elif not source_or_plan:
+        raise BadInput("give SOURCE_OR_PLAN, or --from FILE (a deployment to boot)")
+    else:
+        plan = load_plan_input(source_or_plan, store)
     if plan is None:
         if not gpu:
             raise BadInput(f"{source_or_plan} is a model, not a saved plan: give --gpu to plan it first")
@@ -393,11 +537,10 @@ def records_group() -> None:
 @click.option("--json", "as_json", is_flag=True)
 def records_list_command(records, kind, as_json) -> None:
     """Every record in the store, newest boots last."""
-    from apron.records.report import render_list, summary_row
+    from apron.records.report import render_list
+    from apron.records.views import list_rows
 
-    rows = [summary_row(r) for r in _store(records).all()]
-    rows = [r for r in rows if kind is None or r["kind"] == kind]
-    rows.sort(key=lambda r: (r["kind"] != "plan", r["created_at"] or "", r["id"]))
+    rows = list_rows(_store(records), kind)
     if as_json:
         emit_json(rows)
     else:
@@ -422,7 +565,9 @@ def records_show_command(record_id, records, with_log, as_json) -> None:
         sys.stdout.write(store.get_blob(sha).decode("utf-8", errors="replace"))
         return
     if as_json or record.kind in ("plan", "fix"):
-        emit_json({"id": record.id, **record.document})
+        from apron.records.views import show_document
+
+        emit_json(show_document(store, record.id))
     else:
         click.echo(render_boot(record))
 
@@ -433,15 +578,10 @@ def records_show_command(record_id, records, with_log, as_json) -> None:
 @click.option("--json", "as_json", is_flag=True)
 def records_compare_command(record_id, records, as_json) -> None:
     """Predicted (the linked plan) beside measured (the boot), with the error per quantity."""
-    from apron.records.documents import compare
     from apron.records.report import render_compare
+    from apron.records.views import compare_document
 
-    store = _store(records)
-    boot_record = store.get(record_id)
-    if boot_record.kind != "boot":
-        raise BadInput(f"record {boot_record.id[:12]} is a {boot_record.kind}, not a boot: compare takes a boot id")
-    plan_record = store.get(boot_record.document["plan_id"])
-    table = compare(plan_record.document["plan"], boot_record.document)
+    table = compare_document(_store(records), record_id)
     if as_json:
         emit_json(table)
     else:

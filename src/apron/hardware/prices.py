@@ -1,0 +1,126 @@
+"""GPU rental prices: a bundled, dated table (one row per GPU and tier, each with its source and date),
+replaceable as a whole by the user's own file in the same schema (`apron fit --prices FILE`).
+
+Every cost Apron shows is an estimate from this table, never a quote.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from apron.errors import BadInput
+from apron.hardware.gpus import resolve_gpu
+
+SCHEMA = "apron.prices/1"
+TIERS = ("on-demand", "spot")
+BUNDLED = Path(__file__).parent / "prices.json"
+_ROW_FIELDS = {"gpu", "tier", "usd_per_gpu_hour", "provider", "source", "date"}
+
+
+@dataclass(frozen=True)
+class Price:
+    gpu_name: str  # the catalog's name (PyTorch's device name)
+    tier: str
+    usd_per_gpu_hour: float
+    source: str
+    date: str  # ISO date the figure was published
+    provider: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "usd_per_gpu_hour": self.usd_per_gpu_hour,
+            "tier": self.tier,
+            "provider": self.provider,
+            "source": self.source,
+            "date": self.date,
+        }
+
+
+@dataclass(frozen=True)
+class PriceTable:
+    path: str  # "bundled" or the user's file
+    sha256: str
+    rows: tuple[Price, ...]
+
+    def price(self, gpu_name: str, tier: str) -> Price | None:
+        return next((p for p in self.rows if p.gpu_name == gpu_name and p.tier == tier), None)
+
+    def describe(self) -> dict[str, Any]:
+        dates = sorted({p.date for p in self.rows})
+        return {"file": self.path, "sha256": self.sha256, "rows": len(self.rows), "dates": [dates[0], dates[-1]]}
+
+
+def load_prices(path: str | None = None) -> PriceTable:
+    """The bundled table, or the user's file (which replaces it entirely)."""
+    file = Path(path) if path else BUNDLED
+    try:
+        raw = file.read_bytes()
+    except OSError as exc:
+        raise BadInput(f"--prices {path}: cannot read it ({exc.strerror}); give a JSON price table") from exc
+    name = path or "bundled prices.json"
+    try:
+        document = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise BadInput(f"{name}: not valid JSON ({exc}); the schema is {SCHEMA}, see docs/fit.md") from exc
+    rows = parse_rows(document, name)
+    return PriceTable(str(path) if path else "bundled", hashlib.sha256(raw).hexdigest(), rows)
+
+
+def parse_rows(document: object, name: str) -> tuple[Price, ...]:
+    if not isinstance(document, dict):
+        raise BadInput(f"{name}: the top level must be an object with 'schema' and 'rows'")
+    if document.get("schema") != SCHEMA:
+        raise BadInput(f"{name}: field 'schema' must be {SCHEMA!r} (got {document.get('schema')!r})")
+    if document.get("currency", "USD") != "USD":
+        raise BadInput(f"{name}: field 'currency' must be 'USD' (got {document.get('currency')!r})")
+    rows = document.get("rows")
+    if not isinstance(rows, list) or not rows:
+        raise BadInput(f"{name}: field 'rows' must be a non-empty list of price rows")
+    prices = tuple(_row(raw, f"{name}: rows[{i}]") for i, raw in enumerate(rows))
+    seen: set[tuple[str, str]] = set()
+    for i, price in enumerate(prices):
+        key = (price.gpu_name, price.tier)
+        if key in seen:
+            raise BadInput(f"{name}: rows[{i}] repeats GPU {price.gpu_name!r} tier {price.tier!r}; keep one row")
+        seen.add(key)
+    return prices
+
+
+def _row(raw: object, where: str) -> Price:
+    if not isinstance(raw, dict):
+        raise BadInput(f"{where} must be an object")
+    unknown = sorted(set(raw) - _ROW_FIELDS)
+    if unknown:
+        raise BadInput(f"{where} has unknown field {unknown[0]!r}; fields are {', '.join(sorted(_ROW_FIELDS))}")
+    gpu = _text(raw, "gpu", where)
+    try:
+        gpu_name = resolve_gpu(gpu).name
+    except BadInput as exc:
+        raise BadInput(f"{where}.gpu {gpu!r} is not in Apron's GPU catalog (see `apron gpus`)") from exc
+    tier = _text(raw, "tier", where)
+    if tier not in TIERS:
+        raise BadInput(f"{where}.tier must be one of {', '.join(TIERS)} (got {tier!r})")
+    value = raw.get("usd_per_gpu_hour")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise BadInput(f"{where}.usd_per_gpu_hour must be a positive number (got {value!r})")
+    date = _text(raw, "date", where)
+    try:
+        datetime.date.fromisoformat(date)
+    except ValueError as exc:
+        raise BadInput(f"{where}.date must be an ISO date like 2026-03-10 (got {date!r})") from exc
+    provider = raw.get("provider")
+    if provider is not None and not isinstance(provider, str):
+        raise BadInput(f"{where}.provider must be text")
+    return Price(gpu_name, tier, float(value), _text(raw, "source", where), date, provider)
+
+
+def _text(raw: dict[str, Any], key: str, where: str) -> str:
+    value = raw.get(key)
+    if not isinstance(value, str) or not value.strip():
+        raise BadInput(f"{where}.{key} is missing or empty; every row needs gpu, tier, usd_per_gpu_hour, source, date")
+    return value

@@ -1,0 +1,33 @@
+"""The JSON documents `apron records list/show/compare --json` print, built once for the CLI and the
+MCP tools so both hand out the same documents."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from apron.errors import BadInput
+from apron.records.documents import compare
+from apron.records.report import summary_row
+from apron.records.store import RecordStore
+
+
+def list_rows(store: RecordStore, kind: str | None = None) -> list[dict[str, Any]]:
+    """Every record's summary, plans first, then by creation time."""
+    rows = [summary_row(r) for r in store.all()]
+    rows = [r for r in rows if kind is None or r["kind"] == kind]
+    rows.sort(key=lambda r: (r["kind"] != "plan", r["created_at"] or "", r["id"]))
+    return rows
+
+
+def show_document(store: RecordStore, record_id: str) -> dict[str, Any]:
+    record = store.get(record_id)
+    return {"id": record.id, **record.document}
+
+
+def compare_document(store: RecordStore, record_id: str) -> dict[str, Any]:
+    """Predicted (the linked plan) beside measured (the boot)."""
+    boot_record = store.get(record_id)
+    if boot_record.kind != "boot":
+        raise BadInput(f"record {boot_record.id[:12]} is a {boot_record.kind}, not a boot: compare takes a boot id")
+    plan_record = store.get(boot_record.document["plan_id"])
+    return compare(plan_record.document["plan"], boot_record.document)
