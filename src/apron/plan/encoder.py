@@ -105,15 +105,16 @@ def estimate_encoder(
     gpu_total_bytes: int,
 ) -> EncoderProfile:
     family = FAMILIES.get(architecture)
+    name = family[0] if family else "unknown"
+    if settings.language_model_only:
+        return EncoderProfile(name, None, skipped="--language-model-only: no tower is built and nothing is encoded")
     if family is None:
         return EncoderProfile(
-            "unknown",
+            name,
             None,
             unknown=f"encoder peak not modelled: {architecture}'s vision tower and dummy batch are not read yet",
         )
-    name, costs_fn, tower_fn, supports_data_mode = family
-    if settings.language_model_only:
-        return EncoderProfile(name, None, skipped="--language-model-only: no tower is built and nothing is encoded")
+    _, costs_fn, tower_fn, supports_data_mode = family
     limits = dict(settings.user.limit_mm_per_prompt)
     try:
         costs = costs_fn(config, settings, processor)

@@ -138,8 +138,8 @@ def _encoder(
 
 def _has_one_window_config(config: ModelConfig) -> bool:
     """flash_attn.py _get_sliding_window_configs: the AOT scheduler needs one window for all layers."""
-    kinds = set(config.layer_types or [])
-    return len(kinds) <= 1 and not (config.sliding_window and config.get("use_sliding_window") is not False and kinds)
+    kinds = {t for t in config.layer_types or [] if t.endswith("attention") and t != "linear_attention"}
+    return len(kinds) <= 1
 
 
 def _encoder_details(encoder: EncoderProfile) -> dict:
