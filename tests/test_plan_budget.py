@@ -186,3 +186,15 @@ def test_every_multimodal_fixture_has_an_encoder_term_or_says_why_not():
             result = plan(name, gpu)
             assert moment(result, "vision encoder")["bytes"] > 0, (name, gpu)
             assert not [u for u in result.unknowns if "encoder" in u], (name, result.unknowns)
+
+
+def test_hybrid_refusal_at_defaults_and_the_emitted_max_num_seqs_still_fits():
+    """The state-block count is the one vLLM sees at its defaults (the refusal case); re-planned with the
+    emitted --max-num-seqs, the S-sized terms shrink, so the blocks can only grow past it."""
+    at_defaults = plan("Qwen/Qwen3.8-27B", "H100", max_model_len=32768, language_model_only=True)
+    flag = next(f for f in at_defaults.flags if f.startswith("--max-num-seqs"))
+    seqs = int(flag.split()[1])
+    assert seqs == at_defaults.quantities["num_kv_blocks"].value < 1024
+    corrected = plan("Qwen/Qwen3.8-27B", "H100", max_model_len=32768, language_model_only=True, max_num_seqs=seqs)
+    assert corrected.quantities["num_kv_blocks"].value >= seqs
+    assert not [f for f in corrected.flags if f.startswith("--max-num-seqs") and f != flag]

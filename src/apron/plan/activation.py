@@ -246,7 +246,8 @@ def sampler(config: ModelConfig, settings: EngineSettings, facts: EngineFacts, c
         basis += "; 0.33's warm-up pass: fp32 copy, FlashInfer top-k mask and softmax"
     else:
         basis += "; 0.33's warm-up pass: fp32 copy, processed in place (no FlashInfer sampler below cc 8.0)"
-    return Moment("sampler", tuple(max(first, second, key=_total)), basis)
+    chosen = first if _total(first) > _total(second) else second
+    return Moment("sampler", tuple(chosen), basis)
 
 
 def _total(buffers: list[Buffer]) -> int:

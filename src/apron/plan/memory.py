@@ -189,11 +189,12 @@ class _Budget:
 
 def _plan_kv(layout: KVLayout, budget: _Budget, settings: EngineSettings) -> tuple[KVPlan | None, list[str]]:
     unknown = list(layout.unknowns)
-    if budget.available is None:
+    available = budget.available
+    if available is None:
         unknown += budget.activation.unmodelled or [
             "the KV budget depends on an activation moment that is not modelled"
         ]
-    if unknown:
+    if unknown or available is None:
         return None, unknown
     ctx = SchedulingContext(
         max_model_len=settings.max_model_len,
@@ -201,7 +202,7 @@ def _plan_kv(layout: KVLayout, budget: _Budget, settings: EngineSettings) -> tup
         mamba_cache_mode=layout.mamba_cache_mode,
     )
     try:
-        return plan_kv(dict(layout.specs), budget.available, ctx), []
+        return plan_kv(dict(layout.specs), available, ctx), []
     except NotModelled as exc:
         return None, [f"KV grouping not modelled: {exc}"]
 
