@@ -133,6 +133,10 @@ def test_limits_pick_the_profiled_modality_and_zero_makes_the_runner_text_only()
     assert none.details["activation"]["peak"] in ("compile transient", "sampler", "forward pass")
     assert "compile transient" in {m["name"] for m in none.details["activation"]["moments"]}
     assert "multimodal inputs_embeds buffer" not in components(none)
+    # image and video both 0: the vision tower is not built (models/interfaces.py _mark_tower_model)
+    full = plan("Qwen/Qwen3.8-27B", "H100")
+    assert none.quantities["weights_bytes_per_gpu"].value < full.quantities["weights_bytes_per_gpu"].value
+    assert video.get("skipped") is None
 
 
 def test_language_model_only_drops_the_encoder_and_its_buffers():

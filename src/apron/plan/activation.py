@@ -136,7 +136,8 @@ def compile_transient(config: ModelConfig, settings: EngineSettings) -> Moment:
             Buffer("first RMSNorm output", (tokens, hidden), dsz),
         ),
         "inductor benchmarks the first fused kernel on random copies of its arguments during the cold "
-        "compile (vLLM turns benchmark_combo_kernel on); gone with a warm compile cache",
+        "compile (vLLM turns benchmark_combo_kernel on: config/compilation.py 0.29.0:985-993, 0.33.0:988-1002); "
+        "gone with a warm compile cache",
     )
 
 
@@ -159,7 +160,12 @@ def forward_pass(config: ModelConfig, settings: EngineSettings, is_attention_fre
         buffers.append(_mla_context(config, settings, dsz))
     for extra in FORWARD_EXTRAS:
         buffers += extra(config, settings)
-    return Moment("forward pass", tuple(buffers), "dummy forward over max_num_batched_tokens")
+    return Moment(
+        "forward pass",
+        tuple(buffers),
+        "dummy forward over max_num_batched_tokens (model_runner.py _dummy_run(T, skip_attn=True), "
+        "0.29.0:695-790, 0.33.0:839-990)",
+    )
 
 
 def _mlp_buffers(config: ModelConfig, tokens: int, dsz: int, tp: int) -> list[Buffer]:

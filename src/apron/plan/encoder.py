@@ -136,6 +136,13 @@ def estimate_encoder(
             unknown=f"encoder peak not modelled: {name}'s {profiled.modality} tower is not read yet",
         )
     data_mode = settings.user.mm_encoder_tp_mode == "data" and supports_data_mode
+    profiled = ModalityCost(
+        profiled.modality,
+        profiled.tokens_per_item,
+        profiled.patches_per_item,
+        f"{profiled.basis}; {FAMILY_SOURCES[name]}",
+        profiled.rows_per_item,
+    )
     shape = _Shape(name, tower, profiled, items, data_mode, gpu_total_bytes)
     moment, kept = tower_moment(shape, config, settings, facts)
     batch = {
@@ -156,6 +163,16 @@ def dummy_items(profiled: ModalityCost, active: list[ModalityCost], settings: En
     budget = max(settings.max_num_batched_tokens, max(c.tokens_per_item for c in active))
     per_prompt = max(1, min(limit, settings.max_model_len // tokens))
     return max(1, min(budget // tokens, settings.max_num_seqs * per_prompt))
+
+
+# Where each persistent multimodal runner buffer comes from (the basis of its non-torch component).
+RUNNER_BUFFER_SOURCES = {
+    "multimodal inputs_embeds buffer": "v1/worker/gpu/mm/encoder_runner.py:58 (0.29.0-0.33.0): zeros "
+    "[max_num_batched_tokens, inputs_embeds_size] in the model dtype",
+    "M-RoPE positions": "v1/worker/gpu/mm/rope.py (0.29.0:49-57, 0.33.0:46-54): int64 [3, max_num_batched_tokens + 1]",
+    "deepstack input buffers": "models/qwen3_vl.py (0.33.0:2031-2037): deepstack levels x [max_num_batched_tokens, "
+    "hidden], counted by vLLM in 'Model loading'",
+}
 
 
 def runner_buffers(config: ModelConfig, settings: EngineSettings, family: str) -> tuple[Buffer, ...]:
@@ -457,6 +474,13 @@ def glm5_tower(config: ModelConfig, modality: str) -> Tower:
     )
 
 
+FAMILY_SOURCES = {
+    "qwen3_vl": "models/qwen2_vl.py 0.33.0:1079-1139 and qwen3_vl.py 0.33.0:959-1070 (0.29.0:963-1014)",
+    "gemma4": "models/gemma4_mm.py 0.33.0:272-296 and 1272-1300 (0.29.0:259-287)",
+    "idefics3": "models/idefics3.py get_num_image_tokens (0.32.0)",
+    "muse_glimmer": "models/muse_glimmer.py 0.33.0:159-198",
+    "glm5next": "models/glm5next/common/multimodal.py 0.33.0:620-700",
+}
 CostsFn = Callable[[ModelConfig, EngineSettings, dict], list[ModalityCost]]
 TowerFn = Callable[[ModelConfig, str], "Tower | None"]
 # architecture -> (family, costs, tower, supports --mm-encoder-tp-mode data)

@@ -14,7 +14,7 @@ from apron.engine.facts import EngineFacts
 from apron.hardware import Gpu
 from apron.plan import overheads
 from apron.plan.activation import ActivationEstimate, estimate_activation
-from apron.plan.encoder import EncoderProfile, estimate_encoder
+from apron.plan.encoder import RUNNER_BUFFER_SOURCES, EncoderProfile, estimate_encoder
 from apron.plan.kv.layouts import KVLayout, build_layout
 from apron.plan.kv.planning import KVPlan, NotModelled, bytes_per_token, plan_kv
 from apron.plan.kv.specs import SchedulingContext
@@ -96,7 +96,9 @@ def plan_memory(
             is_tied=is_tied(checkpoint, config),
             is_quantized=config.quant_method is not None,
             moe_workspace_bytes=moe_ws,
-            multimodal_buffers=tuple((b.name, b.num_bytes) for b in (encoder.persistent if encoder else ())),
+            multimodal_buffers=tuple(
+                (b.name, b.num_bytes, RUNNER_BUFFER_SOURCES[b.name]) for b in (encoder.persistent if encoder else ())
+            ),
         ),
     )
     graphs = overheads.cudagraph_estimate(

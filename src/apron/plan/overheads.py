@@ -73,17 +73,14 @@ class NonTorchInputs:
     is_tied: bool
     is_quantized: bool
     moe_workspace_bytes: int
-    multimodal_buffers: tuple[tuple[str, int], ...] = ()  # (name, bytes) a multimodal runner adds
+    multimodal_buffers: tuple[tuple[str, int, str], ...] = ()  # (name, bytes, basis) a multimodal runner adds
 
 
 def non_torch(config: ModelConfig, settings: EngineSettings, facts: EngineFacts, inputs: NonTorchInputs) -> Overhead:
     """Everything between the start-up snapshot and the end of profiling that stays: vLLM charges
     init free - free after profiling (utils/mem_utils.py memory_profiling), minus the weights."""
     parts = runner_state(config, settings)
-    parts += [
-        Component(name, size, "derived", "multimodal runner: plan/encoder.py runner_buffers")
-        for name, size in inputs.multimodal_buffers
-    ]
+    parts += [Component(name, size, "derived", basis) for name, size, basis in inputs.multimodal_buffers]
     if not facts.at_least("0.33.0"):
         parts.append(cublas_workspace(inputs.capability))
     if inputs.moe_workspace_bytes:

@@ -136,6 +136,9 @@ class EngineSettings:
     cudagraph_capture_sizes: tuple[int, ...]
     user: UserSettings
     problems: tuple[Problem, ...] = ()
+    # --language-model-only, or --limit-mm-per-prompt 0 for every modality of the towers: vLLM builds no
+    # tower (models/interfaces.py _mark_tower_model, 0.33.0:347-400), so its weights are not loaded.
+    is_tower_off: bool = False
     notes: tuple[str, ...] = field(default=())
 
     @property
@@ -196,7 +199,14 @@ def resolve_settings(
         cudagraph_capture_sizes=tuple(sizes),
         user=user,
         problems=tuple(problems),
+        is_tower_off=user.language_model_only or _limits_turn_towers_off(config, user),
     )
+
+
+def _limits_turn_towers_off(config: ModelConfig, user: UserSettings) -> bool:
+    limits = dict(user.limit_mm_per_prompt)
+    modalities = ["image", "video"] + (["audio"] if config.raw.get("audio_config") else [])
+    return bool(limits) and all(limits.get(m, 1) == 0 for m in modalities)
 
 
 def _multimodal_flag_problems(user: UserSettings, facts: EngineFacts) -> list[Problem]:
