@@ -38,6 +38,17 @@ Options beyond the research version:
                    256 B/layer.
   --arch gemma2    a Gemma2ForCausalLM instead of Llama (for the vLLM
                    "does not support float16" refusal).
+  --arch idefics3  a multimodal Idefics3ForConditionalGeneration (SmolVLM's
+                   architecture): a SigLIP-style vision transformer (the tower
+                   family of Gemma 3), the pixel-shuffle connector and a Llama text
+                   stack, with preprocessor_config.json / processor_config.json and
+                   the <image> / <fake_token_around_image> / <global-img> tokens
+                   Idefics3Processor reads. --image-size / --patch-size /
+                   --vision-hidden size the tower (defaults 64 / 8 / 64: 64 patches,
+                   16 image tokens after the 2x2 pixel shuffle). Chosen because
+                   its processor and tower run on the CPU engine without
+                   torchvision (Qwen3-VL, Gemma 3, PaliGemma and the LLaVA family
+                   import it in vLLM 0.32 + transformers 5.19).
   --architectures  overwrite config.json "architectures" after saving (e.g. a
                    fake name, to get vLLM's unsupported-architecture refusal).
   --model-max-length  tokenizer_config model_max_length (default: --max-pos).
@@ -126,6 +137,9 @@ TOOLS_CHAT_TEMPLATE = r"""{%- if tools %}
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|pad|>"]
 TOOL_TOKENS = ["<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>"]
 THINK_TOKENS = ["<think>", "</think>"]
+# Idefics3Processor looks these up in the tokenizer; vLLM's chat path inserts "<image>".
+IMAGE_TOKENS = ["<fake_token_around_image>", "<image>", "<end_of_utterance>", "<global-img>"]
+SCALE_FACTOR = 2  # Idefics3's pixel shuffle: (2 x 2) patches -> one image token
 
 WORDS = (
     "the a an of to in is it that for on with as was at by be this from or "
@@ -159,6 +173,101 @@ def corpus(n_lines: int, seed: int):
     yield "0 1 2 3 4 5 6 7 8 9 10 100 1000 3.14 -42 + - * / = ( ) [ ] { } : ; ' \" ` ~ @ # $ % ^ & _ |"
     yield '{"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius"}}'
     yield "The Quick Brown Fox Jumps Over The Lazy Dog. HELLO World! Hello, world?"
+
+
+def idefics3_config_dict(args, vocab: int, ids: dict) -> dict:
+    """Idefics3ForConditionalGeneration's config.json (transformers 5.19 layout): a llama text stack and
+    an idefics3_vision tower; the connector pixel-shuffles SCALE_FACTOR^2 patches into one token."""
+    text = hf_config_dict(argparse.Namespace(**{**vars(args), "arch": "llama"}), vocab, ids)
+    text.pop("architectures")
+    vision = {
+        "hidden_act": "gelu_pytorch_tanh",
+        "hidden_size": args.vision_hidden,
+        "image_size": args.image_size,
+        "intermediate_size": 2 * args.vision_hidden,
+        "layer_norm_eps": 1e-06,
+        "model_type": "idefics3_vision",
+        "num_attention_heads": 2,
+        "num_channels": 3,
+        "num_hidden_layers": 2,
+        "patch_size": args.patch_size,
+    }
+    c = {
+        "architectures": ["Idefics3ForConditionalGeneration"],
+        "dtype": args.dtype,
+        "image_token_id": ids["image"],
+        "model_type": "idefics3",
+        "scale_factor": SCALE_FACTOR,
+        "text_config": text,
+        "tie_word_embeddings": True,
+        "torch_dtype": args.dtype,
+        "transformers_version": "5.19.0",
+        "vision_config": dict(sorted(vision.items())),
+    }
+    return dict(sorted(c.items()))
+
+
+def idefics3_state_dict(args, vocab: int) -> dict:
+    """HF names for Idefics3ForConditionalGeneration: the Llama stack under model.text_model., the SigLIP-style
+    tower under model.vision_model. (LayerNorms 1 / 0), the connector's projection, random N(0, 0.02)."""
+    import numpy as np
+
+    rng = np.random.default_rng(args.seed + 1)
+    v, p = args.vision_hidden, args.patch_size
+
+    def w(*shape):
+        return (rng.standard_normal(shape, dtype=np.float32) * 0.02).astype(np.float32)
+
+    llama = argparse.Namespace(**{**vars(args), "arch": "llama"})
+    sd = {k.replace("model.", "model.text_model.", 1): a for k, a in random_state_dict(llama, vocab).items()}
+    tower = "model.vision_model."
+    sd[tower + "embeddings.patch_embedding.weight"] = w(v, 3, p, p)
+    sd[tower + "embeddings.patch_embedding.bias"] = np.zeros(v, np.float32)
+    sd[tower + "embeddings.position_embedding.weight"] = w((args.image_size // p) ** 2, v)
+    sd[tower + "post_layernorm.weight"] = np.ones(v, np.float32)
+    sd[tower + "post_layernorm.bias"] = np.zeros(v, np.float32)
+    for layer in range(2):
+        pre = f"{tower}encoder.layers.{layer}."
+        for name, shape in (
+            ("self_attn.q_proj", (v, v)),
+            ("self_attn.k_proj", (v, v)),
+            ("self_attn.v_proj", (v, v)),
+            ("self_attn.out_proj", (v, v)),
+            ("mlp.fc1", (2 * v, v)),
+            ("mlp.fc2", (v, 2 * v)),
+        ):
+            sd[pre + name + ".weight"] = w(*shape)
+            sd[pre + name + ".bias"] = np.zeros(shape[0], np.float32)
+        for norm in ("layer_norm1", "layer_norm2"):
+            sd[pre + norm + ".weight"] = np.ones(v, np.float32)
+            sd[pre + norm + ".bias"] = np.zeros(v, np.float32)
+    sd["model.connector.modality_projection.proj.weight"] = w(args.hidden, v * SCALE_FACTOR**2)
+    return dict(sorted(sd.items()))
+
+
+def idefics3_processor_files(args) -> dict:
+    """preprocessor_config.json / processor_config.json as SmolVLM repos ship them, one tile per image
+    (do_image_splitting off) so an image is image_seq_len tokens."""
+    image_seq_len = (args.image_size // args.patch_size) ** 2 // SCALE_FACTOR**2
+    return {
+        "preprocessor_config.json": {
+            "do_convert_rgb": True,
+            "do_image_splitting": False,
+            "do_normalize": True,
+            "do_pad": True,
+            "do_rescale": True,
+            "do_resize": True,
+            "image_mean": [0.5, 0.5, 0.5],
+            "image_processor_type": "Idefics3ImageProcessor",
+            "image_std": [0.5, 0.5, 0.5],
+            "max_image_size": {"longest_edge": args.image_size},
+            "processor_class": "Idefics3Processor",
+            "resample": 1,
+            "rescale_factor": 0.00392156862745098,
+            "size": {"longest_edge": args.image_size},
+        },
+        "processor_config.json": {"image_seq_len": image_seq_len, "processor_class": "Idefics3Processor"},
+    }
 
 
 def hf_config_dict(args, vocab: int, ids: dict) -> dict:
@@ -269,7 +378,7 @@ def save_safetensors(path: str, tensors: dict, dtype: str) -> None:
             f.write(b)
 
 
-def build_tokenizer(vocab_size: int, seed: int, tools: bool, think: bool = False):
+def build_tokenizer(vocab_size: int, seed: int, tools: bool, think: bool = False, image: bool = False):
     """Train the byte-level BPE with `tokenizers` only (no transformers import)."""
     from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 
@@ -294,6 +403,8 @@ def build_tokenizer(vocab_size: int, seed: int, tools: bool, think: bool = False
     if think:
         # Reasoning parsers look the think tags up as single vocabulary ids and refuse to load without them.
         tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in THINK_TOKENS])
+    if image:
+        tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in IMAGE_TOKENS])
     return tok
 
 
@@ -303,7 +414,10 @@ def main(argv=None) -> int:
     ap.add_argument("--tools", action="store_true", help="Hermes-style tools chat template + <tool_call> tokens")
     ap.add_argument("--think", action="store_true", help="<think>/</think> tokens for vLLM's reasoning parsers")
     ap.add_argument("--deep", action="store_true", help="defaults --layers 8 --max-pos 32768")
-    ap.add_argument("--arch", default="llama", choices=["llama", "gemma2"])
+    ap.add_argument("--arch", default="llama", choices=["llama", "gemma2", "idefics3"])
+    ap.add_argument("--image-size", type=int, default=64, help="idefics3: vision_config.image_size (pixels)")
+    ap.add_argument("--patch-size", type=int, default=8, help="idefics3: vision_config.patch_size")
+    ap.add_argument("--vision-hidden", type=int, default=64, help="idefics3: vision_config.hidden_size")
     ap.add_argument("--architectures", default=None, help="overwrite config.json architectures (e.g. a fake name)")
     ap.add_argument("--vocab", type=int, default=2048)
     ap.add_argument("--hidden", type=int, default=128)
@@ -328,10 +442,12 @@ def main(argv=None) -> int:
     os.makedirs(args.out_dir, exist_ok=True)
     out = lambda name: os.path.join(args.out_dir, name)  # noqa: E731
 
-    tok = build_tokenizer(args.vocab, args.seed, args.tools, args.think)
+    multimodal = args.arch == "idefics3"
+    tok = build_tokenizer(args.vocab, args.seed, args.tools, args.think, image=multimodal)
     vocab_size = tok.get_vocab_size(with_added_tokens=True)  # trained size may be < requested
     padded_vocab = ((vocab_size + 63) // 64) * 64  # pad embedding table to x64
     ids = {k: tok.token_to_id(t) for k, t in (("bos", "<|endoftext|>"), ("eos", "<|im_end|>"), ("pad", "<|pad|>"))}
+    ids["image"] = tok.token_to_id("<image>")
     template = TOOLS_CHAT_TEMPLATE if args.tools else CHAT_TEMPLATE
 
     tok.save(out("tokenizer.json"))
@@ -349,12 +465,14 @@ def main(argv=None) -> int:
         "chat_template": template,
         "clean_up_tokenization_spaces": False,
     }
+    if multimodal:
+        tc["processor_class"] = "Idefics3Processor"
     with open(out("tokenizer_config.json"), "w") as f:
         json.dump(tc, f, indent=2)
     with open(out("chat_template.jinja"), "w") as f:
         f.write(template)
 
-    cfg = hf_config_dict(args, padded_vocab, ids)
+    cfg = idefics3_config_dict(args, padded_vocab, ids) if multimodal else hf_config_dict(args, padded_vocab, ids)
     if args.architectures:
         cfg["architectures"] = [args.architectures]
     with open(out("config.json"), "w") as f:
@@ -372,7 +490,11 @@ def main(argv=None) -> int:
             indent=2,
         )
 
-    sd = random_state_dict(args, padded_vocab)
+    if multimodal:
+        for name, body in idefics3_processor_files(args).items():
+            with open(out(name), "w") as f:
+                json.dump(body, f, indent=2)
+    sd = idefics3_state_dict(args, padded_vocab) if multimodal else random_state_dict(args, padded_vocab)
     save_safetensors(out("model.safetensors"), sd, args.dtype)
 
     head_dim = args.hidden // args.heads

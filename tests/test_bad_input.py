@@ -218,6 +218,16 @@ FLAG_CASES = {
         "--gpu-capability 'eight' must look like 8.9",
     ),
     "missing_gpu": ([], "Missing option '--gpu'"),
+    "limit_mm_not_json": (
+        ["--gpu", "H100", "--limit-mm-per-prompt", "image=0"],
+        "--limit-mm-per-prompt 'image=0' is not JSON",
+    ),
+    "limit_mm_negative": (
+        ["--gpu", "H100", "--limit-mm-per-prompt", '{"image": -1}'],
+        "--limit-mm-per-prompt: the count for 'image' must be a whole number >= 0",
+    ),
+    "limit_mm_not_object": (["--gpu", "H100", "--limit-mm-per-prompt", "[1]"], "must be a JSON object"),
+    "bad_encoder_tp_mode": (["--gpu", "H100", "--mm-encoder-tp-mode", "pipeline"], "'pipeline' is not one of"),
 }
 
 

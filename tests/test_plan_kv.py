@@ -78,18 +78,19 @@ def test_unmodified_configs_are_modelled(apron_home_with_facts):
         assert not [u for u in plan.unknowns if "config field" in u], (name, plan.unknowns)
 
 
-def test_multimodal_encoder_peak_is_unknown_not_zero(apron_home_with_facts):
+def test_multimodal_encoder_peak_is_modelled_and_language_model_only_drops_it(apron_home_with_facts):
     plan = plan_checkpoint(
         load_snapshot(snapshot_path("google/gemma-4-31B-it")), resolve_gpu("H200"), UserSettings(max_model_len=8192)
     )
-    peak = plan.quantities["activation_peak_bytes"]
-    assert peak.label == "unknown" and "encoder peak not modelled" in peak.basis
-    assert plan.quantities["available_kv_bytes"].value is None
+    moments = {m["name"]: m for m in plan.details["activation"]["moments"]}
+    assert moments["vision encoder"]["bytes"] > 0 and plan.details["encoder"]["batch"]["modality"] == "video"
+    assert plan.quantities["available_kv_bytes"].value is not None
     text_only = plan_checkpoint(
         load_snapshot(snapshot_path("google/gemma-4-31B-it")),
         resolve_gpu("H200"),
         UserSettings(max_model_len=8192, language_model_only=True),
     )
+    assert "vision encoder" not in {m["name"] for m in text_only.details["activation"]["moments"]}
     assert text_only.quantities["activation_peak_bytes"].value > 0
 
 

@@ -3,7 +3,9 @@
 Targets (issue 4): weights within 1%, available KV within 0.25 GiB, activation peak within
 0.15 GiB, KV tokens within 2% where measured. Boots that miss a target today are listed in
 KNOWN_MISSES with the error they have now; the test fails if any error grows past its bound, so the
-table is a regression guard as well as a report.
+table is a regression guard as well as a report. The table also shows the two terms between
+weights and the KV budget that vLLM does not log directly - memory outside the weights that stays
+(non-torch) and its CUDA-graph estimate - so a KV error can be read term by term (docs/memory.md).
 """
 
 from __future__ import annotations
@@ -34,8 +36,11 @@ KNOWN_MISSES = {
     ("openai/gpt-oss-20b", 14817637171): {"kv_tokens": 0.06},
     # The two H100 boots at the datacenter defaults (1,024 sequences, 8,192 batched tokens), added
     # with the second wave's fixtures: the budget there is not yet derived (issue 11).
-    ("Qwen/Qwen3-32B", 65530463518): {"available_kv": 2.85 * GIB},
-    ("openai/gpt-oss-120b", 65959960248): {"weights": 0.011, "available_kv": 0.8 * GIB, "kv_tokens": 0.14},
+    # Left after issue 11: Qwen3-32B kept a compile-copy segment the observed rule does not predict
+    # (-1.5 GiB non-torch) and its CUDA-graph estimate is 0.7 GiB above the FA3-aware fit; gpt-oss-120b
+    # is the MXFP4 weights on Hopper (-0.65 GiB).
+    ("Qwen/Qwen3-32B", 65530463518): {"available_kv": 2.3 * GIB},
+    ("openai/gpt-oss-120b", 65959960248): {"weights": 0.011, "available_kv": 0.75 * GIB, "kv_tokens": 0.13},
 }
 
 
@@ -64,10 +69,38 @@ def errors(boot: dict) -> dict[str, float]:
     return out
 
 
+def term_errors(boot: dict) -> dict[str, float]:
+    """The two unlogged terms: available = requested - weights - non-torch - peak - graph estimate, so
+    the fixture's non-torch is exactly what closes vLLM's own equation."""
+    q = {k: v.value for k, v in plan_for(boot).quantities.items()}
+    m = boot["measured"]
+    out = {}
+    if m.get("non_torch_increase_bytes") is not None:
+        out["non_torch"] = q["non_torch_bytes"] - m["non_torch_increase_bytes"]
+    if m.get("cuda_graph_vllm_estimate_bytes") is not None:
+        out["cudagraphs"] = q["cudagraph_bytes"] - m["cuda_graph_vllm_estimate_bytes"]
+    return out
+
+
 def _cell(name: str, value: float | None) -> str:
     if value is None:
         return "       -"
     return f"{value:+8.2%}" if name in ("weights", "kv_tokens") else f"{value / GIB:+8.2f}"
+
+
+def test_fixture_terms_close_vllms_equation():
+    """requested - weights - non-torch - peak - graph estimate = available, in every H100 row: the
+    fixture's terms are vLLM's own, so the per-term table compares like with like."""
+    for boot in BOOTS[-2:]:
+        m = boot["measured"]
+        rest = (
+            m["requested_memory_bytes"]
+            - m["weights_bytes_per_gpu"]
+            - m["non_torch_increase_bytes"]
+            - m["startup_activation_peak_bytes"]
+            - m["cuda_graph_vllm_estimate_bytes"]
+        )
+        assert abs(rest - m["available_kv_cache_bytes"]) < 2**20, boot["model_id"]
 
 
 def test_plan_against_measured_boots(capsys):
@@ -75,15 +108,19 @@ def test_plan_against_measured_boots(capsys):
     for boot in BOOTS:
         key = (boot["model_id"], boot["measured"]["weights_bytes_per_gpu"])
         errs = errors(boot)
+        terms = term_errors(boot)
+        gpu = boot["gpu"].replace("NVIDIA ", "").replace("GeForce ", "").replace(" 80GB HBM3", "")
         rows.append(
-            f"{boot['model_id'][:36]:<36} {boot['gpu'].replace('NVIDIA ', '').replace('GeForce ', ''):>10} {boot['vllm_version']:>8} "
-            + " ".join(_cell(n, errs.get(n)) for n in TARGETS)
+            f"{boot['model_id'][:34]:<34} {gpu:>9} {boot['vllm_version']:>7} "
+            + " ".join(_cell(n, errs.get(n)) for n in ("weights", "activation"))
+            + " ".join(_cell(n, terms.get(n)) for n in ("non_torch", "cudagraphs"))
+            + " ".join(_cell(n, errs.get(n)) for n in ("available_kv", "kv_tokens"))
         )
         for name, error in errs.items():
             bound = KNOWN_MISSES.get(key, {}).get(name, TARGETS[name])
             if abs(error) > bound:
                 failures.append(f"{key} {name}: {_cell(name, error)} beyond {_cell(name, bound)}")
-    header = f"{'model':<36} {'gpu':>10} {'vllm':>8}  weights  KV GiB  act GiB   tokens"
+    header = f"{'model':<34} {'gpu':>9} {'vllm':>7}  weights peak GiB  non-torch graphs  KV GiB   tokens"
     with capsys.disabled():
         print("\npredicted - measured\n" + header + "\n" + "\n".join(rows))
     assert not failures, "\n".join(failures)

@@ -51,10 +51,23 @@ def settings_options(command):
         click.option("--dtype", default="auto", show_default=True),
         click.option("--enforce-eager", is_flag=True),
         click.option("--language-model-only", is_flag=True, help="Skip the vision/audio tower (text-only serving)."),
+        click.option(
+            "--limit-mm-per-prompt",
+            help='Items per prompt per modality, as vLLM takes it: \'{"image": 1, "video": 0}\'.',
+        ),
+        click.option(
+            "--mm-encoder-tp-mode", type=click.Choice(["weights", "data"]), help="How the vision tower uses --tp."
+        ),
     ]
     for option in reversed(options):
         command = option(command)
     return command
+
+
+def _limits(text: str | None) -> tuple[tuple[str, int], ...]:
+    from apron.plan.encoder import parse_limit_mm_per_prompt
+
+    return parse_limit_mm_per_prompt(text) if text else ()
 
 
 def plan_request(source: str, gpu, settings: dict, use_catalog: bool = True):
@@ -71,6 +84,8 @@ def plan_request(source: str, gpu, settings: dict, use_catalog: bool = True):
         dtype=settings["dtype"],
         enforce_eager=settings["enforce_eager"],
         language_model_only=settings["language_model_only"],
+        limit_mm_per_prompt=_limits(settings.get("limit_mm_per_prompt")),
+        mm_encoder_tp_mode=settings.get("mm_encoder_tp_mode"),
     )
     return PlanRequest(
         source=source,

@@ -183,6 +183,9 @@ def _flag_value(flags: str, name: str) -> str | None:
 def _is_multimodal(plan: dict) -> bool:
     if "--language-model-only" in (plan.get("flags") or []):
         return False
+    encoder = (plan.get("details") or {}).get("encoder")
+    if encoder is not None:  # plan/memory.py: the encoder the plan modelled (or why it runs none)
+        return not encoder.get("skipped")
     unknown = " ".join(plan.get("unknowns") or []) + str(
         (plan.get("quantities") or {}).get("activation_peak_bytes", {}).get("basis", "")
     )

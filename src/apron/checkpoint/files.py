@@ -14,7 +14,10 @@ GENERATION_CONFIG = "generation_config.json"
 TOKENIZER_CONFIG = "tokenizer_config.json"
 CHAT_TEMPLATE = "chat_template.jinja"
 INDEX = "model.safetensors.index.json"
-OPTIONAL_FILES = (GENERATION_CONFIG, TOKENIZER_CONFIG, CHAT_TEMPLATE)
+# What vision models' processors read (max pixels, patch and merge sizes, token budgets): the plan sizes
+# the encoder's dummy profiling batch from them.
+PROCESSOR_FILES = ("preprocessor_config.json", "processor_config.json", "video_preprocessor_config.json")
+OPTIONAL_FILES = (GENERATION_CONFIG, TOKENIZER_CONFIG, CHAT_TEMPLATE, *PROCESSOR_FILES)
 
 
 def parse_json(raw: bytes | str, label: str) -> dict:
@@ -63,6 +66,7 @@ class SmallFiles:
     generation_config: dict | None
     tokenizer_config: dict | None
     chat_template: str | None
+    processor_configs: dict[str, dict]
 
 
 def parse_small_files(texts: dict[str, bytes], label_of: Callable[[str], str]) -> SmallFiles:
@@ -79,6 +83,7 @@ def parse_small_files(texts: dict[str, bytes], label_of: Callable[[str], str]) -
         generation_config=optional_json(GENERATION_CONFIG),
         tokenizer_config=tok,
         chat_template=chat_template_of(tok, template_text),
+        processor_configs={name: value for name in PROCESSOR_FILES if (value := optional_json(name)) is not None},
     )
 
 

@@ -275,6 +275,7 @@ def _checkpoint(
         generation_config=small.generation_config,
         tokenizer_config=small.tokenizer_config,
         chat_template=small.chat_template,
+        processor_configs=small.processor_configs,
         header_bytes_read=small_files_bytes + sum(len(shard.raw) for shard in shards),
         notes=tuple(notes),
         extra={

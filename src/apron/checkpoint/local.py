@@ -40,6 +40,7 @@ def load_local(folder: str | os.PathLike) -> Checkpoint:
         generation_config=small.generation_config,
         tokenizer_config=small.tokenizer_config,
         chat_template=small.chat_template,
+        processor_configs=small.processor_configs,
         header_bytes_read=bytes_read + header_bytes,
     )
 

@@ -23,6 +23,8 @@ class Checkpoint:
     chat_template: str | None = None
     header_bytes_read: int = 0  # bytes of headers and config files read, for the byte budget
     notes: tuple[str, ...] = ()  # facts about the source worth showing (e.g. "from the catalog")
+    # preprocessor_config.json / processor_config.json / video_preprocessor_config.json, by file name
+    processor_configs: dict = field(default_factory=dict, compare=False)
     extra: dict = field(default_factory=dict, compare=False)
 
     @cached_property

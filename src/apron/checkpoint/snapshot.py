@@ -59,6 +59,7 @@ def load_snapshot(
     tok = _json_file(files, cf.TOKENIZER_CONFIG, label) if cf.TOKENIZER_CONFIG in files else None
     gen = _json_file(files, cf.GENERATION_CONFIG, label) if cf.GENERATION_CONFIG in files else None
     template = files.get(cf.CHAT_TEMPLATE) if isinstance(files.get(cf.CHAT_TEMPLATE), str) else None
+    processor = {name: _json_file(files, name, label) for name in cf.PROCESSOR_FILES if name in files}
     return Checkpoint(
         source=source or label,
         source_kind=source_kind,
@@ -73,6 +74,7 @@ def load_snapshot(
         header_bytes_read=0,
         notes=(),
         extra={"exact": doc.get("exact")},
+        processor_configs=processor,
     )
 
 
@@ -105,6 +107,7 @@ def dump_snapshot(checkpoint: Checkpoint) -> dict:
         files[cf.GENERATION_CONFIG] = checkpoint.generation_config
     if checkpoint.tokenizer_config is not None:
         files[cf.TOKENIZER_CONFIG] = checkpoint.tokenizer_config
+    files.update(checkpoint.processor_configs)
     return {
         "repo_id": checkpoint.repo_id,
         "revision": checkpoint.revision,

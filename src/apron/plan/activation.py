@@ -3,15 +3,21 @@
 vLLM measures `torch peak - torch allocated` over `profile_run` (utils/mem_utils.py
 memory_profiling) and subtracts it from the KV budget. The V2 model runner (the default on CUDA in
 0.29-0.33, config/vllm.py use_v2_model_runner) runs, in order: the multimodal encoder on a dummy
-batch, a forward pass over max_num_batched_tokens, and the sampler over min(T, max_num_seqs) rows.
-With torch.compile on, the first forward also compiles, and inductor's combo-kernel benchmarking
-allocates random copies of every argument of the kernel it times - the embedding table among them.
-Each moment is a list of named tensors, so `--explain` can show what makes the peak.
+batch (plan/encoder.py), a forward pass over max_num_batched_tokens, and the sampler over
+min(T, max_num_seqs) rows (v1/worker/gpu/model_runner.py profile_run: 0.29.0:851-884,
+0.33.0:1022-1052). With torch.compile on, the first forward also compiles, and inductor's combo-kernel
+benchmarking allocates random copies of every argument of the kernel it times - the embedding table
+among them. The encoder's outputs stay in the encoder cache until profile_run ends, so they are part
+of the forward and sampler moments as well.
+
+Each moment is a list of named Buffer tensors (`--explain` shows them); a new layout adds its buffers
+to the moment it lives in (forward_pass's `extra` hook) rather than a number to the total.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from apron.engine.facts import EngineFacts
@@ -60,28 +66,44 @@ class ActivationEstimate:
         return [m.basis for m in self.moments if not m.is_modelled]
 
 
+# Buffers a layout adds to the forward pass (hooks for new KV/state layouts): (config, settings) -> buffers.
+FORWARD_EXTRAS: list[Callable[[ModelConfig, EngineSettings], list[Buffer]]] = []
+
+
 def estimate_activation(
-    config: ModelConfig, settings: EngineSettings, facts: EngineFacts, *, is_multimodal: bool, is_attention_free: bool
+    config: ModelConfig,
+    settings: EngineSettings,
+    facts: EngineFacts,
+    *,
+    is_multimodal: bool,
+    is_attention_free: bool,
+    capability: tuple[int, int] = (9, 0),
+    encoder: Moment | None = None,
+    encoder_outputs: tuple[Buffer, ...] = (),
+    encoder_unknown: str | None = None,
 ) -> ActivationEstimate:
+    """`encoder` is plan/encoder.py's moment (None where no encoder runs), `encoder_outputs` what it
+    leaves in the encoder cache, `encoder_unknown` why it is not modelled (the plan says so)."""
     moments, skipped = [], []
-    text_only = not is_multimodal or settings.language_model_only
+    text_only = not is_multimodal or settings.language_model_only or (encoder is None and encoder_unknown is None)
     compile_reason = _compile_skip_reason(settings, text_only)
     if compile_reason:
         skipped.append(("compile transient", compile_reason))
     else:
         moments.append(compile_transient(config, settings))
-    moments.append(forward_pass(config, settings, is_attention_free))
-    moments.append(sampler(config, settings, facts))
-    if is_multimodal and not settings.language_model_only:
-        moments.append(
-            Moment(
-                "vision encoder",
-                (),
-                "encoder peak not modelled: the multimodal encoder's dummy profiling batch is not modelled yet",
-                is_modelled=False,
-            )
-        )
+    moments.append(_carrying(forward_pass(config, settings, is_attention_free), encoder_outputs))
+    moments.append(_carrying(sampler(config, settings, facts, capability), encoder_outputs))
+    if encoder is not None:
+        moments.append(encoder)
+    elif encoder_unknown is not None:
+        moments.append(Moment("vision encoder", (), encoder_unknown, is_modelled=False))
     return ActivationEstimate(tuple(moments), tuple(skipped))
+
+
+def _carrying(moment: Moment, kept: tuple[Buffer, ...]) -> Moment:
+    if not kept:
+        return moment
+    return Moment(moment.name, moment.buffers + kept, moment.basis + "; plus the encoder outputs it still holds")
 
 
 def _compile_skip_reason(settings: EngineSettings, text_only: bool) -> str | None:
@@ -114,7 +136,8 @@ def compile_transient(config: ModelConfig, settings: EngineSettings) -> Moment:
             Buffer("first RMSNorm output", (tokens, hidden), dsz),
         ),
         "inductor benchmarks the first fused kernel on random copies of its arguments during the cold "
-        "compile (vLLM turns benchmark_combo_kernel on); gone with a warm compile cache",
+        "compile (vLLM turns benchmark_combo_kernel on: config/compilation.py 0.29.0:985-993, 0.33.0:988-1002); "
+        "gone with a warm compile cache",
     )
 
 
@@ -135,7 +158,14 @@ def forward_pass(config: ModelConfig, settings: EngineSettings, is_attention_fre
     buffers += _mlp_buffers(config, tokens, dsz, tp)
     if config.is_mla:
         buffers.append(_mla_context(config, settings, dsz))
-    return Moment("forward pass", tuple(buffers), "dummy forward over max_num_batched_tokens")
+    for extra in FORWARD_EXTRAS:
+        buffers += extra(config, settings)
+    return Moment(
+        "forward pass",
+        tuple(buffers),
+        "dummy forward over max_num_batched_tokens (model_runner.py _dummy_run(T, skip_attn=True), "
+        "0.29.0:695-790, 0.33.0:839-990)",
+    )
 
 
 def _mlp_buffers(config: ModelConfig, tokens: int, dsz: int, tp: int) -> list[Buffer]:
@@ -180,14 +210,51 @@ def _mla_context(config: ModelConfig, settings: EngineSettings, dsz: int) -> Buf
     return Buffer("MLA context up-projection", (width, heads, per_head), dsz)
 
 
-def sampler(config: ModelConfig, settings: EngineSettings, facts: EngineFacts) -> Moment:
-    """V2 _dummy_sampler_run over min(T, max_num_seqs) rows: logits in the model dtype. vLLM 0.33
-    adds a warm-up pass with real sampling parameters, which copies the logits to fp32."""
+def sampler(config: ModelConfig, settings: EngineSettings, facts: EngineFacts, capability: tuple[int, int]) -> Moment:
+    """V2 _dummy_sampler_run over R = min(T, max_num_seqs) rows (model_runner.py 0.29.0:832-843,
+    0.33.0:993-1016), while profile_run still holds hidden_states [T, H] and the sampled rows [R, H].
+    compute_logits projects in the model dtype onto the padded vocabulary (the slice to the real
+    vocabulary is a view); under tensor parallelism the all-gather output and its reordered copy are
+    full [R, Vp] tensors (device_communicators/base_device_communicator.py all_gather). Soft-capping
+    (logits_processor.py: /cap, tanh, *cap) makes one [R, V] temporary at a time.
+    0.33 adds a second pass with SamplingParams.for_sampler_warmup(): an fp32 copy of the logits
+    (sample/sampler.py 0.33.0:242), then FlashInfer's top_k_mask_logits (an fp32 [R, V] empty_like)
+    and softmax (fp32 [R, V]) - flashinfer 0.7.2.post1 sampling.py top_k_top_p_sampling_from_logits,
+    whose top-k-first fast path needs an int k and vLLM passes a tensor."""
     rows = min(settings.max_num_batched_tokens, settings.max_num_seqs)
     dsz = DTYPE_BYTES[settings.dtype]
-    buffers = [Buffer("logits", (rows, config.vocab_size), dsz)]
+    tp, vocab = settings.tensor_parallel_size, config.vocab_size
+    padded = pad_to(vocab, 64 * tp)
+    held = [
+        Buffer("hidden states of the dummy forward", (settings.max_num_batched_tokens, config.hidden_size), dsz),
+        Buffer("sampled rows' hidden states", (rows, config.hidden_size), dsz),
+        Buffer("logits (model dtype, padded vocabulary)", (rows, padded // tp), dsz),
+    ]
+    if tp > 1:
+        held += [
+            Buffer("all-gathered logits", (rows, padded), dsz),
+            Buffer("logits reordered after the all-gather", (rows, padded), dsz),
+        ]
+    first = list(held)
+    if config.get("final_logit_softcapping"):
+        first.append(Buffer("soft-capping temporary", (rows, vocab), dsz))
     basis = "dummy sampler run over min(max_num_batched_tokens, max_num_seqs) rows"
-    if facts.at_least("0.33.0"):
-        buffers.append(Buffer("fp32 logits (sampler warm-up pass)", (rows, config.vocab_size), 4))
-        basis += "; 0.33 adds the fp32 sampler warm-up pass"
-    return Moment("sampler", tuple(buffers), basis)
+    if not facts.at_least("0.33.0"):
+        return Moment("sampler", tuple(first), basis)
+    second = held + [Buffer("fp32 logits (sampler warm-up pass)", (rows, vocab), 4)]
+    if (8, 0) <= capability < (13, 0):
+        # flashinfer_sampler_supported(): CUDA, FlashInfer's capability range, more than 16 SMs (every
+        # GPU in the catalog from cc 8.0 has more).
+        second += [
+            Buffer("FlashInfer top-k masked logits (fp32)", (rows, vocab), 4),
+            Buffer("FlashInfer softmax probabilities (fp32)", (rows, vocab), 4),
+        ]
+        basis += "; 0.33's warm-up pass: fp32 copy, FlashInfer top-k mask and softmax"
+    else:
+        basis += "; 0.33's warm-up pass: fp32 copy, processed in place (no FlashInfer sampler below cc 8.0)"
+    chosen = first if _total(first) > _total(second) else second
+    return Moment("sampler", tuple(chosen), basis)
+
+
+def _total(buffers: list[Buffer]) -> int:
+    return sum(b.num_bytes for b in buffers)

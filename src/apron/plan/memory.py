@@ -14,6 +14,7 @@ from apron.engine.facts import EngineFacts
 from apron.hardware import Gpu
 from apron.plan import overheads
 from apron.plan.activation import ActivationEstimate, estimate_activation
+from apron.plan.encoder import RUNNER_BUFFER_SOURCES, EncoderProfile, estimate_encoder
 from apron.plan.kv.layouts import KVLayout, build_layout
 from apron.plan.kv.planning import KVPlan, NotModelled, bytes_per_token, plan_kv
 from apron.plan.kv.specs import SchedulingContext
@@ -73,30 +74,93 @@ def plan_memory(
         capability=gpu.compute_capability,
         is_attention_free=traits.is_attention_free,
     )
+    encoder = _encoder(checkpoint, config, settings, facts, gpu, traits.is_multimodal)
     activation = estimate_activation(
-        config, settings, facts, is_multimodal=traits.is_multimodal, is_attention_free=layout.is_attention_free
+        config,
+        settings,
+        facts,
+        is_multimodal=traits.is_multimodal,
+        is_attention_free=layout.is_attention_free,
+        capability=gpu.compute_capability,
+        encoder=encoder.moment if encoder else None,
+        encoder_outputs=encoder.kept if encoder else (),
+        encoder_unknown=encoder.unknown if encoder else None,
     )
-    moe_ws = overheads.moe_workspace_bytes(config, settings, mxfp4_padding=_mxfp4_padding(config, settings, gpu))
+    moe_ws = overheads.moe_workspace_bytes(config, settings, mxfp4_backend=_mxfp4_backend(config, settings, gpu))
     non_torch = overheads.non_torch(
         config,
         settings,
         facts,
-        is_tied=is_tied(checkpoint, config),
-        is_quantized=config.quant_method is not None,
-        moe_workspace_bytes=moe_ws,
+        overheads.NonTorchInputs(
+            capability=gpu.compute_capability,
+            is_tied=is_tied(checkpoint, config),
+            is_quantized=config.quant_method is not None,
+            moe_workspace_bytes=moe_ws,
+            multimodal_buffers=tuple(
+                (b.name, b.num_bytes, RUNNER_BUFFER_SOURCES[b.name]) for b in (encoder.persistent if encoder else ())
+            ),
+        ),
     )
-    graphs = overheads.cudagraph_estimate(config, settings)
+    graphs = overheads.cudagraph_estimate(
+        config,
+        settings,
+        overheads.GraphInputs(
+            backend=layout.backend.backend.name,
+            capability=gpu.compute_capability,
+            has_one_window_config=_has_one_window_config(config),
+        ),
+    )
     budget = _Budget(requested, weights, activation, non_torch, graphs)
     kv, kv_unknown = _plan_kv(layout, budget, settings)
-    return _assemble(budget, layout, kv, kv_unknown, settings, gpu, checkpoint)
+    plan = _assemble(budget, layout, kv, kv_unknown, settings, gpu, checkpoint)
+    if encoder is not None:
+        plan.details["encoder"] = _encoder_details(encoder)
+    return plan
 
 
-def _mxfp4_padding(config: ModelConfig, settings: EngineSettings, gpu: Gpu) -> tuple[int, int] | None:
+def _encoder(
+    checkpoint: Checkpoint,
+    config: ModelConfig,
+    settings: EngineSettings,
+    facts: EngineFacts,
+    gpu: Gpu,
+    is_multimodal: bool,
+) -> EncoderProfile | None:
+    if not is_multimodal:
+        return None
+    return estimate_encoder(
+        checkpoint.architecture,
+        config,
+        settings,
+        facts,
+        checkpoint.processor_configs,
+        gpu_total_bytes=gpu.total_bytes,
+    )
+
+
+def _has_one_window_config(config: ModelConfig) -> bool:
+    """flash_attn.py _get_sliding_window_configs: the AOT scheduler needs one window for all layers."""
+    kinds = {t for t in config.layer_types or [] if t.endswith("attention") and t != "linear_attention"}
+    return len(kinds) <= 1
+
+
+def _encoder_details(encoder: EncoderProfile) -> dict:
+    return {
+        "family": encoder.family,
+        "batch": encoder.batch,
+        "skipped": encoder.skipped,
+        "unknown": encoder.unknown,
+        "held_outputs_bytes": sum(b.num_bytes for b in encoder.kept),
+        "persistent": [{"name": b.name, "shape": list(b.shape), "bytes": b.num_bytes} for b in encoder.persistent],
+    }
+
+
+def _mxfp4_backend(config: ModelConfig, settings: EngineSettings, gpu: Gpu) -> tuple[str, tuple[int, int]] | None:
     if config.quant_method not in ("mxfp4", "gpt_oss_mxfp4"):
         return None
-    _, align_i, align_h = mxfp4_backend(gpu.compute_capability)
+    backend, align_i, align_h = mxfp4_backend(gpu.compute_capability)
     per_rank = config.moe_intermediate_size // settings.tensor_parallel_size
-    return pad_to(per_rank, align_i), pad_to(config.hidden_size, align_h)
+    return backend, (pad_to(per_rank, align_i), pad_to(config.hidden_size, align_h))
 
 
 @dataclass(frozen=True)
@@ -105,7 +169,7 @@ class _Budget:
     weights: WeightsEstimate
     activation: ActivationEstimate
     non_torch: overheads.Overhead
-    graphs: overheads.Component
+    graphs: overheads.Overhead
 
     @property
     def peak_bytes(self) -> int | None:
@@ -127,9 +191,12 @@ class _Budget:
 
 def _plan_kv(layout: KVLayout, budget: _Budget, settings: EngineSettings) -> tuple[KVPlan | None, list[str]]:
     unknown = list(layout.unknowns)
-    if budget.available is None:
-        unknown.append("the KV budget depends on an activation moment that is not modelled")
-    if unknown:
+    available = budget.available
+    if available is None:
+        unknown += budget.activation.unmodelled or [
+            "the KV budget depends on an activation moment that is not modelled"
+        ]
+    if unknown or available is None:
         return None, unknown
     ctx = SchedulingContext(
         max_model_len=settings.max_model_len,
@@ -137,7 +204,7 @@ def _plan_kv(layout: KVLayout, budget: _Budget, settings: EngineSettings) -> tup
         mamba_cache_mode=layout.mamba_cache_mode,
     )
     try:
-        return plan_kv(dict(layout.specs), budget.available, ctx), []
+        return plan_kv(dict(layout.specs), available, ctx), []
     except NotModelled as exc:
         return None, [f"KV grouping not modelled: {exc}"]
 
@@ -160,7 +227,8 @@ def _assemble(
     else:
         q["activation_peak_bytes"] = Quantity(peak.num_bytes, "bytes", "predicted", f"{peak.name}: {peak.basis}")
     graphs = budget.graphs
-    q["cudagraph_bytes"] = Quantity(graphs.num_bytes, "bytes", graphs.label, graphs.basis)
+    graph_label = "derived" if graphs.num_bytes == 0 else "predicted"
+    q["cudagraph_bytes"] = Quantity(graphs.num_bytes, "bytes", graph_label, graphs.basis)
     q["non_torch_bytes"] = Quantity(budget.non_torch.num_bytes, "bytes", "predicted", budget.non_torch.basis)
     q["requested_bytes"] = Quantity(
         budget.requested, "bytes", "derived", f"ceil({gpu.total_bytes:,} x {settings.gpu_memory_utilization})"
@@ -184,6 +252,7 @@ def _assemble(
     details = {
         "activation": _activation_details(budget.activation),
         "non_torch": [c.__dict__ for c in budget.non_torch.components],
+        "cudagraphs": [c.__dict__ for c in budget.graphs.components],
         "kv": _kv_details(layout, kv),
     }
     return MemoryPlan(q, verdict, tuple(problems), tuple(kv_unknown), tuple(notes), tuple(flags), details)

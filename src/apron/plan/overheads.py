@@ -17,10 +17,12 @@ from apron.plan.settings import EngineSettings
 from apron.plan.weights import DTYPE_BYTES, pad_to
 
 GIB = 2**30
-# Median of (consumed - weights - penalty state - MoE workspace) over the 12 dense-attention
-# training boots (tests/fixtures/boots-training.json; range 0.07-0.17 GiB): kernel modules, cuBLAS
-# handles and small runner buffers that the source does not size. Observed, not derived.
-BASE_NON_TORCH_BYTES = int(0.12 * GIB)
+MIB = 2**20
+# Median, over the 14 dense-attention consumer training boots (tests/fixtures/boots-training.json), of
+# consumed - weights - every derived component below: CUDA module images loaded on first use, the
+# cuBLAS / cuBLASLt handles (driver memory outside torch) and allocator rounding. Observed, not
+# derived (range 0.06-0.14 GiB); the memory-outside-torch probe (docs/memory.md) would settle it.
+BASE_NON_TORCH_BYTES = int(0.10 * GIB)
 # CUDA-graph estimate: least-squares fit of a + b * layers * graphs / 86 over the same 12 boots
 # (RMS residual 0.019 GiB). Dense attention only; MoE and Mamba boots missed it by 0.2-0.4 GiB.
 CUDAGRAPH_BASE_BYTES = int(0.0143 * GIB)
@@ -28,6 +30,14 @@ CUDAGRAPH_PER_LAYER_GRAPH_BYTES = 0.0123 * GIB / 86
 # Memory in use before vLLM's start-up snapshot at TP=1 (CUDA context): total - initial free on the
 # RTX 4090 training boots. Not charged to the request, but it must fit beside it.
 PRE_SNAPSHOT_BYTES = 418_759_311
+# [PyTorch] aten/src/ATen/cuda/CublasHandlePool.cpp: the default cuBLAS workspace per (handle, stream) is
+# 4096 KiB * 2 + 16 KiB * 8 (8.125 MiB), and 32 MiB on compute capability 9.x, 10.x and 12.x; cuBLASLt
+# shares it (TORCH_CUBLASLT_UNIFIED_WORKSPACE). A PyTorch fact, not vLLM's; not re-read for torch 2.13.
+CUBLAS_WORKSPACE_BYTES = 4096 * 1024 * 2 + 16 * 1024 * 8
+CUBLAS_WORKSPACE_BYTES_SM90 = 32 * MIB
+# v1/attention/backends/flash_attn.py (0.29.0:483-503, 0.33.0 the same) and config/attention.py:
+# flash_attn_max_num_splits_for_cuda_graph.
+FA3_MAX_SPLITS = 32
 
 
 @dataclass(frozen=True)
@@ -55,31 +65,33 @@ class Overhead:
         return "; ".join(f"{c.name} {c.num_bytes / GIB:.2f} GiB ({c.basis})" for c in self.components)
 
 
-def non_torch(
-    config: ModelConfig,
-    settings: EngineSettings,
-    facts: EngineFacts,
-    *,
-    is_tied: bool,
-    is_quantized: bool,
-    moe_workspace_bytes: int,
-) -> Overhead:
-    seqs, vocab = settings.max_num_seqs, config.vocab_size
-    parts = [
-        Component(
-            "sampler penalty state",
-            4 * seqs * vocab + 4 * seqs * -(-vocab // 32),
-            "derived",
-            "gpu/sample/penalties.py: int32 [max_num_seqs, vocab] counts and bit mask",
-        )
-    ]
-    if moe_workspace_bytes:
+@dataclass(frozen=True)
+class NonTorchInputs:
+    """What the non-torch terms depend on besides the config and the settings."""
+
+    capability: tuple[int, int]
+    is_tied: bool
+    is_quantized: bool
+    moe_workspace_bytes: int
+    multimodal_buffers: tuple[tuple[str, int, str], ...] = ()  # (name, bytes, basis) a multimodal runner adds
+
+
+def non_torch(config: ModelConfig, settings: EngineSettings, facts: EngineFacts, inputs: NonTorchInputs) -> Overhead:
+    """Everything between the start-up snapshot and the end of profiling that stays: vLLM charges
+    init free - free after profiling (utils/mem_utils.py memory_profiling), minus the weights."""
+    parts = runner_state(config, settings)
+    parts += [Component(name, size, "derived", basis) for name, size, basis in inputs.multimodal_buffers]
+    if not facts.at_least("0.33.0"):
+        parts.append(cublas_workspace(inputs.capability))
+    if inputs.moe_workspace_bytes:
         parts.append(
             Component(
                 "MoE workspace",
-                moe_workspace_bytes,
+                inputs.moe_workspace_bytes,
                 "derived",
-                "fused_moe modular kernel workspace13 + workspace2 over max_num_batched_tokens",
+                "v1/worker/workspace.py WorkspaceManager: the modular fused-MoE kernel's "
+                "get_simultaneous(max(ws13, output), ws2) over max_num_batched_tokens (modular_kernel.py "
+                "0.29.0:1173-1181)",
             )
         )
     parts.append(
@@ -87,15 +99,70 @@ def non_torch(
             "kernels, handles, small buffers",
             BASE_NON_TORCH_BYTES,
             "predicted",
-            "median observed on 12 dense training boots",
+            "observed: median residual of 14 dense consumer boots (module images, cuBLAS handles)",
         )
     )
     pin = pinned_table_bytes(
-        config, settings, facts, is_tied=is_tied, is_quantized=is_quantized, moe_workspace_bytes=moe_workspace_bytes
+        config,
+        settings,
+        facts,
+        is_tied=inputs.is_tied,
+        is_quantized=inputs.is_quantized,
+        moe_workspace_bytes=inputs.moe_workspace_bytes,
+        is_moe=config.is_moe,
     )
     if pin:
         parts.append(pin)
     return Overhead(tuple(parts))
+
+
+def runner_state(config: ModelConfig, settings: EngineSettings) -> list[Component]:
+    """Persistent GPU buffers the V2 runner and its sampler build after the snapshot (all releases)."""
+    seqs, vocab, tokens = settings.max_num_seqs, config.vocab_size, settings.max_num_batched_tokens
+    words = -(-vocab // 32)
+    return [
+        Component(
+            "sampler penalty state",
+            4 * seqs * vocab + 4 * seqs * words,
+            "derived",
+            "v1/worker/gpu/sample/penalties.py (0.29.0:32-42): int32 [max_num_seqs, vocab] output_bin_counts "
+            "and [max_num_seqs, vocab/32] prompt_bin_mask",
+        ),
+        Component(
+            "structured-output bitmask",
+            4 * seqs * words + 4 * seqs,
+            "derived",
+            "v1/worker/gpu/structured_outputs.py (0.29.0:48-53, 0.33.0:60-65): int32 grammar_bitmask "
+            "[max_num_seqs, vocab/32] and logits_indices [max_num_seqs]",
+        ),
+        Component(
+            "per-request sampler state",
+            seqs * 4 * (3 * 1024 + 128 + 1024 + 129 + 128),
+            "derived",
+            "sample/logit_bias.py (allowed ids, bias ids, bias [S, 1024], stop ids [S, 128]), "
+            "sample/bad_words.py ([S, 1024] + [S, 129]), sample/logprob.py ([S, 128]); 4-byte elements",
+        ),
+        Component(
+            "runner input buffers",
+            tokens * (4 + 8 + 1) + seqs * (4 * 4 + 8) + 4 * (seqs + 1),
+            "derived",
+            "v1/worker/gpu/input_batch.py InputBuffers (input_ids, positions, is_padding per token; "
+            "query_start_loc, seq_lens, dcp_local_seq_lens) and gpu/states.py RequestState (total_len, "
+            "num_computed_tokens, last_sampled_tokens); all_token_ids lives in pinned host memory",
+        ),
+    ]
+
+
+def cublas_workspace(capability: tuple[int, int]) -> Component:
+    size = CUBLAS_WORKSPACE_BYTES_SM90 if capability[0] in (9, 10, 12) else CUBLAS_WORKSPACE_BYTES
+    return Component(
+        "cuBLAS workspace (default stream)",
+        size,
+        "derived",
+        "the first GEMM after the start-up snapshot allocates it from the caching allocator (vLLM "
+        "< 0.33; 0.33 runs a warm-up GEMM before the snapshot, gpu_worker.py 0.33.0:519-530); size: "
+        "PyTorch's default for this compute capability",
+    )
 
 
 def pinned_table_bytes(
@@ -106,41 +173,95 @@ def pinned_table_bytes(
     is_tied: bool,
     is_quantized: bool,
     moe_workspace_bytes: int,
+    is_moe: bool = False,
 ) -> Component | None:
-    """Before 0.31 nothing limits block splitting around profile_run; a persistent allocation made
-    there can land in the freed random copy of the embedding table and pin it past empty_cache()
-    (0.31 added _scoped_allocator_max_split(20) around profile_run for exactly this). Seen in the
-    training boots of tied unquantized models (4 of 5; not gemma-2) and of gpt-oss (its MoE
-    workspace). Observed, not derived: the allocator's choice of block cannot be read statically;
-    the Gemma family (gemma-2, two boots) kept no such block, so it is left out."""
+    """A retained allocator segment. The compile transient's random copy of the embedding table is
+    one cudaMalloc'd segment; freed, it stays cached. PyTorch's caching allocator gives a later
+    request the smallest cached block that holds it and splits it (no max_split_size by default), so a
+    persistent allocation made later in profile_run (the cuBLAS workspace of the first GEMM, the MoE
+    workspace) can land inside it, and empty_cache() in memory_profiling cannot return a segment with
+    a live block: the whole segment is charged as consumed. vLLM 0.31 wraps profile_run in
+    _scoped_allocator_max_split(20) (gpu_worker.py 0.31.0:617-624) for exactly this, so blocks above
+    20 MiB are never split. Which cached block the allocation lands in depends on the order of
+    inductor's generated allocations, which the source does not fix: the rule is observed - tied
+    unquantized models (4 of 5 training boots; gemma-2's two boots kept nothing) and MoE models (the
+    gpt-oss boots). The untied Qwen3-32B boot at the H100 defaults also kept a segment this size;
+    the rule does not predict it (docs/memory.md: the allocator-snapshot probe would settle it)."""
     if facts.at_least("0.31.0") or settings.enforce_eager or settings.tensor_parallel_size > 1:
         return None
     tied_pin = is_tied and not is_quantized and not config.text_model_type.startswith("gemma")
-    if not (tied_pin or moe_workspace_bytes):
+    if not (tied_pin or moe_workspace_bytes or is_moe):
         return None
     table = pad_to(config.vocab_size, 64) * config.hidden_size * DTYPE_BYTES[settings.dtype]
     extra = max(table - moe_workspace_bytes, 0)
     return Component(
-        "pinned embedding-table copy",
+        "retained segment (compile-time embedding-table copy)",
         extra,
         "predicted",
-        "vLLM < 0.31 can keep the freed compile-time copy of the embedding table reserved; "
-        "seen on Qwen3/Mamba tied-embedding boots and a gpt-oss boot, not on gemma-2",
+        "vLLM < 0.31: a persistent allocation lands in the freed compile-time copy of the embedding "
+        "table and empty_cache() cannot release its segment (the MoE workspace, if any, is inside "
+        "it); observed on tied unquantized and MoE training boots, not on gemma-2",
     )
 
 
-def cudagraph_estimate(config: ModelConfig, settings: EngineSettings) -> Component:
+@dataclass(frozen=True)
+class GraphInputs:
+    """What vLLM's CUDA-graph estimate depends on besides the config and the settings."""
+
+    backend: str  # the attention backend vLLM picks (plan/kv/backends.py)
+    capability: tuple[int, int]
+    has_one_window_config: bool  # every attention layer has the same sliding window (or none)
+
+
+def cudagraph_estimate(config: ModelConfig, settings: EngineSettings, inputs: GraphInputs | None = None) -> Overhead:
+    """vLLM subtracts profile_cudagraph_memory() (v1/worker/gpu/cudagraph_utils.py 0.29.0:718-831,
+    0.33.0:922-1039): a real capture of every piecewise size and the 2 largest FULL graphs, read off
+    cudaMemGetInfo, with the FULL part extrapolated as first + (N_full - 1) x max(second, 1 MiB)."""
     if not settings.uses_cudagraphs:
-        return Component("CUDA graphs", 0, "derived", "eager mode captures no graphs")
+        return Overhead((Component("CUDA graphs", 0, "derived", "eager mode captures no graphs"),))
     piecewise, full = graph_counts(settings)
     layers = config.num_layers
     size = int(CUDAGRAPH_BASE_BYTES + CUDAGRAPH_PER_LAYER_GRAPH_BYTES * layers * (piecewise + full))
+    parts = [
+        Component(
+            "graph capture (dense fit)",
+            size,
+            "predicted",
+            f"{piecewise} piecewise + {full} full graphs over {layers} layers at ~0.15 MiB per layer and "
+            "graph: observed, fit on 12 dense-attention consumer boots (MoE and Mamba boots differed by "
+            "up to 0.4 GiB); a capture probe per graph kind would settle it",
+        )
+    ]
+    accumulators = fa3_split_accumulators(config, settings, inputs)
+    if accumulators:
+        parts.append(accumulators)
+    return Overhead(tuple(parts))
+
+
+def fa3_split_accumulators(
+    config: ModelConfig, settings: EngineSettings, inputs: GraphInputs | None
+) -> Component | None:
+    """FlashAttention 3 (cc 9.x) with FULL graphs and its ahead-of-time scheduler (one sliding-window
+    configuration across layers) caps splits at flash_attn_max_num_splits_for_cuda_graph = 32 "so that
+    large enough intermediate buffers are pre-allocated during capture"; the buffers are "[num_splits,
+    num_heads, num_tokens, head_size]" (flash_attn.py 0.29.0:483-503 and 587-597). The first FULL
+    sample, at the largest FULL size, allocates them in the graph pool and the estimate keeps that
+    sample whole. float32 (the FA3 accumulator type) is an inference from the FA3 interface, not read."""
+    if inputs is None or inputs.backend != "FLASH_ATTN" or inputs.capability[0] != 9:
+        return None
+    if not inputs.has_one_window_config or config.is_mla:
+        return None
+    full_sizes = [s for s in settings.cudagraph_capture_sizes if s <= settings.max_num_seqs]
+    if not full_sizes:
+        return None
+    tokens, heads = max(full_sizes), config.num_heads // settings.tensor_parallel_size
+    size = FA3_MAX_SPLITS * tokens * heads * (config.head_dim + 1) * 4
     return Component(
-        "CUDA graphs",
+        "FA3 split-KV accumulators (first FULL graph)",
         size,
         "predicted",
-        f"{piecewise} piecewise + {full} full graphs over {layers} layers at ~0.15 MiB per "
-        "layer and graph (fit on dense-attention boots; MoE and Mamba boots differed by up to 0.4 GiB)",
+        f"[32 splits, {tokens} tokens, {heads} heads, head size {config.head_dim}] output plus the "
+        "log-sum-exp, float32: flash_attn.py's own sizing of the buffers max_num_splits reserves",
     )
 
 
@@ -151,23 +272,32 @@ def graph_counts(settings: EngineSettings) -> tuple[int, int]:
     return len(sizes), sum(1 for s in sizes if s <= settings.max_num_seqs)
 
 
-def moe_workspace_bytes(config: ModelConfig, settings: EngineSettings, *, mxfp4_padding: tuple[int, int] | None) -> int:
+def moe_workspace_bytes(
+    config: ModelConfig, settings: EngineSettings, *, mxfp4_backend: tuple[str, tuple[int, int]] | None
+) -> int:
     """Persistent workspace the modular fused-MoE kernel takes from the workspace manager on its first
-    call (get_simultaneous): max(ws13, output) + ws2, in the activation dtype, M = max_num_batched_tokens.
-    Marlin experts (MXFP4 below Hopper): ws13 (M*topk, max(N, K)), ws2 (M*topk*max(2N, K)).
-    Triton experts: ws13 (M, topk, max(N, K)), ws2 (M, topk, max(N, K)) with N the per-rank w13 width."""
+    call: get_simultaneous(max(ws13, output), ws2) in the activation dtype, M = max_num_batched_tokens
+    (modular_kernel.py 0.29.0:1173-1181). Triton experts (experts/triton_moe.py 0.29.0:218-233): ws13
+    (M, topk, max(N_act, K)), ws2 (M, topk, max(N, K)), N the per-rank w13 width and N_act = N / 2
+    for gated activations (adjust_N_for_activation). Marlin experts (MXFP4 below Hopper,
+    experts/marlin_moe.py 0.29.0:704-733): ws1 (M*topk, max(N, K)), ws2 (M*topk*max(2N, K)) with the
+    padded intermediate N. Monolithic kernels (the OAI Triton MXFP4 kernels vLLM prefers on Hopper,
+    oracle/mxfp4.py 0.29.0:191-198, and TRT-LLM's on SM100) allocate inside the kernel: none here.
+    DeepGEMM's FP8 block-quant shapes on Hopper are not modelled (the Triton shapes are used)."""
     if not config.is_moe:
         return 0
     tokens, topk = settings.max_num_batched_tokens, max(config.num_experts_per_tok, 1)
     dsz = DTYPE_BYTES[settings.dtype]
-    if mxfp4_padding is not None:
-        inter, hidden = mxfp4_padding
+    if mxfp4_backend is not None:
+        backend, (inter, hidden) = mxfp4_backend
+        if backend != "MARLIN":
+            return 0
         ws13 = tokens * topk * max(inter, hidden)
         ws2 = tokens * topk * max(2 * inter, hidden)
     else:
-        inter = 2 * config.moe_intermediate_size // settings.tensor_parallel_size
+        inter = config.moe_intermediate_size // settings.tensor_parallel_size
         hidden = config.hidden_size
         ws13 = tokens * topk * max(inter, hidden)
-        ws2 = tokens * topk * max(inter, hidden)
+        ws2 = tokens * topk * max(2 * inter, hidden)
     output = tokens * hidden
-    return (max(ws13, output) + ws2) * dsz
+    return (pad_to(max(ws13, output) * dsz, 256)) + pad_to(ws2 * dsz, 256)

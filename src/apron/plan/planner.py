@@ -46,7 +46,7 @@ def plan_checkpoint(checkpoint: Checkpoint, gpu: Gpu, user: UserSettings, engine
             tensor_parallel_size=settings.tensor_parallel_size,
             runtime_dtype=settings.dtype,
             capability=gpu.compute_capability,
-            language_model_only=settings.language_model_only,
+            language_model_only=settings.is_tower_off,
             vocab_padding_size=facts.defaults.get("vocab_padding_size", 64),
         ),
     )

@@ -27,6 +27,7 @@ DTYPE_ALIASES = {
     "float32": "float32",
 }
 KV_CACHE_DTYPES = ("auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2")
+MM_ENCODER_TP_MODES = ("weights", "data")  # config/multimodal.py MMEncoderTPMode
 # config/model.py _FLOAT16_NOT_SUPPORTED_MODELS
 FLOAT16_UNSUPPORTED = {"gemma2", "gemma3", "gemma3_text", "glm4"}
 _HEADER_TO_DTYPE = {"BF16": "bfloat16", "F16": "float16", "F32": "float32", "F64": "float32"}
@@ -48,6 +49,9 @@ class UserSettings:
     dtype: str = "auto"
     enforce_eager: bool = False
     language_model_only: bool = False
+    # --limit-mm-per-prompt as (modality, count) pairs; unlisted modalities keep vLLM's 999.
+    limit_mm_per_prompt: tuple[tuple[str, int], ...] = ()
+    mm_encoder_tp_mode: str | None = None  # --mm-encoder-tp-mode; None is the release's default
     # `vllm serve` arguments with no field of their own (--tokenizer-mode mistral, --reasoning-parser
     # X), each one string; and environment variables for the engine process (NCCL_NVLS_ENABLE=0).
     # Correction rules set these; the plan carries them into its flags and command.
@@ -70,6 +74,13 @@ class UserSettings:
             raise BadInput(f"--dtype {self.dtype!r} is not one of {', '.join(DTYPE_ALIASES)}")
         if self.kv_cache_dtype not in KV_CACHE_DTYPES:
             raise BadInput(f"--kv-cache-dtype {self.kv_cache_dtype!r} is not one of {', '.join(KV_CACHE_DTYPES)}")
+        if self.mm_encoder_tp_mode is not None and self.mm_encoder_tp_mode not in MM_ENCODER_TP_MODES:
+            raise BadInput(
+                f"--mm-encoder-tp-mode {self.mm_encoder_tp_mode!r} is not one of {', '.join(MM_ENCODER_TP_MODES)}"
+            )
+        for modality, count in self.limit_mm_per_prompt:
+            if count < 0:
+                raise BadInput(f"--limit-mm-per-prompt: the count for {modality!r} must be a whole number >= 0")
         for flag in self.extra_flags:
             if not flag.startswith("--"):
                 raise BadInput(f"extra flag {flag!r} must start with --")
@@ -102,6 +113,11 @@ def user_flags(user: UserSettings) -> list[str]:
         flags.append("--enforce-eager")
     if user.language_model_only:
         flags.append("--language-model-only")
+    if user.limit_mm_per_prompt:
+        limits = ", ".join(f'"{modality}": {count}' for modality, count in user.limit_mm_per_prompt)
+        flags.append(f"--limit-mm-per-prompt '{{{limits}}}'")
+    if user.mm_encoder_tp_mode is not None:
+        flags.append(f"--mm-encoder-tp-mode {user.mm_encoder_tp_mode}")
     return flags + list(user.extra_flags)
 
 
@@ -120,6 +136,9 @@ class EngineSettings:
     cudagraph_capture_sizes: tuple[int, ...]
     user: UserSettings
     problems: tuple[Problem, ...] = ()
+    # --language-model-only, or --limit-mm-per-prompt 0 for every modality of the towers: vLLM builds no
+    # tower (models/interfaces.py _mark_tower_model, 0.33.0:347-400), so its weights are not loaded.
+    is_tower_off: bool = False
     notes: tuple[str, ...] = field(default=())
 
     @property
@@ -137,6 +156,8 @@ class EngineSettings:
             "dtype": self.dtype,
             "enforce_eager": self.enforce_eager,
             "language_model_only": self.language_model_only,
+            "limit_mm_per_prompt": dict(self.user.limit_mm_per_prompt),
+            "mm_encoder_tp_mode": self.user.mm_encoder_tp_mode or "weights",
             "cudagraph_capture_sizes": list(self.cudagraph_capture_sizes),
             "extra_flags": list(self.user.extra_flags),
             "env": self.user.env_dict,
@@ -162,6 +183,7 @@ def resolve_settings(
             )
         )
     util = user.gpu_memory_utilization or facts.defaults["gpu_memory_utilization"]
+    problems += _multimodal_flag_problems(user, facts)
     sizes = () if user.enforce_eager else capture_sizes(gpu, facts, mns, mnbt, _capture_ceiling(checkpoint, facts))
     return EngineSettings(
         tensor_parallel_size=user.tensor_parallel_size,
@@ -177,7 +199,33 @@ def resolve_settings(
         cudagraph_capture_sizes=tuple(sizes),
         user=user,
         problems=tuple(problems),
+        is_tower_off=user.language_model_only or _limits_turn_towers_off(config, user),
     )
+
+
+def _limits_turn_towers_off(config: ModelConfig, user: UserSettings) -> bool:
+    limits = dict(user.limit_mm_per_prompt)
+    modalities = ["image", "video"] + (["audio"] if config.raw.get("audio_config") else [])
+    return bool(limits) and all(limits.get(m, 1) == 0 for m in modalities)
+
+
+def _multimodal_flag_problems(user: UserSettings, facts: EngineFacts) -> list[Problem]:
+    """engine/arg_utils.py: a release without the option refuses the flag at parse time."""
+    engine_args = facts.defaults.get("engine_args") or {}
+    problems = []
+    # (--limit-mm-per-prompt is in every release; its default is a factory the facts do not record.)
+    for flag, field_name, given in (
+        ("--mm-encoder-tp-mode", "mm_encoder_tp_mode", user.mm_encoder_tp_mode is not None),
+    ):
+        if given and engine_args and field_name not in engine_args:
+            problems.append(
+                Problem(
+                    "unrecognized_argument",
+                    f"vllm serve: error: unrecognized arguments: {flag} (vLLM {facts.version} has no such option)",
+                    "proven_constraint",
+                )
+            )
+    return problems
 
 
 def resolve_dtype(

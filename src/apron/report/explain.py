@@ -41,8 +41,31 @@ def render_explain(plan: Plan) -> str:
     if per_token:
         lines.append(f"  KV: {2**30 / per_token:,.0f} tokens per GiB ({per_token:,} bytes per token)")
     lines += _peak_lines(plan)
+    lines += _component_lines(plan)
     lines += _weights_lines(plan)
     return "\n".join(lines)
+
+
+def _component_lines(plan: Plan) -> list[str]:
+    """The named terms behind non-torch and CUDA graphs, each with its label and source."""
+    lines = []
+    for key, title in (("non_torch", "non-torch"), ("cudagraphs", "CUDA graphs")):
+        parts = plan.details.get(key) or []
+        if parts:
+            lines += ["", f"{title}:"]
+            lines += [f"   {p['name']:<48} {_gib(p['num_bytes'])}  [{p['label']}] {p['basis']}" for p in parts]
+    encoder = plan.details.get("encoder")
+    if encoder and encoder.get("batch"):
+        batch = encoder["batch"]
+        lines += [
+            "",
+            f"vision encoder ({encoder['family']}): {batch['items']} dummy {batch['modality']} item(s) of "
+            f"{batch['tokens_per_item']:,} tokens, {batch['patches']:,} patches, tower TP mode "
+            f"{batch['encoder_tp_mode']} ({batch['basis']})",
+        ]
+    elif encoder:
+        lines += ["", f"vision encoder ({encoder['family']}): {encoder['skipped'] or encoder['unknown']}"]
+    return lines
 
 
 def _peak_lines(plan: Plan) -> list[str]:

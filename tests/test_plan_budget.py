@@ -1,0 +1,201 @@
+"""Each term between the weights and the KV budget, against the shapes the vLLM source gives it.
+
+The expected values are recomputed here from the config and the settings with the source's
+formulas (file:line in src/apron/plan/*.py and docs/memory.md), not copied from a plan.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from apron.checkpoint.snapshot import load_snapshot
+from apron.hardware import resolve_gpu
+from apron.plan.planner import plan_checkpoint
+from apron.plan.settings import UserSettings
+from conftest import snapshot_path
+
+MIB = 2**20
+
+
+def plan(name: str, gpu: str, engine: str = "0.33.0", **settings):
+    user = UserSettings(**{"max_model_len": 4096, **settings})
+    return plan_checkpoint(load_snapshot(snapshot_path(name)), resolve_gpu(gpu), user, engine_version=engine)
+
+
+def moment(result, name: str) -> dict:
+    return next(m for m in result.details["activation"]["moments"] if m["name"] == name)
+
+
+def buffers(result, name: str) -> dict[str, int]:
+    return {b["name"]: b["bytes"] for b in moment(result, name)["buffers"]}
+
+
+def components(result, key: str = "non_torch") -> dict[str, int]:
+    return {c["name"]: c["num_bytes"] for c in result.details[key]}
+
+
+@pytest.fixture(autouse=True)
+def _facts(apron_home_with_facts):
+    return apron_home_with_facts
+
+
+QWEN3_32B = {"vocab": 151936, "hidden": 5120, "heads": 64, "head_dim": 128}
+
+
+@pytest.mark.parametrize("engine", ["0.29.0", "0.33.0"])
+def test_sampler_moment_per_release(engine):
+    result = plan("Qwen/Qwen3-32B", "H100", engine)
+    rows, tokens, vocab, hidden = 1024, 8192, QWEN3_32B["vocab"], QWEN3_32B["hidden"]
+    expected = tokens * hidden * 2 + rows * hidden * 2 + rows * math.ceil(vocab / 64) * 64 * 2
+    if engine == "0.33.0":  # fp32 copy, FlashInfer's top-k mask and softmax: three fp32 [R, V]
+        expected += 3 * rows * vocab * 4
+    assert moment(result, "sampler")["bytes"] == expected
+    # 0.33's FlashInfer pass (3.6 GiB at these defaults) overtakes the compile transient
+    assert result.details["activation"]["peak"] == ("sampler" if engine == "0.33.0" else "compile transient")
+
+
+def test_sampler_gathers_logits_under_tensor_parallelism():
+    one, two = (
+        plan("Qwen/Qwen3-32B", "H100", "0.29.0"),
+        plan("Qwen/Qwen3-32B", "H100", "0.29.0", tensor_parallel_size=2),
+    )
+    padded = math.ceil(QWEN3_32B["vocab"] / 128) * 128
+    assert buffers(two, "sampler")["all-gathered logits"] == 1024 * padded * 2
+    assert "all-gathered logits" not in buffers(one, "sampler")
+
+
+def test_persistent_runner_state_scales_with_max_num_seqs():
+    small, large = plan("Qwen/Qwen3-8B", "4090", "0.29.0"), plan("Qwen/Qwen3-8B", "H100", "0.29.0")
+    for result, seqs in ((small, 256), (large, 1024)):
+        parts = components(result)
+        words = math.ceil(151936 / 32)
+        assert parts["sampler penalty state"] == 4 * seqs * (151936 + words)
+        assert parts["structured-output bitmask"] == 4 * seqs * (words + 1)
+        assert parts["per-request sampler state"] == 17_924 * seqs
+
+
+@pytest.mark.parametrize(
+    "gpu, engine, expected",
+    [("4090", "0.29.0", 8 * MIB + 128 * 1024), ("H100", "0.29.0", 32 * MIB), ("H100", "0.33.0", None)],
+)
+def test_cublas_workspace_before_the_snapshot_from_033(gpu, engine, expected):
+    assert components(plan("Qwen/Qwen3-8B", gpu, engine)).get("cuBLAS workspace (default stream)") == expected
+
+
+def test_moe_workspace_follows_the_experts_class():
+    hopper = components(plan("openai/gpt-oss-120b", "H100", "0.29.0"))
+    ada = components(plan("openai/gpt-oss-20b", "4090", "0.30.0"))
+    assert "MoE workspace" not in hopper  # monolithic OAI Triton MXFP4 kernels allocate inside the kernel
+    tokens, topk, inter, hidden = 2048, 4, 2944, 3072  # Marlin pads intermediate 2880 -> 2944, hidden -> 3072
+    expected = (tokens * topk * max(inter, hidden) + tokens * topk * max(2 * inter, hidden)) * 2
+    assert ada["MoE workspace"] == expected
+    # the retained compile copy: the whole table where no workspace sits inside it
+    assert hopper["retained segment (compile-time embedding-table copy)"] == 201088 * 2880 * 2
+
+
+def test_fa3_accumulators_only_with_hopper_aot_full_graphs():
+    def graph_parts(name, gpu, **kw):
+        return components(plan(name, gpu, "0.29.0", **kw), "cudagraphs")
+
+    name = "FA3 split-KV accumulators (first FULL graph)"
+    hopper = graph_parts("Qwen/Qwen3-32B", "H100")
+    assert hopper[name] == 32 * 512 * 64 * (128 + 1) * 4  # 512: the largest FULL size at 1,024 sequences
+    assert name not in graph_parts("Qwen/Qwen3-32B", "A100")  # FlashAttention 2
+    assert name not in graph_parts("openai/gpt-oss-120b", "H100")  # two window configs: no AOT scheduler
+    eager = plan("Qwen/Qwen3-32B", "H100", "0.29.0", enforce_eager=True)
+    assert eager.quantities["cudagraph_bytes"].value == 0
+
+
+# --- the vision encoder ----------------------------------------------------------------------------------
+
+
+def test_qwen_vl_dummy_batch_from_the_processor_config():
+    result = plan("Qwen/Qwen3.8-27B", "H100")
+    batch = result.details["encoder"]["batch"]
+    # preprocessor_config.json longest_edge 16,777,216 px over (16 x 2)^2 px per token
+    assert (batch["modality"], batch["tokens_per_item"], batch["items"]) == ("image", 16384, 1)
+    assert batch["patches"] == 16384 * 4
+    assert buffers(result, "vision encoder")["pixel values on the device"] == 65536 * 3 * 2 * 16 * 16  # uint8
+    held = buffers(result, "forward pass")["encoder outputs held in the encoder cache"]
+    assert held == 16384 * 5120 * 2 == buffers(result, "sampler")["encoder outputs held in the encoder cache"]
+    assert "compile transient" in dict(result.details["activation"]["skipped"])
+    older = plan("Qwen/Qwen3.8-27B", "H100", "0.31.0")
+    assert buffers(older, "vision encoder")["pixel values on the device"] == 65536 * 3 * 2 * 16 * 16 * 4  # float32
+
+
+def test_limits_pick_the_profiled_modality_and_zero_makes_the_runner_text_only():
+    video = plan("Qwen/Qwen3.8-27B", "H100", limit_mm_per_prompt=(("image", 0),)).details["encoder"]
+    assert (video["batch"]["modality"], video["batch"]["tokens_per_item"]) == ("video", 12288)
+    none = plan("Qwen/Qwen3.8-27B", "H100", limit_mm_per_prompt=(("image", 0), ("video", 0)))
+    assert "every modality" in none.details["encoder"]["skipped"]
+    assert none.details["activation"]["peak"] in ("compile transient", "sampler", "forward pass")
+    assert "compile transient" in {m["name"] for m in none.details["activation"]["moments"]}
+    assert "multimodal inputs_embeds buffer" not in components(none)
+    # image and video both 0: the vision tower is not built (models/interfaces.py _mark_tower_model)
+    full = plan("Qwen/Qwen3.8-27B", "H100")
+    assert none.quantities["weights_bytes_per_gpu"].value < full.quantities["weights_bytes_per_gpu"].value
+    assert video.get("skipped") is None
+
+
+def test_language_model_only_drops_the_encoder_and_its_buffers():
+    full = plan("Qwen/Qwen3.8-27B", "H100")
+    text = plan("Qwen/Qwen3.8-27B", "H100", language_model_only=True)
+    assert "vision encoder" not in {m["name"] for m in text.details["activation"]["moments"]}
+    assert components(full)["multimodal inputs_embeds buffer"] == 8192 * 5120 * 2
+    assert "multimodal inputs_embeds buffer" not in components(text)
+    assert text.quantities["weights_bytes_per_gpu"].value < full.quantities["weights_bytes_per_gpu"].value
+
+
+def test_encoder_tp_mode_data_runs_the_whole_tower_on_one_rank():
+    weights = plan("Qwen/Qwen3.8-27B", "H100", tensor_parallel_size=2)
+    data = plan("Qwen/Qwen3.8-27B", "H100", tensor_parallel_size=2, mm_encoder_tp_mode="data")
+    assert data.details["encoder"]["batch"]["encoder_tp_mode"] == "data"
+    assert buffers(data, "vision encoder")["MLP fc1 output"] == 2 * buffers(weights, "vision encoder")["MLP fc1 output"]
+    assert "--mm-encoder-tp-mode data" in data.command
+    gemma = plan("google/gemma-4-31B-it", "H100", tensor_parallel_size=2, mm_encoder_tp_mode="data")
+    assert gemma.details["encoder"]["batch"]["encoder_tp_mode"] == "weights"  # no supports_encoder_tp_data
+
+
+def test_gemma4_profiles_video_frames_in_chunks_sized_by_the_gpu():
+    h100, h200 = plan("google/gemma-4-31B-it", "H100"), plan("google/gemma-4-31B-it", "H200")
+    batch = h100.details["encoder"]["batch"]
+    assert (batch["modality"], batch["tokens_per_item"], batch["items"]) == ("video", 32 * 78, 8192 // 2496)
+    frames, patches = 3 * 32, 70 * 9
+    for result in (h100, h200):
+        chunk = min(frames, (result.total_bytes_per_gpu // 10) // (patches * 4 * 10240 * 8))
+        assert (
+            buffers(result, "vision encoder")["residual stream (patch + position embeddings)"]
+            == chunk * patches * 1152 * 2
+        )
+
+
+def test_dummy_items_are_capped_by_prompts_of_max_model_len():
+    # a short max_model_len leaves one image per prompt; the budget still allows max(T, tokens) // tokens
+    short = plan("meta-models/Muse-Glimmer-30B", "H100", max_model_len=640).details["encoder"]["batch"]
+    assert (short["modality"], short["tokens_per_item"], short["items"]) == ("image", 4096, 2)
+    long = plan("meta-models/Muse-Glimmer-30B", "H100", max_model_len=32768).details["encoder"]["batch"]
+    assert (long["modality"], long["tokens_per_item"], long["items"]) == ("video", 48 * 144, 1)
+
+
+def test_every_multimodal_fixture_has_an_encoder_term_or_says_why_not():
+    for name in ("Qwen/Qwen3.6-35B-A3B-FP8", "google/gemma-4-31B-it", "meta-models/Muse-Glimmer-30B"):
+        result = plan(name, "H100")
+        assert moment(result, "vision encoder")["bytes"] > 0, name
+        assert not [u for u in result.unknowns if "encoder" in u], (name, result.unknowns)
+    unread = plan("MiniMaxAI/MiniMax-M3", "H100")  # a tower the plan does not read says so; it adds no zero
+    assert "encoder peak not modelled" in unread.details["encoder"]["unknown"]
+    assert any("encoder peak not modelled" in u for u in unread.unknowns)
+
+
+def test_hybrid_refusal_at_defaults_and_the_emitted_max_num_seqs_still_fits():
+    """The state-block count is the one vLLM sees at its defaults (the refusal case); re-planned with the
+    emitted --max-num-seqs, the S-sized terms shrink, so the blocks can only grow past it."""
+    at_defaults = plan("Qwen/Qwen3.8-27B", "H100", max_model_len=32768, language_model_only=True)
+    flag = next(f for f in at_defaults.flags if f.startswith("--max-num-seqs"))
+    seqs = int(flag.split()[1])
+    assert seqs == at_defaults.quantities["num_kv_blocks"].value < 1024
+    corrected = plan("Qwen/Qwen3.8-27B", "H100", max_model_len=32768, language_model_only=True, max_num_seqs=seqs)
+    assert corrected.quantities["num_kv_blocks"].value >= seqs
+    assert not [f for f in corrected.flags if f.startswith("--max-num-seqs") and f != flag]
