@@ -5,7 +5,7 @@ from __future__ import annotations
 from apron.plan.quantity import Quantity
 from apron.plan.result import REQUIRED_QUANTITIES, Plan
 
-_TITLES = {
+QUANTITY_TITLES = {
     "weights_bytes_per_gpu": "weights per GPU",
     "activation_peak_bytes": "activation peak (profiling)",
     "cudagraph_bytes": "CUDA graphs",
@@ -52,10 +52,10 @@ def render_card(plan: Plan) -> str:
         f"verdict: {_VERDICT[plan.verdict]}",
         "",
     ]
-    width = max(len(t) for t in _TITLES.values())
+    width = max(len(t) for t in QUANTITY_TITLES.values())
     for name in REQUIRED_QUANTITIES:
         q = plan.quantities[name]
-        lines.append(f"  {_TITLES[name]:<{width}}  {format_value(q, name):>16}  [{q.label}]")
+        lines.append(f"  {QUANTITY_TITLES[name]:<{width}}  {format_value(q, name):>16}  [{q.label}]")
     if plan.problems:
         lines += ["", "problems:"] + [f"  - [{p.label}] {p.message}" for p in plan.problems]
     if plan.unknowns:
@@ -85,7 +85,7 @@ def render_engine_diff(diff: dict) -> str:
             if isinstance(delta, float)
             else f"  ({delta:+,})"
         )
-        lines.append(f"  {_TITLES.get(name, name):<28} {show(a):>14} {show(b):>14}{change}")
+        lines.append(f"  {QUANTITY_TITLES.get(name, name):<28} {show(a):>14} {show(b):>14}{change}")
     for version, flags in diff["flags_only_in"].items():
         if flags:
             lines.append(f"  flags only with {version}: {' '.join(flags)}")
