@@ -33,6 +33,7 @@ SEGMENT_COLOURS = {
 }
 ACCENT = "#2a6f97"
 ROW_PX = 22
+MEMORY_AXIS = "memory per GPU (GiB); the black tick is the device's total as the engine sees it (PyTorch's, on a GPU)"
 
 
 @dataclass(frozen=True)
@@ -133,7 +134,7 @@ def memory_stacks(bars: list[MemoryBar], name: str = "memory") -> Chart:
     canvas = Canvas(WIDTH_PX, bottom + 44, "Where the GPU memory goes, one bar per plan and per boot")
     high = max([b.total_gib or 0 for b in bars] + [sum(b.gib.values()) for b in bars] + [1.0]) * 1.02
     xs = Scale(0, high, left, right)
-    x_axis(canvas, xs, bottom, top, "GPU memory per GPU (GiB); the black tick is the GPU's total as PyTorch sees it")
+    x_axis(canvas, xs, bottom, top, MEMORY_AXIS)
     legend(canvas, left, 16, [("box", SEGMENT_COLOURS[s], title) for s, title in SEGMENTS])
     marks = []
     for i, bar in enumerate(bars):

@@ -28,6 +28,7 @@ p.reading { color: #333; max-width: 60em; } .notes li, .skipped li { color: #7a4
 table { border-collapse: collapse; font-size: 0.85em; margin: 0.5em 0; }
 th, td { border-bottom: 1px solid #ddd; padding: 0.25em 0.6em; text-align: left; vertical-align: top; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; } code, .id { font-family: "DejaVu Sans Mono", monospace; }
+td code { display: inline-block; white-space: nowrap; font-size: 0.9em; margin-right: 0.4em; }
 .yes { color: #176b2c; } .no { color: #a11; } .na { color: #888; } details summary { cursor: pointer; color: #444; }
 """
 
@@ -172,7 +173,7 @@ def _boots_section(boots: list[BootRow], prefix: str | None = "records/") -> str
                 _td(b.engine_version),
                 _td(outcome),
                 *[_td(_verdict_cell(b.verdicts.get(name)), raw=True) for name in VERDICT_NAMES],
-                _td("<br>".join(f"<code>{_e(f)}</code>" for f in b.flags) or "none", raw=True),
+                _td(" ".join(f"<code>{_e(f)}</code>" for f in b.flags) or "none", raw=True),
                 _td(checks, num=True),
                 _td(cold, num=True),
             ]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from apron.records.store import SCHEMA_VERSION, RecordStore, StoredRecord
@@ -73,7 +74,7 @@ class BootRow:
     platform: str  # gpu | cpu | ?
     gpu_class: str  # "H100 80GB HBM3", "CPU" ...
     hardware: str  # "1 x NVIDIA H100 80GB HBM3", "CPU (AMD EPYC ...)"
-    total_bytes: int | None  # one GPU's total as the engine saw it (measured), when logged
+    total_bytes: float | None  # one device's total as the engine saw it (measured), when logged
     measured: dict[str, float]
     verdicts: dict[str, bool | None]
     flags: tuple[str, ...]
@@ -170,7 +171,7 @@ def plan_row(plan: dict[str, Any], record_id: str | None = None) -> PlanRow:
     }
     return PlanRow(
         record_id=record_id,
-        model=model.get("repo_id") or model.get("source") or "?",
+        model=model.get("repo_id") or _model_name(model),
         engine_version=(plan.get("engine") or {}).get("version") or "?",
         gpu_name=hardware.get("gpu") or "?",
         gpu_count=int(hardware.get("count") or 1),
@@ -183,6 +184,12 @@ def plan_row(plan: dict[str, Any], record_id: str | None = None) -> PlanRow:
         flags=tuple(plan.get("flags") or ()),
         command=plan.get("command") or "",
     )
+
+
+def _model_name(model: dict[str, Any]) -> str:
+    """A local checkpoint folder by its name: the path is the machine's, the name is the model's."""
+    source = str(model.get("source") or "?")
+    return Path(source).name or source if model.get("source_kind") == "local" else source
 
 
 def layout_family(plan: dict[str, Any]) -> str:
