@@ -62,7 +62,7 @@ def _rid(record_id: str, prefix: str | None = "records/") -> str:
 
 def _table(head: Sequence[str], rows: Iterable[Sequence[str]], cls: str = "") -> str:
     cells = "".join(f"<th>{_e(h)}</th>" for h in head)
-    body = "".join("<tr>" + "".join(rows_cell for rows_cell in row) + "</tr>" for row in rows)
+    body = "".join("<tr>" + "".join(row) + "</tr>" for row in rows)  # rows of _td cells
     return f'<table class="{cls}"><thead><tr>{cells}</tr></thead><tbody>{body}</tbody></table>'
 
 
