@@ -147,6 +147,14 @@ def cpu_engine(tiny_models, tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def boot_pool(tmp_path_factory):
+    """The records of the suite's real engine boots, gathered for the report tests (tests/report_env.py)."""
+    from report_env import BootPool, pool_root
+
+    return BootPool(pool_root(tmp_path_factory.mktemp("boot-pool")))
+
+
+@pytest.fixture(scope="session")
 def ssh_server(tmp_path_factory):
     """A real sshd on 127.0.0.1 (tests/ssh_env.py), for the ssh runner."""
     from ssh_env import SshServer

@@ -361,7 +361,7 @@ def assert_no_engine_left(record: dict) -> None:
 
 
 @pytest.mark.engine
-def test_boot_local_real_engine(tiny_gemma2, tmp_path, apron_home):
+def test_boot_local_real_engine(tiny_gemma2, tmp_path, apron_home, boot_pool):
     from engine_env import engine_lock, shared_vllm_cache, vllm_venv
 
     store = RecordStore(tmp_path / "records")
@@ -375,6 +375,7 @@ def test_boot_local_real_engine(tiny_gemma2, tmp_path, apron_home):
     )
     with engine_lock():
         result = boot(json.loads(PLAN_FILE.read_text()), [parse_target("local")], options, store, after_healthy=ask)
+    boot_pool.add(store)  # for the report tests
     record = result.record
     assert_measured_from_the_cpu_log(record, store)
     assert record["answers"] == {"completion_tokens": 4}
@@ -385,7 +386,7 @@ def test_boot_local_real_engine(tiny_gemma2, tmp_path, apron_home):
 
 
 @pytest.mark.engine
-def test_boot_ssh_real_engine_through_the_cli(tiny_gemma2, ssh_server, tmp_path, apron_home):
+def test_boot_ssh_real_engine_through_the_cli(tiny_gemma2, ssh_server, tmp_path, apron_home, boot_pool):
     from engine_env import engine_lock, shared_vllm_cache, vllm_venv
 
     records = tmp_path / "records"
@@ -418,6 +419,7 @@ def test_boot_ssh_real_engine_through_the_cli(tiny_gemma2, ssh_server, tmp_path,
             str(records),
             "--json",
         )
+    boot_pool.add(RecordStore(records))
     # Random weights: the engine boots, answers with tokens and serves, but the short questions fail
     # honestly, so the boot exits 1 naming what it missed.
     assert result.returncode == 1, result.stderr[-3000:]
@@ -442,7 +444,7 @@ def test_boot_ssh_real_engine_through_the_cli(tiny_gemma2, ssh_server, tmp_path,
 
 
 @pytest.mark.engine
-def test_boot_records_a_real_engine_refusal(tiny_gemma2, tmp_path, apron_home):
+def test_boot_records_a_real_engine_refusal(tiny_gemma2, tmp_path, apron_home, boot_pool):
     """vLLM's own validation refuses a max_model_len past the model's: a model failure, with its words."""
     from engine_env import engine_lock, shared_vllm_cache, vllm_venv
 
@@ -467,6 +469,7 @@ def test_boot_records_a_real_engine_refusal(tiny_gemma2, tmp_path, apron_home):
             str(records),
             "--json",
         )
+    boot_pool.add(RecordStore(records))
     assert result.returncode == 1
     document = json.loads(result.stdout)
     assert document["outcome"] == "failed" and document["fault"]["kind"] == "model"

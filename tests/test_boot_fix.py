@@ -22,7 +22,7 @@ RULE = "kv_cache_max_model_len"
 
 
 @pytest.mark.engine
-def test_boot_fix_proves_a_rule_with_two_real_boots(tiny_models, tmp_path, apron_home):
+def test_boot_fix_proves_a_rule_with_two_real_boots(tiny_models, tmp_path, apron_home, boot_pool):
     from engine_env import engine_lock, shared_vllm_cache, vllm_venv
 
     model = tiny_models("tiny-deep", "--deep")
@@ -63,6 +63,7 @@ def test_boot_fix_proves_a_rule_with_two_real_boots(tiny_models, tmp_path, apron
             text=True,
             timeout=1200,
         )
+    boot_pool.add(RecordStore(records))  # for the report tests
     assert result.returncode == 0, result.stderr[-4000:]
     healthy = json.loads(result.stdout)
     assert healthy["outcome"] == "healthy" and healthy["after_healthy"]["verdicts"]["responded"]

@@ -150,8 +150,21 @@ def _candidate_plan(from_file: str, source: str | None, gpu: str | None, setting
 @click.option("--explain", is_flag=True, help="Show the memory breakdown and the tensors behind the peak.")
 @click.option("--engine-diff", "engine_diff", help="Also plan on this vLLM release and show how the numbers move.")
 @click.option("--json", "as_json", is_flag=True, help="Print the apron.plan/1 JSON document.")
+@click.option(
+    "--html", "html_file", type=click.Path(dir_okay=False), help="Also write the memory chart and card to FILE."
+)
 def plan_command(
-    source, gpu, from_file, gpu_memory_bytes, gpu_capability, no_catalog, explain, engine_diff, as_json, **settings
+    source,
+    gpu,
+    from_file,
+    gpu_memory_bytes,
+    gpu_capability,
+    no_catalog,
+    explain,
+    engine_diff,
+    as_json,
+    html_file,
+    **settings,
 ) -> None:
     """Will SOURCE fit, boot and answer on this GPU? SOURCE: a Hub repo id, a folder or a snapshot file."""
     from apron.hardware import resolve_gpu
@@ -176,6 +189,12 @@ def plan_command(
         user = request.user
         plan = plan_checkpoint(checkpoint, target, user, request.engine_version)
         document = plan.to_json()
+    if html_file:
+        from pathlib import Path
+
+        from apron.report.page import write_plan_html  # the chart library loads only here
+
+        say(f"apron: wrote {write_plan_html(document, Path(html_file))}")
     diff = None
     if engine_diff:
         diff = diff_plans(plan, plan_checkpoint(checkpoint, target, user, _engine_option(engine_diff)))
@@ -567,11 +586,21 @@ def records_list_command(records, kind, as_json) -> None:
 @click.option("--records", type=click.Path(file_okay=False))
 @click.option("--log", "with_log", is_flag=True, help="Print the engine log stored with a boot record.")
 @click.option("--json", "as_json", is_flag=True)
-def records_show_command(record_id, records, with_log, as_json) -> None:
+@click.option(
+    "--html", "html_file", is_flag=False, flag_value="", help="Write the record's page (default ./apron-ID.html)."
+)
+def records_show_command(record_id, records, with_log, as_json, html_file) -> None:
     """One record (a unique id prefix is enough)."""
     from apron.records.report import render_boot
 
     store = _store(records)
+    if html_file is not None:
+        from pathlib import Path
+
+        from apron.report.page import write_record_page
+
+        click.echo(write_record_page(store, record_id, Path(html_file) if html_file else None))
+        return
     record = store.get(record_id)
     if with_log:
         sha = record.document.get("log", {}).get("sha256")
@@ -601,6 +630,32 @@ def records_compare_command(record_id, records, as_json) -> None:
         emit_json(table)
     else:
         click.echo(render_compare(table))
+
+
+@cli.command("report")
+@click.argument("record_ids", nargs=-1, metavar="[IDS]...")
+@click.option("--all", "select_all", is_flag=True, help="Every record in the store (the default without IDS).")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default="apron-report", show_default=True)
+@click.option("--open", "open_page", is_flag=True, help="Open the page in the default browser.")
+@click.option("--records", type=click.Path(file_okay=False), help="Record store folder (default: Apron's data dir).")
+@click.option("--json", "as_json", is_flag=True, help="Print what was written as JSON.")
+def report_command(record_ids, select_all, out_dir, open_page, records, as_json) -> None:
+    """Charts and a self-contained HTML page (OUT/index.html) from the records; prints the page's path."""
+    from pathlib import Path
+
+    from apron.report.page import build_report
+
+    if record_ids and select_all:
+        raise BadInput("give record IDS or --all, not both")
+    written = build_report(_store(records), list(record_ids), Path(out_dir))
+    if as_json:
+        emit_json(written)
+    else:
+        click.echo(written["index"])
+    if open_page:
+        import webbrowser
+
+        webbrowser.open(Path(written["index"]).resolve().as_uri())
 
 
 @cli.command("diagnose")

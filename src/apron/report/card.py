@@ -2,10 +2,23 @@
 
 from __future__ import annotations
 
-from apron.plan.quantity import Quantity
+from typing import Protocol
+
 from apron.plan.result import REQUIRED_QUANTITIES, Plan
 
-_TITLES = {
+
+class QuantityLike(Protocol):
+    """A plan quantity, or a report row's copy of one (apron.report.rows.Quantity)."""
+
+    @property
+    def value(self) -> int | float | None: ...
+    @property
+    def unit(self) -> str: ...
+    @property
+    def label(self) -> str: ...
+
+
+QUANTITY_TITLES = {
     "weights_bytes_per_gpu": "weights per GPU",
     "activation_peak_bytes": "activation peak (profiling)",
     "cudagraph_bytes": "CUDA graphs",
@@ -25,7 +38,7 @@ _VERDICT = {"fits": "FITS", "does_not_fit": "DOES NOT FIT", "unknown": "UNKNOWN"
 _EXACT_BYTES = {"kv_bytes_per_token", "kv_block_bytes"}
 
 
-def format_value(q: Quantity, name: str = "") -> str:
+def format_value(q: QuantityLike, name: str = "") -> str:
     if q.value is None:
         return "unknown" if q.label == "unknown" else "n/a"
     if q.unit == "bytes" and name in _EXACT_BYTES:
@@ -52,10 +65,10 @@ def render_card(plan: Plan) -> str:
         f"verdict: {_VERDICT[plan.verdict]}",
         "",
     ]
-    width = max(len(t) for t in _TITLES.values())
+    width = max(len(t) for t in QUANTITY_TITLES.values())
     for name in REQUIRED_QUANTITIES:
         q = plan.quantities[name]
-        lines.append(f"  {_TITLES[name]:<{width}}  {format_value(q, name):>16}  [{q.label}]")
+        lines.append(f"  {QUANTITY_TITLES[name]:<{width}}  {format_value(q, name):>16}  [{q.label}]")
     if plan.problems:
         lines += ["", "problems:"] + [f"  - [{p.label}] {p.message}" for p in plan.problems]
     if plan.unknowns:
@@ -64,6 +77,12 @@ def render_card(plan: Plan) -> str:
         lines += ["", "notes:"] + [f"  - {n}" for n in plan.notes]
     lines += ["", "command:", f"  {plan.command}"]
     return "\n".join(lines)
+
+
+def _diff_value(value: float | None, scale: int) -> str:
+    if value is None:
+        return "unknown"
+    return f"{value / scale:,.2f}" if scale != 1 or isinstance(value, float) else f"{value:,}"
 
 
 def render_engine_diff(diff: dict) -> str:
@@ -75,7 +94,6 @@ def render_engine_diff(diff: dict) -> str:
             continue
         unit = "GiB" if "bytes" in name else ""
         scale = 2**30 if unit else 1
-        show = lambda v: "unknown" if v is None else f"{v / scale:,.2f}" if unit or isinstance(v, float) else f"{v:,}"
         change = (
             ""
             if delta is None
@@ -85,7 +103,9 @@ def render_engine_diff(diff: dict) -> str:
             if isinstance(delta, float)
             else f"  ({delta:+,})"
         )
-        lines.append(f"  {_TITLES.get(name, name):<28} {show(a):>14} {show(b):>14}{change}")
+        lines.append(
+            f"  {QUANTITY_TITLES.get(name, name):<28} {_diff_value(a, scale):>14} {_diff_value(b, scale):>14}{change}"
+        )
     for version, flags in diff["flags_only_in"].items():
         if flags:
             lines.append(f"  flags only with {version}: {' '.join(flags)}")
