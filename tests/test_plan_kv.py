@@ -12,7 +12,7 @@ from apron.hardware import resolve_gpu
 from apron.plan.planner import plan_checkpoint
 from apron.plan.result import REQUIRED_QUANTITIES
 from apron.plan.settings import UserSettings
-from conftest import snapshot_document, snapshot_names, snapshot_path
+from conftest import loaded_snapshot, snapshot_document, snapshot_names, snapshot_path
 
 GIB = 2**30
 
@@ -71,7 +71,7 @@ NEW_LAYOUTS = {
 def test_unmodified_configs_are_modelled(apron_home_with_facts):
     for name in sorted(set(snapshot_names()) - NEW_LAYOUTS):
         plan = plan_checkpoint(
-            load_snapshot(snapshot_path(name)),
+            loaded_snapshot(name),
             resolve_gpu("B200"),
             UserSettings(max_model_len=4096, language_model_only=True),
         )

@@ -60,23 +60,8 @@ def _merges(specs: list[KVSpec]) -> bool:
 def _uniform_type(specs: list[KVSpec]) -> bool:
     """UniformTypeKVCacheSpecs: same block size and one layout kind (e.g. full layers of different
     head sizes)."""
-    if len({s.block_size for s in specs}) > 1:
-        return False
-    first = specs[0]
-    if first.kind in _FULLISH:
-        return all(s.kind in _FULLISH for s in specs)
-    if first.kind == "sliding":
-        return all(s.kind == "sliding" and s.sliding_window == first.sliding_window for s in specs)
-    if first.kind == "chunked":
-        return all(s.kind == "chunked" and s.attention_chunk_size == first.attention_chunk_size for s in specs)
-    if first.kind == "mamba":
-        return all(
-            s.kind == "mamba"
-            and s.page_size_bytes() == first.page_size_bytes()
-            and s.num_prefill_checkpoint_blocks == first.num_prefill_checkpoint_blocks
-            for s in specs
-        )
-    return False
+    key = specs[0].uniform_type_key()
+    return all(s.uniform_type_key() == key for s in specs)
 
 
 class NotModelled(Exception):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from typing import Protocol
 
 
 def cdiv(a: int, b: int) -> int:
@@ -56,6 +57,16 @@ class FullAttentionSpec:
     def max_memory_usage_bytes(self, ctx: SchedulingContext) -> int:
         return cdiv(ctx.max_model_len, self.block_size) * self.page_size_bytes()
 
+    def uniform_type_key(self) -> tuple:
+        """Layers whose keys are equal can share one UniformTypeKVCacheSpecs group."""
+        return ("full", self.block_size)
+
+    def describe(self) -> str:
+        value = self.head_size if self.head_size_v is None else self.head_size_v
+        if value == self.head_size:
+            return f"{self.num_kv_heads} KV heads x {self.head_size} x 2 (K and V) x {self.dtype_bytes} B"
+        return f"{self.num_kv_heads} KV heads x ({self.head_size} K + {value} V) x {self.dtype_bytes} B"
+
     def with_block_size(self, block_size: int):
         return replace(self, block_size=block_size)
 
@@ -74,6 +85,11 @@ class MLAAttentionSpec(FullAttentionSpec):
     def token_bytes(self) -> int:
         return self.record_bytes or self.head_size * self.dtype_bytes
 
+    def describe(self) -> str:
+        if self.record_bytes:
+            return f"one {self.record_bytes}-byte latent record per token"
+        return f"one latent record of {self.head_size} x {self.dtype_bytes} B per token"
+
 
 @dataclass(frozen=True)
 class SlidingWindowSpec(FullAttentionSpec):
@@ -89,6 +105,12 @@ class SlidingWindowSpec(FullAttentionSpec):
         tokens = min(self.sliding_window - 1 + ctx.extra_retained_tokens + ctx.max_in_flight_tokens, ctx.max_model_len)
         return (cdiv(tokens, self.block_size) + 1) * self.page_size_bytes()
 
+    def uniform_type_key(self) -> tuple:
+        return ("sliding", self.sliding_window, self.block_size)
+
+    def describe(self) -> str:
+        return f"window {self.sliding_window}: " + super().describe()
+
 
 @dataclass(frozen=True)
 class ChunkedLocalAttentionSpec(FullAttentionSpec):
@@ -103,6 +125,12 @@ class ChunkedLocalAttentionSpec(FullAttentionSpec):
     def max_memory_usage_bytes(self, ctx: SchedulingContext) -> int:
         tokens = min(self.attention_chunk_size + ctx.max_in_flight_tokens, ctx.max_model_len)
         return cdiv(tokens, self.block_size) * self.page_size_bytes()
+
+    def uniform_type_key(self) -> tuple:
+        return ("chunked", self.attention_chunk_size, self.block_size)
+
+    def describe(self) -> str:
+        return f"chunk {self.attention_chunk_size}: " + super().describe()
 
 
 @dataclass(frozen=True)
@@ -124,7 +152,7 @@ class MambaSpec:
         return "mamba"
 
     def real_page_size_bytes(self) -> int:
-        return sum(math.prod(shape) * size for shape, size in zip(self.shapes, self.dtype_bytes))
+        return sum(math.prod(shape) * size for shape, size in zip(self.shapes, self.dtype_bytes, strict=True))
 
     def page_size_bytes(self) -> int:
         return self.page_size_padded or self.real_page_size_bytes()
@@ -137,11 +165,39 @@ class MambaSpec:
             return page * (2 + self.num_speculative_blocks + self.num_prefill_checkpoint_blocks)
         return page * (1 + self.num_speculative_blocks)
 
+    def token_bytes(self) -> int | None:
+        return None  # a fixed state per request, whatever its length
+
+    def uniform_type_key(self) -> tuple:
+        return ("mamba", self.page_size_bytes(), self.num_prefill_checkpoint_blocks, self.block_size)
+
+    def describe(self) -> str:
+        shapes = " + ".join("x".join(map(str, shape)) for shape in self.shapes)
+        return f"{self.state_kind} state {shapes} ({self.real_page_size_bytes()} B) per request"
+
     def with_block_size(self, block_size: int):
         return replace(self, block_size=block_size)
 
 
-KVSpec = FullAttentionSpec | MambaSpec
+class KVSpec(Protocol):
+    """What the planner asks of every layer's cache (vLLM's KVCacheSpec)."""
+
+    block_size: int
+
+    @property
+    def kind(self) -> str: ...
+
+    def token_bytes(self) -> int | None: ...
+
+    def page_size_bytes(self) -> int: ...
+
+    def max_memory_usage_bytes(self, ctx: SchedulingContext) -> int: ...
+
+    def uniform_type_key(self) -> tuple: ...
+
+    def describe(self) -> str: ...
+
+    def with_block_size(self, block_size: int) -> KVSpec: ...
 
 
 def blocks_per_request(spec: KVSpec, ctx: SchedulingContext) -> int:
