@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from apron.engine.facts import EngineFacts
-from apron.plan.kv.backends import choose_backend
+from apron.plan.kv.backends import Backend, BackendChoice, NoBackend, choose_backend
 from apron.plan.kv.families import family_for
 from apron.plan.kv.families.base import FamilyContext, KVLayout, Refusal
 from apron.plan.kv.unknowns import unread_layout_fields
@@ -42,6 +42,8 @@ def build_layout(
         layout = _empty(ctx, f"config lacks {exc} needed for this model family's cache layout")
     except Refusal as exc:
         layout = _empty(ctx, f"tensor parallel size does not divide the {exc.what} ({exc}); vLLM refuses at start-up")
+    except NoBackend as exc:
+        layout = _empty(ctx, f"attention backend unknown: {exc}")
     name = layout.family
     unknowns = unread + list(layout.unknowns)
     if name == "decoder" and (entry.get("is_hybrid") or entry.get("is_attention_free") or entry.get("has_inner_state")):
@@ -59,13 +61,17 @@ def build_layout(
 
 def _empty(ctx: FamilyContext, why: str) -> KVLayout:
     ctx.unknowns.append(why)
-    choice = choose_backend(
-        ctx.capability,
-        is_mla=False,
-        has_sinks=False,
-        mixed_head_sizes=False,
-        kv_cache_dtype=ctx.settings.kv_cache_dtype,
-    )
+    try:
+        choice = choose_backend(
+            ctx.facts,
+            ctx.capability,
+            is_mla=False,
+            has_sinks=False,
+            mixed_head_sizes=False,
+            kv_cache_dtype=ctx.settings.kv_cache_dtype,
+        )
+    except NoBackend:
+        choice = BackendChoice(Backend("none"), "no attention backend chosen")
     return KVLayout(
         specs=(),
         block_size=16,

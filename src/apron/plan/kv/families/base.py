@@ -122,11 +122,13 @@ def attention_layout(ctx: FamilyContext, layers: list[Layer], family: str) -> KV
     states = [x for x in layers if x.kind == "mamba"]
     is_hybrid = bool(attention) and bool(states)
     choice = choose_backend(
+        ctx.facts,
         ctx.capability,
         is_mla=any(x.kind == "mla" for x in attention),
         has_sinks=family == "gpt_oss",
         mixed_head_sizes=len({x.head_size for x in attention}) > 1,
         kv_cache_dtype=ctx.settings.kv_cache_dtype,
+        is_gqa=ctx.config.num_heads // max(ctx.config.num_kv_heads, 1) > 1,
     )
     block = choice.backend.preferred_block_size(16)
     mode = "none" if (not attention or ctx.is_attention_free) else ("align" if states else "none")
