@@ -216,3 +216,14 @@ def test_parsers_follow_the_checkpoints_chat_template(apron_home_with_facts):
     qwen = load_snapshot(snapshot_path("Qwen/Qwen3-8B"))
     assert family_parsers(replace(qwen, chat_template="<think></think><tool_call>")).reasoning == "qwen3"
     assert family_parsers(replace(qwen, chat_template="plain")).reasoning is None
+
+
+def test_backend_follows_the_releases_priority_and_kv_dtypes(apron_home_with_facts):
+    """FLASH_ATTN_MLA leads the Hopper MLA list but lists no fp8 KV cache dtype, so an fp8 cache
+    falls to FLASHMLA and its 64-token kernel block (platforms/cuda.py, flashattn_mla.py)."""
+    checkpoint = load_snapshot(snapshot_path("deepseek-ai/DeepSeek-V2-Lite"))
+    auto = plan_checkpoint(checkpoint, resolve_gpu("H100"), UserSettings(max_model_len=8192))
+    fp8 = plan_checkpoint(checkpoint, resolve_gpu("H100"), UserSettings(max_model_len=8192, kv_cache_dtype="fp8"))
+    assert (auto.details["kv"]["backend"], auto.details["kv"]["block_size"]) == ("FLASH_ATTN_MLA", 16)
+    assert (fp8.details["kv"]["backend"], fp8.details["kv"]["block_size"]) == ("FLASHMLA", 64)
+    assert "FLASH_ATTN_MLA: kv cache dtype fp8" in next(n for n in fp8.notes if "FLASHMLA" in n)

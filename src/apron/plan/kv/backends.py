@@ -141,7 +141,8 @@ def _rejects(facts: EngineFacts, name: str, capability: tuple[int, int], has_sin
         return "compute capability"
     if has_sinks and not sinks(capability):
         return "no attention sinks"
-    if name == "FLASH_ATTN" and kv_dtype == "fp8_e5m2":
+    dtypes = (facts.attention_backend(name) or {}).get("supported_kv_cache_dtypes")
+    if kv_dtype != "auto" and dtypes is not None and kv_dtype not in dtypes:
         return f"kv cache dtype {kv_dtype}"
     return None
 
