@@ -32,9 +32,18 @@ class SchedulingContext:
         return self.max_concurrent_batches * self.max_num_batched_tokens
 
 
+def round_up(n: int, multiple: int) -> int:
+    return cdiv(n, multiple) * multiple
+
+
 @dataclass(frozen=True)
 class FullAttentionSpec:
-    """Plain attention (MHA/GQA/MQA): K and V for each KV head on this rank."""
+    """Plain attention (MHA/GQA/MQA): K and V for each KV head on this rank.
+
+    The page follows vLLM's AttentionSpec (kv_cache_interface.py, 0.30-0.33): heads x states x state
+    bytes, where a state covers `tokens_per_state` tokens (compressed caches) and holds
+    `state_bytes` (fixed records) or (head_size + head_size_v) x dtype bytes, rounded up to
+    `alignment`; `page_size_padded` replaces it where a hybrid pads pages to one size."""
 
     block_size: int
     num_kv_heads: int
@@ -42,17 +51,34 @@ class FullAttentionSpec:
     dtype_bytes: int
     head_size_v: int | None = None
     page_size_padded: int | None = None
+    tokens_per_state: int = 1
+    state_bytes: int | None = None
+    alignment: int | None = None
+    # KVCacheSpec.get_block_stride_alignment() (0.31+), resolved to bytes: packed blocks round up to it.
+    stride_alignment: int = 1
+    role: str = ""  # what the cache holds, for describe() (e.g. "indexer keys")
 
     @property
     def kind(self) -> str:
         return "full"
 
-    def token_bytes(self) -> int:
+    def state_content_bytes(self) -> int:
         value_size = self.head_size if self.head_size_v is None else self.head_size_v
-        return self.num_kv_heads * (self.head_size + value_size) * self.dtype_bytes
+        return self.state_bytes or (self.head_size + value_size) * self.dtype_bytes
+
+    def token_bytes(self) -> int:
+        return self.num_kv_heads * self.state_content_bytes() // self.tokens_per_state
+
+    def unpadded_page_size_bytes(self) -> int:
+        page = self.num_kv_heads * (self.block_size // self.tokens_per_state) * self.state_content_bytes()
+        return round_up(page, self.alignment) if self.alignment else page
 
     def page_size_bytes(self) -> int:
-        return self.page_size_padded or self.block_size * self.token_bytes()
+        return self.page_size_padded or self.unpadded_page_size_bytes()
+
+    def is_per_token(self) -> bool:
+        """Whether page / block is an exact per-token cost (no compression, padding or alignment)."""
+        return self.tokens_per_state == 1 and self.page_size_bytes() == self.block_size * self.token_bytes()
 
     def max_memory_usage_bytes(self, ctx: SchedulingContext) -> int:
         return cdiv(ctx.max_model_len, self.block_size) * self.page_size_bytes()
@@ -71,24 +97,28 @@ class FullAttentionSpec:
         return replace(self, block_size=block_size)
 
 
+def _per_state(spec: FullAttentionSpec) -> str:
+    every = f" per {spec.tokens_per_state} tokens" if spec.tokens_per_state > 1 else " per token"
+    return every + (f", pages aligned to {spec.alignment} B" if spec.alignment else "")
+
+
 @dataclass(frozen=True)
 class MLAAttentionSpec(FullAttentionSpec):
-    """Multi-head latent attention: one compressed record (kv_lora_rank + rope dim) per token,
-    the same on every TP rank. fp8_ds_mla / nvfp4_ds_mla store fixed-size records."""
+    """Multi-head latent attention and the caches built like it (compressed MLA, sparse-attention
+    indexer keys): one record per state, the same on every TP rank. fp8_ds_mla / nvfp4_ds_mla
+    store fixed-size records (`state_bytes`)."""
 
-    record_bytes: int | None = None  # state_content_bytes: 656 (fp8_ds_mla), 352 (nvfp4_ds_mla)
+    head_size_v: int | None = 0
 
     @property
     def kind(self) -> str:
         return "mla"
 
-    def token_bytes(self) -> int:
-        return self.record_bytes or self.head_size * self.dtype_bytes
-
     def describe(self) -> str:
-        if self.record_bytes:
-            return f"one {self.record_bytes}-byte latent record per token"
-        return f"one latent record of {self.head_size} x {self.dtype_bytes} B per token"
+        what = f"{self.role}: " if self.role else ""
+        if self.state_bytes:
+            return f"{what}one {self.state_bytes}-byte record" + _per_state(self)
+        return f"{what}one {self.head_size} x {self.dtype_bytes} B record" + _per_state(self)
 
 
 @dataclass(frozen=True)
@@ -110,6 +140,49 @@ class SlidingWindowSpec(FullAttentionSpec):
 
     def describe(self) -> str:
         return f"window {self.sliding_window}: " + super().describe()
+
+
+@dataclass(frozen=True)
+class SlidingWindowMLASpec(SlidingWindowSpec):
+    """A sliding window of MLA-format records (DeepSeek-V4's SWA cache and compressor states)."""
+
+    head_size_v: int | None = 0
+    bounded_replay: bool = False
+
+    @property
+    def kind(self) -> str:
+        return "sliding_mla"
+
+    def uniform_type_key(self) -> tuple:
+        return ("sliding_mla", self.sliding_window, self.bounded_replay, self.block_size)
+
+    def describe(self) -> str:
+        what = f"{self.role}: " if self.role else ""
+        record = f"{self.state_bytes}-byte" if self.state_bytes else f"{self.head_size} x {self.dtype_bytes} B"
+        return f"{what}window {self.sliding_window} of {record} records in {self.block_size}-token blocks"
+
+
+@dataclass(frozen=True)
+class CircularBufferSpec(FullAttentionSpec):
+    """A ring of `block_size` entries: one block per request for its whole life."""
+
+    head_size_v: int | None = 0
+
+    @property
+    def kind(self) -> str:
+        return "ring"
+
+    def max_memory_usage_bytes(self, ctx: SchedulingContext) -> int:
+        return self.page_size_bytes()
+
+    def uniform_type_key(self) -> tuple:
+        return ("ring", self.block_size)
+
+    def describe(self) -> str:
+        what = f"{self.role}: " if self.role else ""
+        return (
+            f"{what}a {self.block_size}-entry ring of {self.num_kv_heads} x {self.state_content_bytes()} B per request"
+        )
 
 
 @dataclass(frozen=True)
@@ -146,6 +219,8 @@ class MambaSpec:
     page_size_padded: int | None = None
     num_prefill_checkpoint_blocks: int = 0
     num_speculative_blocks: int = 0
+    tp_replicated: bool = False  # the whole state on every TP rank (Qwen3.8-Flash-Next's PLE conv)
+    stride_alignment: int = 1
 
     @property
     def kind(self) -> str:
@@ -169,7 +244,14 @@ class MambaSpec:
         return None  # a fixed state per request, whatever its length
 
     def uniform_type_key(self) -> tuple:
-        return ("mamba", self.page_size_bytes(), self.num_prefill_checkpoint_blocks, self.block_size)
+        return (
+            "mamba",
+            self.page_size_bytes(),
+            self.num_prefill_checkpoint_blocks,
+            self.num_speculative_blocks,
+            self.tp_replicated,
+            self.block_size,
+        )
 
     def describe(self) -> str:
         shapes = " + ".join("x".join(map(str, shape)) for shape in self.shapes)

@@ -238,7 +238,7 @@ def _specs(
             shapes, sizes, kind = layer.state
             spec = MambaSpec(shapes, sizes, mamba_block, kind, mamba_padded, checkpoint_blocks)
         elif layer.kind == "mla":
-            spec = MLAAttentionSpec(block, 1, layer.head_size, dsz, head_size_v=0, record_bytes=record)
+            spec = MLAAttentionSpec(block, 1, layer.head_size, dsz, head_size_v=0, state_bytes=record)
         elif layer.kind == "sliding":
             sliding_block = choice.backend.sliding_block_size(block, is_v029=not ctx.facts.at_least("0.30.0"))
             spec = SlidingWindowSpec(
