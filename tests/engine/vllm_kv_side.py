@@ -182,11 +182,64 @@ def align(case: dict) -> dict:
     return {"block_size": cc.block_size, "mamba_page_size_padded": cc.mamba_page_size_padded}
 
 
+def built(case: dict) -> dict:
+    """The model built by vLLM (vllm_build.py), then vLLM's grouping on its own specs, once per
+    scheduling variant of the case."""
+    import vllm_build
+
+    view = vllm_build.build(case["build"])
+    vc = view["vllm_config"]
+    vc.scheduler_config.async_scheduling = True
+    out = {
+        "layers": [(name, vllm_build.spec_wire(spec, vc)) for name, spec in view["specs"].items()],
+        "block_size": view["block_size"],
+        "mamba_page_size_padded": view["mamba_page_size_padded"],
+        "layout": view["layout"],
+        "backends": view["backends"],
+        "plans": [],
+    }
+    for variant in case["variants"]:
+        vc.model_config.max_model_len = variant["max_model_len"]
+        vc.scheduler_config.max_num_batched_tokens = variant["max_num_batched_tokens"]
+        out["plans"].append(engine_plan(vc, dict(view["specs"]), variant["available_bytes"]))
+    return out
+
+
+def engine_plan(vc, specs: dict, available: int) -> dict:
+    try:
+        config = ku.get_kv_cache_configs(vc, [specs], [available])[0]
+    except ValueError as exc:
+        return {"refusal": str(exc)}
+    tokens, concurrency = ku.get_kv_cache_capacity(vc, config)
+    layout = vc.cache_config.get_resolved_kv_cache_layout()
+    return {
+        "num_blocks": config.num_blocks,
+        "bytes_per_block": ku._get_kv_cache_bytes_per_block(config.kv_cache_groups, layout),
+        "kv_tokens": tokens,
+        "max_concurrency": round(concurrency, 6),
+        "groups": [sorted(g.layer_names) for g in config.kv_cache_groups],
+    }
+
+
 def main() -> None:
     cases = json.load(sys.stdin)
+    builds = [c for c in cases if "build" in c]
+    if builds:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import vllm_build
+
+        vllm_build.install_stand_ins(tuple(builds[0]["build"].get("capability", (9, 0))))
     out = []
     for case in cases:
         result = {"id": case["id"]}
+        if "build" in case:
+            try:
+                result["built"] = built(case)
+            except Exception as exc:  # reported per case; the test names the failure
+                import traceback
+
+                result["error"] = f"{type(exc).__name__}: {exc}"
+                result["traceback"] = traceback.format_exc()[-3000:]
         if "specs" in case:
             result["plan"] = plan(case)
         if "state" in case:

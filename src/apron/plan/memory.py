@@ -137,7 +137,7 @@ def _plan_kv(layout: KVLayout, budget: _Budget, settings: EngineSettings) -> tup
         mamba_cache_mode=layout.mamba_cache_mode,
     )
     try:
-        return plan_kv(dict(layout.specs), budget.available, ctx), []
+        return plan_kv(dict(layout.specs), budget.available, ctx, block_outermost=layout.block_outermost), []
     except NotModelled as exc:
         return None, [f"KV grouping not modelled: {exc}"]
 
@@ -152,7 +152,7 @@ def _assemble(
     checkpoint: Checkpoint,
 ) -> MemoryPlan:
     q: dict[str, Quantity] = {}
-    problems: list[Problem] = []
+    problems = [Problem(kind, message, "proven_constraint") for kind, message in layout.refusals]
     flags: list[str] = []
     peak = budget.activation.peak
     if peak is None:

@@ -31,17 +31,28 @@ def build_layout(
 ) -> KVLayout:
     ctx = FamilyContext(arch, config, settings, facts, capability=capability, is_attention_free=is_attention_free)
     entry = facts.architecture(arch) or {}
+    family = family_for(arch, config)
+    read = family.READS | getattr(family, "IRRELEVANT", frozenset())
     unread = [
         f"config field '{key}' describes a cache or attention layout Apron does not model"
-        for key in unread_layout_fields(config)
+        for key in unread_layout_fields(config, read)
     ]
-    family = family_for(arch, config)
+    minimum = getattr(family, "MIN_RELEASE", None)
+    if minimum and not facts.at_least(minimum):
+        unread.append(f"the {family.NAME} layout is not modelled for vLLM {facts.version} (from {minimum})")
     try:
         layout = family.layer_specs(ctx)
     except KeyError as exc:
         layout = _empty(ctx, f"config lacks {exc} needed for this model family's cache layout")
     except Refusal as exc:
-        layout = _empty(ctx, f"tensor parallel size does not divide the {exc.what} ({exc}); vLLM refuses at start-up")
+        if exc.kind == "tp":
+            layout = _empty(
+                ctx, f"tensor parallel size does not divide the {exc.what} ({exc}); vLLM refuses at start-up"
+            )
+        else:
+            layout = replace(
+                _empty(ctx, f"vLLM {facts.version} refuses this {exc.what}: {exc}"), refusals=((exc.kind, str(exc)),)
+            )
     except NoBackend as exc:
         layout = _empty(ctx, f"attention backend unknown: {exc}")
     name = layout.family
@@ -51,7 +62,7 @@ def build_layout(
             f"vLLM {facts.version} registers {arch} as a model with recurrent state, whose "
             "state layout Apron does not model"
         )
-    if config.is_mla and name not in ("mla", "unknown"):
+    if config.is_mla and name != "unknown" and "kv_lora_rank" not in family.READS:
         unknowns.append(
             f"kv_lora_rank on a {config.text_model_type!r} model: vLLM's MLA path is keyed by "
             "model type, and Apron does not know which cache this model builds"

@@ -160,11 +160,12 @@ _READ_OR_IRRELEVANT = {
 }
 
 
-def unread_layout_fields(config: ModelConfig) -> list[str]:
-    """Layout-describing keys that no modelled family reads (null or false values describe nothing)."""
+def unread_layout_fields(config: ModelConfig, read: frozenset[str] = frozenset()) -> list[str]:
+    """Layout-describing keys that the classic families and the model's own family (`read`) do not
+    read (null or false values describe nothing)."""
     out = []
     for key, value in config.text.items():
-        if value in (None, False, 0, [], {}) or key in _READ_OR_IRRELEVANT:
+        if value in (None, False, 0, [], {}) or key in _READ_OR_IRRELEVANT or key in read:
             continue
         if _describes_layout(key):
             out.append(key)

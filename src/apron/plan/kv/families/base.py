@@ -56,6 +56,14 @@ class KVLayout:
     notes: tuple[str, ...] = ()
     unknowns: tuple[str, ...] = ()
     family: str = "unknown"
+    # The resolved KV cache layout puts the block dimension outermost (backends that declare
+    # BLHNC/BLNHC): mixed page sizes then pack side by side instead of being unified.
+    block_outermost: bool = False
+    # Buffers the family's layers add to the profiling run (name, shape, dtype bytes), for the
+    # activation estimate; see profiling_buffers().
+    buffers: tuple = ()
+    mamba_page_size_padded: int | None = None
+    refusals: tuple[tuple[str, str], ...] = ()  # (kind, the engine's message)
 
     @property
     def has_state(self) -> bool:
@@ -97,6 +105,11 @@ class FamilyContext:
         return conv, conv if ssm_dtype in ("auto", None) else KV_DTYPE_BYTES[dtype_name(ssm_dtype)]
 
 
+def layer_name(index: int, suffix: str = "") -> str:
+    """vLLM's layer name without the model prefix ('model.' / 'language_model.model.')."""
+    return f"layers.{index}" + (f".{suffix}" if suffix else "")
+
+
 def dtype_name(text: str) -> str:
     text = str(text).removeprefix("torch.")
     return {"float": "float32", "half": "float16", "bf16": "bfloat16", "fp32": "float32"}.get(text, text)
@@ -109,11 +122,12 @@ def divide(a: int, b: int, what: str) -> int:
 
 
 class Refusal(Exception):
-    """A shape the engine's divide() refuses: a proven constraint, raised at model construction."""
+    """What the engine refuses at model construction (a proven constraint): a shape its divide()
+    rejects (kind "tp"), a KV cache dtype or a GPU the layout's kernels do not take."""
 
-    def __init__(self, message: str, what: str):
+    def __init__(self, message: str, what: str, kind: str = "tp"):
         super().__init__(message)
-        self.what = what
+        self.what, self.kind = what, kind
 
 
 def attention_layout(ctx: FamilyContext, layers: list[Layer], family: str) -> KVLayout:

@@ -12,10 +12,8 @@ MODEL_TYPES = frozenset(
     {
         "deepseek_v2",
         "deepseek_v3",
-        "deepseek_v32",
         "glm4_moe_lite",
         "kimi_k2",
-        "glm_moe_dsa",
         "longcat_flash",
         "pangu_ultra_moe",
         "deepseek_vl_v2",
@@ -27,6 +25,7 @@ SOURCES = {"0.29.0-0.33.0": "model_executor/layers/attention/mla_attention.py ML
 
 
 def matches(arch: str, config: ModelConfig) -> bool:
+    # DeepSeek-V3.2-style sparse attention (deepseek_v32, glm_moe_dsa) is the dsa family.
     return config.is_mla and config.text_model_type in MODEL_TYPES
 
 
