@@ -33,6 +33,7 @@ STAND_INS = (
     "MoE experts, FP8 GEMM kernels, TileLang and Triton JIT helpers, the workspace manager: not built (weights and kernels only)",
     "pinned-host and UVA n-gram tables: allocated on the meta device",
     "DeepSeek-V4.1's Engram token map: built from the config's compressed vocab size (needs the tokenizer otherwise)",
+    "kernel builds: FlashMLA's mega-attention ops count as present (every CUDA wheel has them)",
 )
 
 
@@ -119,6 +120,25 @@ def install_stand_ins(capability: tuple[int, int]) -> None:
 
     linear_kernels.init_fp8_linear_kernel = lambda *a, **k: _Inert()
     fp8.init_fp8_linear_kernel = linear_kernels.init_fp8_linear_kernel
+    try:
+        import vllm.models.deepseek_v41.nvidia.flash_mla_mega_attn as mega
+
+        mega.is_flashmla_mega_attn_supported = lambda: (_CAPABILITY[0].major == 10, None)
+        mega.permute_on_load = lambda *a, **k: None  # weight re-ordering at load time
+        from vllm.model_executor.layers.linear import LinearBase
+
+        construct = mega.DeepseekV4MegaAttnAttention.__init__
+
+        def construct_without_fp8_scales(self, *args, **kwargs):
+            LinearBase.weight_scale = None  # the FP8 scales the stubbed kernels did not create
+            try:
+                construct(self, *args, **kwargs)
+            finally:
+                del LinearBase.weight_scale
+
+        mega.DeepseekV4MegaAttnAttention.__init__ = construct_without_fp8_scales
+    except ImportError:
+        pass
     from vllm.model_executor.models import registry
 
     registry._run_in_subprocess = lambda fn: fn()
