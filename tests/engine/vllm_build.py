@@ -33,7 +33,7 @@ STAND_INS = (
     "MoE experts, FP8 GEMM kernels, TileLang and Triton JIT helpers, the workspace manager: not built (weights and kernels only)",
     "pinned-host and UVA n-gram tables: allocated on the meta device",
     "DeepSeek-V4.1's Engram token map: built from the config's compressed vocab size (needs the tokenizer otherwise)",
-    "kernel builds: FlashMLA's mega-attention ops count as present (every CUDA wheel has them)",
+    "kernel builds: FlashMLA's mega-attention and FlashKDA ops count as present (every CUDA wheel has them)",
 )
 
 
@@ -139,6 +139,7 @@ def install_stand_ins(capability: tuple[int, int]) -> None:
         mega.DeepseekV4MegaAttnAttention.__init__ = construct_without_fp8_scales
     except ImportError:
         pass
+    _cuda_kernels_present()
     from vllm.model_executor.models import registry
 
     registry._run_in_subprocess = lambda fn: fn()
@@ -151,6 +152,32 @@ def install_stand_ins(capability: tuple[int, int]) -> None:
 
 
 _CAPABILITY: list = []
+
+
+class _CudaPlatformView:
+    """The current platform as a CUDA build would answer is_cuda(); everything else delegates."""
+
+    def __init__(self, platform):
+        self._platform = platform
+
+    def is_cuda(self):
+        return True
+
+    def __getattr__(self, name):
+        return getattr(self._platform, name)
+
+
+def _cuda_kernels_present() -> None:
+    """FlashKDA: its availability check asks is_cuda(); its workspace query needs the op."""
+    import torch
+
+    sys.modules.setdefault("vllm._flashkda_C", types.ModuleType("vllm._flashkda_C"))
+    torch.ops._flashkda_C = types.SimpleNamespace(get_workspace_size=lambda *a, **k: 0)
+    try:
+        import vllm.models.glm5next.common.kda as kda
+    except ImportError:
+        return
+    kda.current_platform = _CudaPlatformView(kda.current_platform)
 
 
 def _set_capability(capability) -> None:
