@@ -21,6 +21,7 @@ import socket
 import sys
 import tempfile
 import types
+import typing
 from pathlib import Path
 
 STAND_INS = (
@@ -28,12 +29,13 @@ STAND_INS = (
     "model-class inspection runs in-process (vLLM runs it in a subprocess only to keep CUDA out of the parent)",
     "torch.cuda Stream/Event/get_device_properties and torch.accelerator device queries: inert objects",
     "the GPU's compute capability: the plan's GPU (current_platform.get_device_capability)",
+    "platform config hook: none (CUDA's only names the worker class; the CPU platform's forces 128-token blocks and fp32 states)",
     "attention backend selection: the backend the plan names (platforms/cuda.py cannot import without CUDA)",
     "tensor-parallel world size: the plan's TP (get_tensor_model_parallel_world_size; rank 0)",
     "MoE experts, FP8 GEMM kernels, TileLang and Triton JIT helpers, the workspace manager: not built (weights and kernels only)",
     "pinned-host and UVA n-gram tables: allocated on the meta device",
     "DeepSeek-V4.1's Engram token map: built from the config's compressed vocab size (needs the tokenizer otherwise)",
-    "kernel builds: FlashMLA's mega-attention and FlashKDA ops count as present (every CUDA wheel has them)",
+    "kernel builds: FlashMLA's mega-attention, FlashKDA and FlashAttention 3/4 (fp8 KV on SM90/SM100) count as present",
 )
 
 
@@ -47,11 +49,32 @@ class _Inert:
         return lambda *args, **kwargs: None
 
 
+class _Anything:
+    """What an attribute of the empty torchvision module is: any attribute, call, subclass or
+    `X | Y` annotation works and does nothing."""
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return _Anything()
+
+    def __call__(self, *args, **kwargs):
+        return _Anything()
+
+    def __or__(self, other):
+        return typing.Any
+
+    __ror__ = __or__
+
+    def __mro_entries__(self, bases):
+        return (object,)
+
+
 class _AnyModule(types.ModuleType):
     def __getattr__(self, name):
         if name.startswith("__"):
             raise AttributeError(name)
-        return _Inert
+        return _Anything()
 
 
 class _TorchvisionFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
@@ -148,6 +171,18 @@ def install_stand_ins(capability: tuple[int, int]) -> None:
     platform = type(current_platform)
     platform.get_device_capability = classmethod(lambda cls, device_id=0: _CAPABILITY[0])
     platform.get_attn_backend_cls = classmethod(lambda cls, *a, **k: _chosen_backend(*a, **k))
+    platform.check_and_update_config = classmethod(lambda cls, vllm_config: None)
+    import vllm.model_executor.layers.fused_moe.layer as moe_layer
+
+    real_factory = moe_layer.FusedMoEFactory
+
+    def experts_or_placeholder(*args, **kwargs):
+        try:
+            return real_factory(*args, **kwargs)
+        except NotImplementedError:  # MoE configurations only CUDA builds take (is_act_and_mul=False)
+            return nn.Module()
+
+    moe_layer.FusedMoEFactory = experts_or_placeholder
     _set_capability(capability)
 
 
@@ -213,6 +248,13 @@ def _patch_module_functions(tp: int) -> None:
             module.get_tensor_model_parallel_world_size = lambda: tp
         if "get_accelerator_view_from_cpu_tensor" in namespace and module is not torch_utils:
             module.get_accelerator_view_from_cpu_tensor = torch_utils.get_accelerator_view_from_cpu_tensor
+        if "FusedMoEFactory" in namespace and name != "vllm.model_executor.layers.fused_moe.layer":
+            module.FusedMoEFactory = sys.modules["vllm.model_executor.layers.fused_moe.layer"].FusedMoEFactory
+        if name == "vllm.v1.attention.backends.flash_attn" and "flash_attn_supports_kv_cache_dtype" in namespace:
+            # FlashAttention 3/4 on Hopper/Blackwell takes fp8 KV; the CPU wheel has no FA kernels.
+            module.flash_attn_supports_kv_cache_dtype = lambda kv_cache_dtype="fp8_e4m3", **kw: (
+                kv_cache_dtype != "fp8_e5m2" and _CAPABILITY[0].major in (9, 10)
+            )
         if name.startswith("vllm.models") and "is_flash_attn_varlen_func_available" in namespace:
             module.is_flash_attn_varlen_func_available = lambda: True
 
@@ -262,9 +304,17 @@ def vllm_config_for(case: dict, folder: Path):
         dtype=case.get("dtype", "auto"),
         language_model_only=case.get("language_model_only", False),
     )
-    cache_config = CacheConfig(cache_dtype=case.get("kv_cache_dtype", "auto"))
-    if case.get("mamba_cache_mode"):
-        cache_config.mamba_cache_mode = case["mamba_cache_mode"]
+    # engine/arg_utils.py _set_default_chunked_prefill_and_prefix_caching_args: prefix caching on
+    # unless the model cannot use it (attention-free); the model's config hook then picks the
+    # Mamba cache mode from it.
+    cache_config = CacheConfig(
+        cache_dtype=case.get("kv_cache_dtype", "auto"),
+        enable_prefix_caching=model_config.is_prefix_caching_supported,
+    )
+    # engine/arg_utils.py create_engine_config: the engine-wide window, for models that slide everywhere.
+    layer_types = getattr(model_config.hf_text_config, "layer_types", None)
+    if layer_types is None or all(kind == "sliding_attention" for kind in layer_types):
+        cache_config.sliding_window = model_config.get_sliding_window()
     scheduler = SchedulerConfig(
         max_model_len=case["max_model_len"],
         max_num_batched_tokens=case["max_num_batched_tokens"],

@@ -141,6 +141,9 @@ def _rejects(facts: EngineFacts, name: str, capability: tuple[int, int], has_sin
         return "compute capability"
     if has_sinks and not sinks(capability):
         return "no attention sinks"
+    if name == "FLASH_ATTN" and kv_dtype.startswith("fp8") and capability[0] not in (9, 10):
+        # fa_utils.py flash_attn_supports_kv_cache_dtype: fp8 KV needs FlashAttention 3 (SM90) or 4 (SM100).
+        return f"kv cache dtype {kv_dtype} needs FlashAttention 3 or 4"
     dtypes = (facts.attention_backend(name) or {}).get("supported_kv_cache_dtypes")
     if kv_dtype != "auto" and dtypes is not None and kv_dtype not in dtypes:
         return f"kv cache dtype {kv_dtype}"

@@ -130,10 +130,11 @@ class Refusal(Exception):
         self.what, self.kind = what, kind
 
 
-def attention_layout(ctx: FamilyContext, layers: list[Layer], family: str) -> KVLayout:
-    """The classic path: pick the backend, its block size, align hybrids, and build one spec a layer."""
-    attention = [x for x in layers if x.kind != "mamba"]
-    states = [x for x in layers if x.kind == "mamba"]
+def attention_layout(ctx: FamilyContext, layers: list[Layer | None], family: str) -> KVLayout:
+    """The classic path: pick the backend, its block size, align hybrids, and build one spec a layer
+    (None: a layer with no cache of its own, e.g. Nemotron-H's MLP layers; names keep its index)."""
+    attention = [x for x in layers if x is not None and x.kind != "mamba"]
+    states = [x for x in layers if x is not None and x.kind == "mamba"]
     is_hybrid = bool(attention) and bool(states)
     choice = choose_backend(
         ctx.facts,
@@ -234,7 +235,7 @@ def align_hybrid_block(
 
 
 def _specs(
-    layers: list[Layer],
+    layers: list[Layer | None],
     ctx: FamilyContext,
     block: int,
     choice: BackendChoice,
@@ -246,6 +247,8 @@ def _specs(
     record = {"fp8_ds_mla": 656, "nvfp4_ds_mla": 352}.get(ctx.settings.kv_cache_dtype)
     out: list[tuple[str, KVSpec]] = []
     for i, layer in enumerate(layers):
+        if layer is None:
+            continue
         name = f"layers.{i}"
         spec: KVSpec
         if layer.kind == "mamba":

@@ -47,7 +47,7 @@ def layer_specs(ctx: FamilyContext) -> KVLayout:
     window = t.get("sliding_window")
     attention = Layer("sliding" if window else "full", ctx.kv_heads(), ctx.head_dim(), window)
     kinds = t.get("layers_block_type") or _pattern_types(t.get("hybrid_override_pattern", ""))
-    layers = [mamba if k == "mamba" else attention for k in kinds if k in ("mamba", "attention")]
+    layers = [mamba if k == "mamba" else attention if k == "attention" else None for k in kinds]
     return attention_layout(ctx, layers, NAME)
 
 
