@@ -25,7 +25,6 @@ from pathlib import Path
 import pytest
 
 from apron.engine.facts import load_facts
-from apron.hardware.gpus import Gpu
 from apron.plan.kv.layouts import build_layout
 from apron.plan.kv.planning import plan_kv
 from apron.plan.kv.specs import SchedulingContext
