@@ -51,6 +51,7 @@ def settings_options(command):
         click.option("--dtype", default="auto", show_default=True),
         click.option("--enforce-eager", is_flag=True),
         click.option("--language-model-only", is_flag=True, help="Skip the vision/audio tower (text-only serving)."),
+        click.option("--host-ram-bytes", type=int, help="The machine's host RAM; the plan checks its host tables fit."),
     ]
     for option in reversed(options):
         command = option(command)
@@ -71,6 +72,7 @@ def plan_request(source: str, gpu, settings: dict, use_catalog: bool = True):
         dtype=settings["dtype"],
         enforce_eager=settings["enforce_eager"],
         language_model_only=settings["language_model_only"],
+        host_ram_bytes=settings.get("host_ram_bytes"),
     )
     return PlanRequest(
         source=source,

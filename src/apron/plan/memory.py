@@ -20,7 +20,7 @@ from apron.plan.kv.specs import SchedulingContext
 from apron.plan.model_config import ModelConfig
 from apron.plan.quantity import Problem, Quantity
 from apron.plan.settings import EngineSettings
-from apron.plan.weights import WeightsEstimate, is_tied, mxfp4_backend, pad_to
+from apron.plan.weights import WeightsEstimate, is_host_table, is_tied, mxfp4_backend, pad_to
 
 GIB = 2**30
 
@@ -174,7 +174,8 @@ def _assemble(
         )
     q.update(_kv_quantities(layout, kv, kv_unknown, settings))
     verdict = _verdict_and_problems(budget, kv, kv_unknown, layout, settings, problems, flags)
-    q["host_ram_bytes"] = host_ram(checkpoint, settings, layout)
+    q["host_ram_bytes"] = host_ram(checkpoint, settings, layout, budget.weights.host_table_bytes)
+    verdict = _host_ram_verdict(q["host_ram_bytes"], settings, problems, verdict)
     notes = list(layout.notes) + [f"attention backend {layout.backend.backend.name}: {layout.backend.reason}"]
     if peak is not None and peak.name == "compile transient":
         notes.append(
@@ -336,11 +337,19 @@ def _state_block_flag(kv: KVPlan, settings: EngineSettings, problems: list[Probl
     flags.append(f"--max-num-seqs {max(kv.num_blocks, 1)}")
 
 
-def host_ram(checkpoint: Checkpoint, settings: EngineSettings, layout: KVLayout) -> Quantity:
+def host_ram(checkpoint: Checkpoint, settings: EngineSettings, layout: KVLayout, table_bytes: int = 0) -> Quantity:
     """Host memory the boot needs: the V2 runner's pinned token table (gpu/states.py all_token_ids,
-    int32 [max_num_seqs, max_model_len], UVA) and one checkpoint shard read at a time while loading."""
+    int32 [max_num_seqs, max_model_len], UVA), one checkpoint shard read at a time while loading,
+    and the n-gram tables vLLM keeps in pinned host memory (EngramConfig.cpu_offload, default on:
+    DeepSeek-V4.1's Engram tables, Qwen3.8-Flash-Next's PLE n-gram embedding; the TP ranks of one
+    replica hold one copy between them)."""
     pinned = 4 * settings.max_num_seqs * settings.max_model_len
-    largest = max(checkpoint.shard_bytes.values(), default=0)
+    shards = dict(checkpoint.shard_bytes)
+    if table_bytes:  # the tables go straight into their pinned copy; the rest of their shard is read
+        for tensor in checkpoint.tensors:
+            if is_host_table(tensor.name):
+                shards[tensor.file] -= tensor.num_bytes
+    largest = max(shards.values(), default=0)
     unmodelled = [
         k
         for k in ("ngram_vocab_size_ratio", "hidden_size_per_layer_input")
@@ -350,13 +359,31 @@ def host_ram(checkpoint: Checkpoint, settings: EngineSettings, layout: KVLayout)
         return Quantity.unknown(
             "bytes", f"config names tables ({', '.join(unmodelled)}) whose host placement is not modelled"
         )
+    tables = f" + pinned n-gram tables {table_bytes / GIB:.2f} GiB (from the headers)" if table_bytes else ""
     return Quantity(
-        pinned + largest,
+        pinned + largest + table_bytes,
         "bytes",
         "predicted",
         f"pinned token table {pinned / GIB:.2f} GiB + largest shard {largest / GIB:.2f} GiB read "
-        "while loading; the Python processes themselves are not counted",
+        f"while loading{tables}; the Python processes themselves are not counted",
     )
+
+
+def _host_ram_verdict(host: Quantity, settings: EngineSettings, problems: list[Problem], verdict: str) -> str:
+    """--host-ram-bytes: a machine that cannot hold the host side does not fit."""
+    limit = settings.user.host_ram_bytes
+    if limit is None or host.value is None or host.value <= limit:
+        return verdict
+    problems.append(
+        Problem(
+            "host_ram_exceeded",
+            f"the host needs {host.value / GIB:.1f} GiB of RAM ({host.basis}) but has "
+            f"{limit / GIB:.1f} GiB (--host-ram-bytes); use a larger host, or keep the n-gram tables on "
+            "the GPUs with --engram-config '{\"cpu_offload\": false}'",
+            "predicted",
+        )
+    )
+    return "does_not_fit"
 
 
 def _activation_details(activation: ActivationEstimate) -> dict:
