@@ -61,8 +61,17 @@ class ActivationEstimate:
 
 
 def estimate_activation(
-    config: ModelConfig, settings: EngineSettings, facts: EngineFacts, *, is_multimodal: bool, is_attention_free: bool
+    config: ModelConfig,
+    settings: EngineSettings,
+    facts: EngineFacts,
+    *,
+    is_multimodal: bool,
+    is_attention_free: bool,
+    layer_buffers: tuple[Buffer, ...] = (),
+    persistent_buffers: tuple[Buffer, ...] = (),
 ) -> ActivationEstimate:
+    """`layer_buffers`: what the KV family's layers add to the dummy forward; `persistent_buffers`:
+    what they allocate at construction, present in every moment (plan/kv/families/base.py)."""
     moments, skipped = [], []
     text_only = not is_multimodal or settings.language_model_only
     compile_reason = _compile_skip_reason(settings, text_only)
@@ -70,8 +79,11 @@ def estimate_activation(
         skipped.append(("compile transient", compile_reason))
     else:
         moments.append(compile_transient(config, settings))
-    moments.append(forward_pass(config, settings, is_attention_free))
+    forward = forward_pass(config, settings, is_attention_free)
+    moments.append(Moment(forward.name, forward.buffers + layer_buffers, forward.basis, forward.is_modelled))
     moments.append(sampler(config, settings, facts))
+    if persistent_buffers:
+        moments = [Moment(m.name, m.buffers + persistent_buffers, m.basis, m.is_modelled) for m in moments]
     if is_multimodal and not settings.language_model_only:
         moments.append(
             Moment(

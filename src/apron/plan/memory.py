@@ -13,7 +13,7 @@ from apron.checkpoint import Checkpoint
 from apron.engine.facts import EngineFacts
 from apron.hardware import Gpu
 from apron.plan import overheads
-from apron.plan.activation import ActivationEstimate, estimate_activation
+from apron.plan.activation import ActivationEstimate, Buffer, estimate_activation
 from apron.plan.kv.layouts import KVLayout, build_layout
 from apron.plan.kv.planning import KVPlan, NotModelled, bytes_per_token, plan_kv
 from apron.plan.kv.specs import SchedulingContext
@@ -73,10 +73,17 @@ def plan_memory(
         capability=gpu.compute_capability,
         is_attention_free=traits.is_attention_free,
     )
-    activation = estimate_activation(
-        config, settings, facts, is_multimodal=traits.is_multimodal, is_attention_free=layout.is_attention_free
-    )
     moe_ws = overheads.moe_workspace_bytes(config, settings, mxfp4_padding=_mxfp4_padding(config, settings, gpu))
+    forward_buffers, persistent = family_buffers(layout, moe_ws)
+    activation = estimate_activation(
+        config,
+        settings,
+        facts,
+        is_multimodal=traits.is_multimodal,
+        is_attention_free=layout.is_attention_free,
+        layer_buffers=forward_buffers,
+        persistent_buffers=persistent,
+    )
     non_torch = overheads.non_torch(
         config,
         settings,
@@ -89,6 +96,18 @@ def plan_memory(
     budget = _Budget(requested, weights, activation, non_torch, graphs)
     kv, kv_unknown = _plan_kv(layout, budget, settings)
     return _assemble(budget, layout, kv, kv_unknown, settings, gpu, checkpoint)
+
+
+def family_buffers(layout: KVLayout, moe_workspace: int) -> tuple[tuple[Buffer, ...], tuple[Buffer, ...]]:
+    """The KV family's profiling buffers as activation tensors: (dummy-forward, persistent). vLLM's
+    workspace manager keeps one buffer sized to its largest request (v1/worker/workspace.py), which
+    the MoE workspace (in non-torch) already claims: only the growth beyond it is added."""
+    forward = [Buffer(b.name, b.shape, b.dtype_bytes) for b in layout.buffers if b.when == "forward"]
+    persistent = tuple(Buffer(b.name, b.shape, b.dtype_bytes) for b in layout.buffers if b.when == "persistent")
+    workspace = max((b.num_bytes for b in layout.buffers if b.when == "workspace"), default=0)
+    if workspace > moe_workspace:
+        forward.append(Buffer("workspace growth beyond the MoE workspace", (workspace - moe_workspace,), 1))
+    return tuple(forward), persistent
 
 
 def _mxfp4_padding(config: ModelConfig, settings: EngineSettings, gpu: Gpu) -> tuple[int, int] | None:

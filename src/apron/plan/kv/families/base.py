@@ -45,6 +45,44 @@ class Layer:
 
 
 @dataclass(frozen=True)
+class ProfilingBuffer:
+    """A tensor the family's layers add to the start-up profile. `when`: "persistent" (allocated
+    at model construction, present in every moment), "forward" (during the dummy forward only), or
+    "workspace" (a request to vLLM's workspace manager, which keeps one buffer sized to the largest
+    request: v1/worker/workspace.py)."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype_bytes: int
+    when: str
+
+    @property
+    def num_bytes(self) -> int:
+        return math.prod(self.shape) * self.dtype_bytes
+
+
+def sparse_indexer_buffers(ctx: FamilyContext, topk: int, min_ratio: int = 1) -> tuple[ProfilingBuffer, ...]:
+    """The DSA-style lightning indexer (model_executor/layers/sparse_attn_indexer.py): the shared
+    top-k index buffer the model allocates, the K-gather workspace its profiling branch reserves
+    (fp8 keys + fp32 scales for get_max_prefill_buffer_size // compress ratio rows, plus the 1 MiB
+    radix top-k workspace) and the VLLM_SPARSE_INDEXER_MAX_LOGITS_MB (512) logits probe."""
+    tokens, length = ctx.settings.max_num_batched_tokens, ctx.settings.max_model_len
+    if ctx.facts.at_least("0.32.0"):
+        factor = 5 if length <= 256 * 1024 else 2  # config/vllm.py sparse_mla_prefill_workspace_factor
+        rows = length * (576 * 2 // 132) * factor // min_ratio
+    else:
+        rows = length * 40 // min_ratio  # v1/attention/backends/mla/indexer.py (0.30, 0.31)
+    probe = int(ctx.facts.env_default("VLLM_SPARSE_INDEXER_MAX_LOGITS_MB", 512) or 512)
+    return (
+        ProfilingBuffer("sparse indexer top-k indices", (tokens, topk), 4, "persistent"),
+        ProfilingBuffer(
+            "indexer K-gather workspace (fp8 keys, scales, radix top-k)", (rows * 132 + 2**20,), 1, "workspace"
+        ),
+        ProfilingBuffer("indexer logits probe (VLLM_SPARSE_INDEXER_MAX_LOGITS_MB)", (probe * 2**20,), 1, "forward"),
+    )
+
+
+@dataclass(frozen=True)
 class KVLayout:
     specs: tuple[tuple[str, KVSpec], ...]
     block_size: int
@@ -59,9 +97,8 @@ class KVLayout:
     # The resolved KV cache layout puts the block dimension outermost (backends that declare
     # BLHNC/BLNHC): mixed page sizes then pack side by side instead of being unified.
     block_outermost: bool = False
-    # Buffers the family's layers add to the profiling run (name, shape, dtype bytes), for the
-    # activation estimate; see profiling_buffers().
-    buffers: tuple = ()
+    # Buffers the family's layers add to the start-up profile (see ProfilingBuffer).
+    buffers: tuple[ProfilingBuffer, ...] = ()
     mamba_page_size_padded: int | None = None
     refusals: tuple[tuple[str, str], ...] = ()  # (kind, the engine's message)
 

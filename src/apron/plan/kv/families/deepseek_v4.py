@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from apron.errors import BadInput
 from apron.plan.kv.backends import BackendChoice, backend_from_facts
-from apron.plan.kv.families.base import FamilyContext, KVLayout, Refusal, layer_name
+from apron.plan.kv.families.base import FamilyContext, KVLayout, Refusal, layer_name, sparse_indexer_buffers
 from apron.plan.kv.specs import KVSpec, MLAAttentionSpec, SlidingWindowMLASpec
 from apron.plan.model_config import ModelConfig
 
@@ -183,4 +183,5 @@ def layer_specs(ctx: FamilyContext) -> KVLayout:
         unknowns=tuple(ctx.unknowns),
         family=NAME,
         block_outermost=True,
+        buffers=sparse_indexer_buffers(ctx, int(ctx.t["index_topk"]), min_ratio=4),
     )

@@ -18,7 +18,14 @@ from dataclasses import replace
 
 from apron.errors import BadInput
 from apron.plan.kv.backends import BackendChoice, backend_from_facts
-from apron.plan.kv.families.base import FamilyContext, KVLayout, Refusal, layer_name
+from apron.plan.kv.families.base import (
+    FamilyContext,
+    KVLayout,
+    ProfilingBuffer,
+    Refusal,
+    layer_name,
+    sparse_indexer_buffers,
+)
 from apron.plan.kv.families.deepseek_v4 import indexer_head, swa_spec
 from apron.plan.kv.specs import CircularBufferSpec, KVSpec, MLAAttentionSpec
 from apron.plan.model_config import ModelConfig
@@ -172,4 +179,16 @@ def layer_specs(ctx: FamilyContext) -> KVLayout:
         unknowns=tuple(ctx.unknowns),
         family=NAME,
         block_outermost=True,
+        buffers=buffers(ctx, min(sources.values(), default=1)),
     )
+
+
+def buffers(ctx: FamilyContext, min_ratio: int) -> tuple[ProfilingBuffer, ...]:
+    """nvidia/model.py: the shared top-k buffer and, with a candidate source layer, the two-level
+    indexer's candidate-block buffer (both int32 over max_num_batched_tokens rows)."""
+    out = sparse_indexer_buffers(ctx, int(ctx.t["index_topk"]), min_ratio=max(min_ratio, 1))
+    blocks = int(ctx.t.get("candidate_topk_blocks") or 0)
+    if int(ctx.t.get("candidate_source_layer_id", -1)) >= 0 and blocks:
+        tokens = ctx.settings.max_num_batched_tokens
+        out += (ProfilingBuffer("candidate-block indices", (tokens, blocks), 4, "persistent"),)
+    return out

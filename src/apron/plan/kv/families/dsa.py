@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from apron.errors import BadInput
 from apron.plan.kv.backends import BackendChoice, backend_from_facts
-from apron.plan.kv.families.base import FamilyContext, KVLayout, Refusal, layer_name
+from apron.plan.kv.families.base import FamilyContext, KVLayout, Refusal, layer_name, sparse_indexer_buffers
 from apron.plan.kv.specs import KVSpec, MLAAttentionSpec
 from apron.plan.model_config import ModelConfig
 
@@ -116,4 +116,5 @@ def layer_specs(ctx: FamilyContext) -> KVLayout:
         notes=tuple(ctx.notes),
         unknowns=tuple(ctx.unknowns),
         family=NAME,
+        buffers=sparse_indexer_buffers(ctx, int(ctx.t["index_topk"])),
     )

@@ -14,7 +14,14 @@ import math
 
 from apron.errors import BadInput
 from apron.plan.kv.backends import BackendChoice, backend_from_facts
-from apron.plan.kv.families.base import FamilyContext, KVLayout, Refusal, layer_name
+from apron.plan.kv.families.base import (
+    FamilyContext,
+    KVLayout,
+    ProfilingBuffer,
+    Refusal,
+    layer_name,
+    sparse_indexer_buffers,
+)
 from apron.plan.kv.specs import CircularBufferSpec, KVSpec, MambaSpec, MLAAttentionSpec, cdiv
 from apron.plan.model_config import ModelConfig
 
@@ -170,7 +177,21 @@ def layer_specs(ctx: FamilyContext) -> KVLayout:
         family=NAME,
         block_outermost=True,
         mamba_page_size_padded=block * attn_1tok,
+        buffers=kpool_buffers(ctx, kpool),
     )
+
+
+def kpool_buffers(ctx: FamilyContext, kpool: int) -> tuple[ProfilingBuffer, ...]:
+    """common/model.py: the top-k buffer is round_up(index_topk + kpool - 1, 128) wide;
+    nvidia/sparse_indexer.py: the profiling branch reserves the K-gather workspace and a logits
+    probe of max(min(max_num_seqs, T) x pooled length x 4 B, VLLM_SPARSE_INDEXER_MAX_LOGITS_MB).
+    The FlashKDA prefill workspace size comes from the compiled op and is not counted."""
+    tokens, seqs = ctx.settings.max_num_batched_tokens, ctx.settings.max_num_seqs
+    width = cdiv(int(ctx.t["index_topk"]) + kpool - 1, 128) * 128
+    topk, workspace, probe = sparse_indexer_buffers(ctx, width, min_ratio=kpool)
+    decode = min(seqs, tokens) * cdiv(ctx.settings.max_model_len, kpool) * 4
+    probe = ProfilingBuffer(probe.name, (max(decode, probe.num_bytes),), 1, "forward")
+    return topk, workspace, probe
 
 
 def _with_stride(spec: MLAAttentionSpec, rows: int) -> MLAAttentionSpec:

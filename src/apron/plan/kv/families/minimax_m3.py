@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from apron.errors import BadInput
 from apron.plan.kv.backends import BackendChoice, backend_from_facts
-from apron.plan.kv.families.base import FamilyContext, KVLayout, Refusal, layer_name
+from apron.plan.kv.families.base import FamilyContext, KVLayout, ProfilingBuffer, Refusal, layer_name
 from apron.plan.kv.specs import FullAttentionSpec, KVSpec, MLAAttentionSpec
 from apron.plan.model_config import ModelConfig
 
@@ -85,4 +85,15 @@ def layer_specs(ctx: FamilyContext) -> KVLayout:
         notes=tuple(ctx.notes),
         unknowns=tuple(ctx.unknowns),
         family=NAME,
+        buffers=(topk_buffer(ctx, sparse),),
+    )
+
+
+def topk_buffer(ctx: FamilyContext, sparse: dict) -> ProfilingBuffer:
+    """nvidia/model.py: the shared top-k block indices, [tokens rounded up to 4, index heads per
+    rank, sparse_topk_blocks] int32."""
+    tokens = (ctx.settings.max_num_batched_tokens + 3) // 4 * 4
+    heads = max(1, int(sparse.get("sparse_num_index_heads", 1)) // ctx.tp)
+    return ProfilingBuffer(
+        "sparse top-k block indices", (tokens, heads, int(sparse.get("sparse_topk_blocks", 0))), 4, "persistent"
     )

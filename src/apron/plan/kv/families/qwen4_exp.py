@@ -15,7 +15,7 @@ import math
 
 from apron.errors import BadInput
 from apron.plan.kv.backends import Backend, BackendChoice
-from apron.plan.kv.families.base import FamilyContext, KVLayout, Refusal, layer_name
+from apron.plan.kv.families.base import FamilyContext, KVLayout, ProfilingBuffer, Refusal, layer_name
 from apron.plan.kv.families.gated_delta_net import gdn_layer, layer_types
 from apron.plan.kv.specs import CircularBufferSpec, FullAttentionSpec, KVSpec, MambaSpec, MLAAttentionSpec, cdiv
 from apron.plan.model_config import ModelConfig
@@ -161,4 +161,14 @@ def layer_specs(ctx: FamilyContext) -> KVLayout:
         family=NAME,
         block_outermost=True,
         mamba_page_size_padded=padded,
+        buffers=(qsa_topk_buffer(ctx, ratio, sum(1 for n, _ in specs if n.endswith("self_attn.attn"))),),
+    )
+
+
+def qsa_topk_buffer(ctx: FamilyContext, ratio: int, layers: int) -> ProfilingBuffer:
+    """nvidia/qsa.py: every QSA layer registers its own packed selection buffer, int32
+    [max_num_batched_tokens, indexer_budget + compress ratio] (the last column a row count)."""
+    width = _positive(ctx, "indexer_budget") + ratio
+    return ProfilingBuffer(
+        f"QSA top-k selections ({layers} layers)", (layers, ctx.settings.max_num_batched_tokens, width), 4, "persistent"
     )
