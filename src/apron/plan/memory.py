@@ -229,8 +229,7 @@ def _kv_quantities(
             per_token,
             "bytes",
             "derived",
-            f"{len(specs)} attention layers, KV heads per rank x "
-            f"head size x 2 (K and V) x {settings.kv_cache_dtype} bytes",
+            _describe_layers(specs),
         )
     if kv is None:
         why = "; ".join(unknown) or "not modelled"
@@ -261,6 +260,14 @@ def _kv_quantities(
             f"num_blocks / {kv.blocks_per_request} blocks per request at max_model_len {settings.max_model_len}",
         ),
     }
+
+
+def _describe_layers(specs: dict) -> str:
+    """Per-token basis in each cache's own terms (K and V for attention, one record for MLA)."""
+    counts: dict[str, int] = {}
+    for spec in specs.values():
+        counts[spec.describe()] = counts.get(spec.describe(), 0) + 1
+    return f"{len(specs)} layer caches: " + "; ".join(f"{n} x {what}" for what, n in counts.items())
 
 
 def _verdict_and_problems(
