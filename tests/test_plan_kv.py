@@ -57,15 +57,8 @@ def test_unmodelled_field_still_does_not_fit_when_weights_alone_exceed(apron_hom
     assert plan.quantities["kv_tokens"].label == "unknown"
 
 
-# The second wave's newest layouts: unknown until their families exist (issue 10).
-NEW_LAYOUTS = {
-    "deepseek-ai--DeepSeek-V4-Flash-0731",
-    "deepseek-ai--DeepSeek-V4.1-Flash",
-    "zai-org--GLM-5.3",
-    "zai-org--GLM-5.3-Flash",
-    "Qwen--Qwen3.8-Flash-Next",
-    "MiniMaxAI--MiniMax-M3",
-}
+# Layouts expected to stay unknown (none: issue 10 modelled the second wave's newest six).
+NEW_LAYOUTS: set[str] = set()
 
 
 def test_unmodified_configs_are_modelled(apron_home_with_facts):
