@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from apron.engine.facts import EngineFacts
 
@@ -26,7 +27,7 @@ class Backend:
     kv_cache_dtypes: tuple[str, ...] | None = None  # None: the backend does not restrict them
 
     @classmethod
-    def from_facts(cls, name: str, entry: dict, sizes: list | None = None) -> Backend:
+    def from_facts(cls, name: str, entry: dict[str, Any], sizes: list[Any] | None = None) -> Backend:
         listed = entry.get("kernel_block_sizes") if sizes is None else sizes
         fixed = tuple(s for s in listed or [] if isinstance(s, int))
         multiples = [s["multiple_of"] for s in listed or [] if isinstance(s, dict)]
@@ -84,20 +85,20 @@ _CAPABILITY: dict[str, tuple[Callable[[tuple[int, int]], bool], Callable[[tuple[
 }
 
 
-def backend_from_facts(facts: EngineFacts, name: str, sizes: list | None = None) -> Backend:
+def backend_from_facts(facts: EngineFacts, name: str, sizes: list[Any] | None = None) -> Backend:
     entry = facts.attention_backend(name)
     if entry is None:
         raise NoBackend(f"vLLM {facts.version}'s facts list no attention backend {name}")
     return Backend.from_facts(name, entry, sizes)
 
 
-def _kernel_sizes(facts: EngineFacts, name: str, capability: tuple[int, int], is_gqa: bool) -> list | None:
+def _kernel_sizes(facts: EngineFacts, name: str, capability: tuple[int, int], is_gqa: bool) -> list[Any] | None:
     """flashinfer.py get_supported_kernel_block_sizes: pages of 128 and more only where the TRT-LLM
     kernel serves them (GQA on compute capability 10.x); [16, 32, 64] otherwise."""
     entry = facts.attention_backend(name) or {}
     variants = entry.get("kernel_block_sizes_variants") or []
     if name == "FLASHINFER" and len(variants) > 1 and not (capability[0] == 10 and is_gqa):
-        return variants[0]
+        return list(variants[0])
     return None
 
 
@@ -118,7 +119,7 @@ def choose_backend(
     order = facts.backend_priority(capability, use_mla=is_mla)
     if not order:
         raise NoBackend(f"vLLM {facts.version}'s facts carry no attention backend priority")
-    skipped = []
+    skipped: list[str] = []
     for name in order:
         why_not = _rejects(facts, name, capability, has_sinks, kv_cache_dtype)
         if why_not is None:

@@ -41,7 +41,7 @@ def build_layout(
     if minimum and not facts.at_least(minimum):
         unread.append(f"the {family.NAME} layout is not modelled for vLLM {facts.version} (from {minimum})")
     try:
-        layout = family.layer_specs(ctx)
+        layout: KVLayout = family.layer_specs(ctx)
     except KeyError as exc:
         layout = _empty(ctx, f"config lacks {exc} needed for this model family's cache layout")
     except Refusal as exc:

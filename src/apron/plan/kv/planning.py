@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 
 from apron.plan.kv.specs import (
     CircularBufferSpec,
+    FullAttentionSpec,
     KVSpec,
     MambaSpec,
     SchedulingContext,
@@ -99,7 +100,7 @@ def unify_page_size(specs: dict[str, KVSpec]) -> dict[str, KVSpec]:
             out[name] = replace(spec, page_size_padded=largest)
         elif largest % page == 0:
             out[name] = spec.with_block_size(spec.block_size * (largest // page))
-        elif spec.kind != "mla":
+        elif isinstance(spec, FullAttentionSpec) and spec.kind != "mla":
             out[name] = replace(spec, page_size_padded=largest)
         else:
             raise NotModelled(f"{name}: an MLA page that does not divide the largest page")

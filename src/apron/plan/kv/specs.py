@@ -83,7 +83,7 @@ class FullAttentionSpec:
     def max_memory_usage_bytes(self, ctx: SchedulingContext) -> int:
         return cdiv(ctx.max_model_len, self.block_size) * self.page_size_bytes()
 
-    def uniform_type_key(self) -> tuple:
+    def uniform_type_key(self) -> tuple[object, ...]:
         """Layers whose keys are equal can share one UniformTypeKVCacheSpecs group."""
         return ("full", self.block_size)
 
@@ -93,7 +93,7 @@ class FullAttentionSpec:
             return f"{self.num_kv_heads} KV heads x {self.head_size} x 2 (K and V) x {self.dtype_bytes} B"
         return f"{self.num_kv_heads} KV heads x ({self.head_size} K + {value} V) x {self.dtype_bytes} B"
 
-    def with_block_size(self, block_size: int):
+    def with_block_size(self, block_size: int) -> KVSpec:
         return replace(self, block_size=block_size)
 
 
@@ -135,7 +135,7 @@ class SlidingWindowSpec(FullAttentionSpec):
         tokens = min(self.sliding_window - 1 + ctx.extra_retained_tokens + ctx.max_in_flight_tokens, ctx.max_model_len)
         return (cdiv(tokens, self.block_size) + 1) * self.page_size_bytes()
 
-    def uniform_type_key(self) -> tuple:
+    def uniform_type_key(self) -> tuple[object, ...]:
         return ("sliding", self.sliding_window, self.block_size)
 
     def describe(self) -> str:
@@ -153,7 +153,7 @@ class SlidingWindowMLASpec(SlidingWindowSpec):
     def kind(self) -> str:
         return "sliding_mla"
 
-    def uniform_type_key(self) -> tuple:
+    def uniform_type_key(self) -> tuple[object, ...]:
         return ("sliding_mla", self.sliding_window, self.bounded_replay, self.block_size)
 
     def describe(self) -> str:
@@ -175,7 +175,7 @@ class CircularBufferSpec(FullAttentionSpec):
     def max_memory_usage_bytes(self, ctx: SchedulingContext) -> int:
         return self.page_size_bytes()
 
-    def uniform_type_key(self) -> tuple:
+    def uniform_type_key(self) -> tuple[object, ...]:
         return ("ring", self.block_size)
 
     def describe(self) -> str:
@@ -199,7 +199,7 @@ class ChunkedLocalAttentionSpec(FullAttentionSpec):
         tokens = min(self.attention_chunk_size + ctx.max_in_flight_tokens, ctx.max_model_len)
         return cdiv(tokens, self.block_size) * self.page_size_bytes()
 
-    def uniform_type_key(self) -> tuple:
+    def uniform_type_key(self) -> tuple[object, ...]:
         return ("chunked", self.attention_chunk_size, self.block_size)
 
     def describe(self) -> str:
@@ -243,7 +243,10 @@ class MambaSpec:
     def token_bytes(self) -> int | None:
         return None  # a fixed state per request, whatever its length
 
-    def uniform_type_key(self) -> tuple:
+    def is_per_token(self) -> bool:
+        return False
+
+    def uniform_type_key(self) -> tuple[object, ...]:
         return (
             "mamba",
             self.page_size_bytes(),
@@ -257,17 +260,23 @@ class MambaSpec:
         shapes = " + ".join("x".join(map(str, shape)) for shape in self.shapes)
         return f"{self.state_kind} state {shapes} ({self.real_page_size_bytes()} B) per request"
 
-    def with_block_size(self, block_size: int):
+    def with_block_size(self, block_size: int) -> KVSpec:
         return replace(self, block_size=block_size)
 
 
 class KVSpec(Protocol):
     """What the planner asks of every layer's cache (vLLM's KVCacheSpec)."""
 
-    block_size: int
+    @property
+    def block_size(self) -> int: ...
+
+    @property
+    def stride_alignment(self) -> int: ...
 
     @property
     def kind(self) -> str: ...
+
+    def is_per_token(self) -> bool: ...
 
     def token_bytes(self) -> int | None: ...
 
@@ -275,7 +284,7 @@ class KVSpec(Protocol):
 
     def max_memory_usage_bytes(self, ctx: SchedulingContext) -> int: ...
 
-    def uniform_type_key(self) -> tuple: ...
+    def uniform_type_key(self) -> tuple[object, ...]: ...
 
     def describe(self) -> str: ...
 

@@ -14,6 +14,7 @@ and may set FALLBACK = True (only the plain decoder does): it answers when no ot
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from apron.engine.facts import EngineFacts
@@ -41,7 +42,8 @@ class Layer:
     num_kv_heads: int = 0
     head_size: int = 0
     window: int | None = None
-    state: tuple | None = None  # (shapes, dtype_bytes, state_kind) for mamba layers
+    # (shapes, dtype_bytes, state_kind) for mamba layers
+    state: tuple[tuple[tuple[int, ...], ...], tuple[int, ...], str] | None = None
 
 
 @dataclass(frozen=True)
@@ -167,7 +169,7 @@ class Refusal(Exception):
         self.what, self.kind = what, kind
 
 
-def attention_layout(ctx: FamilyContext, layers: list[Layer | None], family: str) -> KVLayout:
+def attention_layout(ctx: FamilyContext, layers: Sequence[Layer | None], family: str) -> KVLayout:
     """The classic path: pick the backend, its block size, align hybrids, and build one spec a layer
     (None: a layer with no cache of its own, e.g. Nemotron-H's MLP layers; names keep its index)."""
     attention = [x for x in layers if x is not None and x.kind != "mamba"]
@@ -243,6 +245,7 @@ def align_hybrid_block(
         attn_1tok = first.head_size * ctx.kv_bytes
     else:
         attn_1tok = 2 * ctx.kv_heads() * ctx.head_dim() * ctx.kv_bytes
+    assert states[0].state is not None
     shapes, sizes, kind = states[0].state
     mamba_page = sum(math.prod(s) * d for s, d in zip(shapes, sizes, strict=True))
     align = max(choice.backend.min_kernel_block(), block)
@@ -272,7 +275,7 @@ def align_hybrid_block(
 
 
 def _specs(
-    layers: list[Layer | None],
+    layers: Sequence[Layer | None],
     ctx: FamilyContext,
     block: int,
     choice: BackendChoice,
@@ -289,6 +292,7 @@ def _specs(
         name = f"layers.{i}"
         spec: KVSpec
         if layer.kind == "mamba":
+            assert layer.state is not None
             shapes, sizes, kind = layer.state
             spec = MambaSpec(shapes, sizes, mamba_block, kind, mamba_padded, checkpoint_blocks)
         elif layer.kind == "mla":
@@ -296,11 +300,11 @@ def _specs(
         elif layer.kind == "sliding":
             sliding_block = choice.backend.sliding_block_size(block, is_v029=not ctx.facts.at_least("0.30.0"))
             spec = SlidingWindowSpec(
-                sliding_block, layer.num_kv_heads, layer.head_size, dsz, sliding_window=int(layer.window)
+                sliding_block, layer.num_kv_heads, layer.head_size, dsz, sliding_window=int(layer.window or 0)
             )
         elif layer.kind == "chunked":
             spec = ChunkedLocalAttentionSpec(
-                block, layer.num_kv_heads, layer.head_size, dsz, attention_chunk_size=int(layer.window)
+                block, layer.num_kv_heads, layer.head_size, dsz, attention_chunk_size=int(layer.window or 0)
             )
         else:
             spec = FullAttentionSpec(block, layer.num_kv_heads, layer.head_size, dsz)

@@ -8,6 +8,8 @@ which layers slide (qwen2/3's use_sliding_window, gemma's alternation, ...) is m
 
 from __future__ import annotations
 
+from typing import Any
+
 from apron.plan.kv.families.base import FamilyContext, KVLayout, Layer, attention_layout
 from apron.plan.model_config import ModelConfig
 
@@ -73,7 +75,7 @@ def layer_specs(ctx: FamilyContext) -> KVLayout:
     return attention_layout(ctx, layers, NAME)
 
 
-def hf_layer_types(t: dict, n: int) -> list[str] | None:
+def hf_layer_types(t: dict[str, Any], n: int) -> list[str] | None:
     """transformers 5 configuration_*.py normalisation of layer_types (vLLM sees the object)."""
     model_type = t.get("model_type", "")
     types = t.get("layer_types")
@@ -84,7 +86,7 @@ def hf_layer_types(t: dict, n: int) -> list[str] | None:
             types = ["sliding_attention" if window is not None and i >= first else "full_attention" for i in range(n)]
         return types
     if types is not None:
-        return types
+        return list(types)
     if model_type in ("gemma2", "gpt_oss"):
         return ["sliding_attention" if (i + 1) % 2 else "full_attention" for i in range(n)]
     if model_type in ("gemma3", "gemma3_text"):
@@ -97,7 +99,7 @@ def hf_layer_types(t: dict, n: int) -> list[str] | None:
     return None
 
 
-def hf_sliding_window(t: dict) -> int | None:
+def hf_sliding_window(t: dict[str, Any]) -> int | None:
     model_type = t.get("model_type", "")
     window = t.get("sliding_window")
     if model_type in _QWEN_WINDOW_TYPES and not t.get("use_sliding_window"):

@@ -11,6 +11,7 @@ dedicated grouping path for this model, not modelled here).
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from apron.errors import BadInput
 from apron.plan.kv.backends import BackendChoice, backend_from_facts
@@ -64,7 +65,7 @@ def matches(arch: str, config: ModelConfig) -> bool:
     return arch in ("Glm5NextForConditionalGeneration", "Glm5NextForCausalLM")
 
 
-def linear_config(ctx: FamilyContext) -> dict:
+def linear_config(ctx: FamilyContext) -> dict[str, Any]:
     cfg = ctx.t.get("linear_attn_config") or {}
     heads, head_dim, kernel = int(cfg["num_heads"]), int(cfg["head_dim"]), int(cfg["short_conv_kernel_size"])
     if heads <= 0 or head_dim <= 0 or kernel <= 1:
@@ -72,7 +73,7 @@ def linear_config(ctx: FamilyContext) -> dict:
     return {"heads": heads, "head_dim": head_dim, "kernel": kernel, "bounded": cfg.get("gate_lower_bound") is not None}
 
 
-def kda_state(ctx: FamilyContext, lin: dict) -> tuple[tuple[tuple[int, ...], ...], tuple[int, int]]:
+def kda_state(ctx: FamilyContext, lin: dict[str, Any]) -> tuple[tuple[tuple[int, ...], ...], tuple[int, int]]:
     """mamba_utils.py kda_state_shape: the q/k/v short-conv states and the recurrent state per head;
     the recurrent state is fp32 (the config hook resets the SSM cache dtype for this backend)."""
     heads, dim = lin["heads"], lin["head_dim"]

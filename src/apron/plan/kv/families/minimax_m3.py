@@ -6,6 +6,8 @@ so the model is one KV cache group.
 
 from __future__ import annotations
 
+from typing import Any
+
 from apron.errors import BadInput
 from apron.plan.kv.backends import BackendChoice, backend_from_facts
 from apron.plan.kv.families.base import FamilyContext, KVLayout, ProfilingBuffer, Refusal, layer_name
@@ -89,7 +91,7 @@ def layer_specs(ctx: FamilyContext) -> KVLayout:
     )
 
 
-def topk_buffer(ctx: FamilyContext, sparse: dict) -> ProfilingBuffer:
+def topk_buffer(ctx: FamilyContext, sparse: dict[str, Any]) -> ProfilingBuffer:
     """nvidia/model.py: the shared top-k block indices, [tokens rounded up to 4, index heads per
     rank, sparse_topk_blocks] int32."""
     tokens = (ctx.settings.max_num_batched_tokens + 3) // 4 * 4

@@ -109,6 +109,7 @@ def layer_specs(ctx: FamilyContext) -> KVLayout:
     if kv_total % ctx.tp and ctx.tp % kv_total:
         raise Refusal(f"{kv_total} KV heads and TP {ctx.tp}", "QSA key/value heads")
     gdn = gdn_layer(ctx, ctx.t.get("mamba_ssm_dtype") or "auto")
+    assert gdn.state is not None
     gdn_shapes, gdn_dtypes, _ = gdn.state
     ple_shapes = ple_state(ctx)
     gdn_page = sum(math.prod(s) * d for s, d in zip(gdn_shapes, gdn_dtypes, strict=True))
