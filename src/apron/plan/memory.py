@@ -266,7 +266,8 @@ def _describe_layers(specs: dict) -> str:
     """Per-token basis in each cache's own terms (K and V for attention, one record for MLA)."""
     counts: dict[str, int] = {}
     for spec in specs.values():
-        counts[spec.describe()] = counts.get(spec.describe(), 0) + 1
+        what = spec.describe()
+        counts[what] = counts.get(what, 0) + 1
     return f"{len(specs)} layer caches: " + "; ".join(f"{n} x {what}" for what, n in counts.items())
 
 

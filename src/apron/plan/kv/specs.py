@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Protocol
 
 
@@ -74,11 +75,15 @@ class FullAttentionSpec:
         return round_up(page, self.alignment) if self.alignment else page
 
     def page_size_bytes(self) -> int:
+        return self._page
+
+    @cached_property
+    def _page(self) -> int:  # a plan asks for every page many times (groups, blocks, details)
         return self.page_size_padded or self.unpadded_page_size_bytes()
 
     def is_per_token(self) -> bool:
         """Whether page / block is an exact per-token cost (no compression, padding or alignment)."""
-        return self.tokens_per_state == 1 and self.page_size_bytes() == self.block_size * self.token_bytes()
+        return self.tokens_per_state == 1 and not self.alignment and self.page_size_padded is None
 
     def max_memory_usage_bytes(self, ctx: SchedulingContext) -> int:
         return cdiv(ctx.max_model_len, self.block_size) * self.page_size_bytes()
