@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 import traceback
 
 os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
@@ -66,11 +67,13 @@ def main() -> None:
     out = []
     for case in cases:
         result = {"id": case["id"]}
+        start = time.perf_counter()
         try:
             result["built"] = built(case)
         except Exception as exc:  # reported per case; the test names the failure
             result["error"] = f"{type(exc).__name__}: {exc}"
             result["traceback"] = traceback.format_exc()[-3000:]
+        result["seconds"] = round(time.perf_counter() - start, 2)
         out.append(result)
     json.dump({"stand_ins": list(vllm_build.STAND_INS), "cases": out}, sys.stdout)
 
