@@ -218,3 +218,13 @@ def test_bad_input_is_raised_not_swallowed(apron_home_with_facts):
         plan_checkpoint(
             load_snapshot("m3.json", document=doc), resolve_gpu("H200"), UserSettings(tensor_parallel_size=8)
         )
+
+
+def test_host_ram_flag_must_be_positive(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "apron.cli", "plan", str(tmp_path), "--gpu", "H200", "--host-ram-bytes", "0"],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.strip().splitlines() == ["apron: error: --host-ram-bytes 0 must be a positive integer"]
