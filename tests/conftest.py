@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import gzip
 import json
 import sys
@@ -28,6 +29,15 @@ def snapshot_names() -> list[str]:
 
 def snapshot_path(name: str) -> Path:
     return SNAPSHOTS / f"{name.replace('/', '--')}.json.gz"
+
+
+@functools.cache
+def loaded_snapshot(name: str):
+    """The snapshot as a Checkpoint, read once per test process: the newest models' snapshots hold
+    up to 120,000 tensors and take seconds to read. Callers must not change what they get."""
+    from apron.checkpoint.snapshot import load_snapshot
+
+    return load_snapshot(snapshot_path(name))
 
 
 def snapshot_document(name: str) -> dict:

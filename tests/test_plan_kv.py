@@ -12,7 +12,7 @@ from apron.hardware import resolve_gpu
 from apron.plan.planner import plan_checkpoint
 from apron.plan.result import REQUIRED_QUANTITIES
 from apron.plan.settings import UserSettings
-from conftest import snapshot_document, snapshot_names, snapshot_path
+from conftest import loaded_snapshot, snapshot_document, snapshot_names, snapshot_path
 
 GIB = 2**30
 
@@ -57,21 +57,14 @@ def test_unmodelled_field_still_does_not_fit_when_weights_alone_exceed(apron_hom
     assert plan.quantities["kv_tokens"].label == "unknown"
 
 
-# The second wave's newest layouts: unknown until their families exist (issue 10).
-NEW_LAYOUTS = {
-    "deepseek-ai--DeepSeek-V4-Flash-0731",
-    "deepseek-ai--DeepSeek-V4.1-Flash",
-    "zai-org--GLM-5.3",
-    "zai-org--GLM-5.3-Flash",
-    "Qwen--Qwen3.8-Flash-Next",
-    "MiniMaxAI--MiniMax-M3",
-}
+# Layouts expected to stay unknown (none: issue 10 modelled the second wave's newest six).
+NEW_LAYOUTS: set[str] = set()
 
 
 def test_unmodified_configs_are_modelled(apron_home_with_facts):
     for name in sorted(set(snapshot_names()) - NEW_LAYOUTS):
         plan = plan_checkpoint(
-            load_snapshot(snapshot_path(name)),
+            loaded_snapshot(name),
             resolve_gpu("B200"),
             UserSettings(max_model_len=4096, language_model_only=True),
         )
@@ -217,3 +210,14 @@ def test_parsers_follow_the_checkpoints_chat_template(apron_home_with_facts):
     qwen = load_snapshot(snapshot_path("Qwen/Qwen3-8B"))
     assert family_parsers(replace(qwen, chat_template="<think></think><tool_call>")).reasoning == "qwen3"
     assert family_parsers(replace(qwen, chat_template="plain")).reasoning is None
+
+
+def test_backend_follows_the_releases_priority_and_kv_dtypes(apron_home_with_facts):
+    """FLASH_ATTN_MLA leads the Hopper MLA list but lists no fp8 KV cache dtype, so an fp8 cache
+    falls to FLASHMLA and its 64-token kernel block (platforms/cuda.py, flashattn_mla.py)."""
+    checkpoint = load_snapshot(snapshot_path("deepseek-ai/DeepSeek-V2-Lite"))
+    auto = plan_checkpoint(checkpoint, resolve_gpu("H100"), UserSettings(max_model_len=8192))
+    fp8 = plan_checkpoint(checkpoint, resolve_gpu("H100"), UserSettings(max_model_len=8192, kv_cache_dtype="fp8"))
+    assert (auto.details["kv"]["backend"], auto.details["kv"]["block_size"]) == ("FLASH_ATTN_MLA", 16)
+    assert (fp8.details["kv"]["backend"], fp8.details["kv"]["block_size"]) == ("FLASHMLA", 64)
+    assert "FLASH_ATTN_MLA: kv cache dtype fp8" in next(n for n in fp8.notes if "FLASHMLA" in n)

@@ -58,6 +58,7 @@ def settings_options(command):
         click.option(
             "--mm-encoder-tp-mode", type=click.Choice(["weights", "data"]), help="How the vision tower uses --tp."
         ),
+        click.option("--host-ram-bytes", type=int, help="The machine's host RAM; the plan checks its host tables fit."),
     ]
     for option in reversed(options):
         command = option(command)
@@ -86,6 +87,7 @@ def plan_request(source: str, gpu, settings: dict, use_catalog: bool = True):
         language_model_only=settings["language_model_only"],
         limit_mm_per_prompt=_limits(settings.get("limit_mm_per_prompt")),
         mm_encoder_tp_mode=settings.get("mm_encoder_tp_mode"),
+        host_ram_bytes=settings.get("host_ram_bytes"),
     )
     return PlanRequest(
         source=source,

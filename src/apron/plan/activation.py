@@ -81,9 +81,13 @@ def estimate_activation(
     encoder: Moment | None = None,
     encoder_outputs: tuple[Buffer, ...] = (),
     encoder_unknown: str | None = None,
+    layer_buffers: tuple[Buffer, ...] = (),
+    persistent_buffers: tuple[Buffer, ...] = (),
 ) -> ActivationEstimate:
     """`encoder` is plan/encoder.py's moment (None where no encoder runs), `encoder_outputs` what it
-    leaves in the encoder cache, `encoder_unknown` why it is not modelled (the plan says so)."""
+    leaves in the encoder cache, `encoder_unknown` why it is not modelled (the plan says so).
+    `layer_buffers`: what the KV family's layers add to the dummy forward; `persistent_buffers`:
+    what they allocate at construction, present in every moment (plan/kv/families/base.py)."""
     moments, skipped = [], []
     text_only = not is_multimodal or settings.language_model_only or (encoder is None and encoder_unknown is None)
     compile_reason = _compile_skip_reason(settings, text_only)
@@ -91,12 +95,16 @@ def estimate_activation(
         skipped.append(("compile transient", compile_reason))
     else:
         moments.append(compile_transient(config, settings))
-    moments.append(_carrying(forward_pass(config, settings, is_attention_free), encoder_outputs))
+    forward = forward_pass(config, settings, is_attention_free)
+    forward = Moment(forward.name, forward.buffers + layer_buffers, forward.basis, forward.is_modelled)
+    moments.append(_carrying(forward, encoder_outputs))
     moments.append(_carrying(sampler(config, settings, facts, capability), encoder_outputs))
     if encoder is not None:
         moments.append(encoder)
     elif encoder_unknown is not None:
         moments.append(Moment("vision encoder", (), encoder_unknown, is_modelled=False))
+    if persistent_buffers:
+        moments = [Moment(m.name, m.buffers + persistent_buffers, m.basis, m.is_modelled) for m in moments]
     return ActivationEstimate(tuple(moments), tuple(skipped))
 
 

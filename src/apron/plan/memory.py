@@ -13,7 +13,7 @@ from apron.checkpoint import Checkpoint
 from apron.engine.facts import EngineFacts
 from apron.hardware import Gpu
 from apron.plan import overheads
-from apron.plan.activation import ActivationEstimate, estimate_activation
+from apron.plan.activation import ActivationEstimate, Buffer, estimate_activation
 from apron.plan.encoder import RUNNER_BUFFER_SOURCES, EncoderProfile, estimate_encoder
 from apron.plan.kv.layouts import KVLayout, build_layout
 from apron.plan.kv.planning import KVPlan, NotModelled, bytes_per_token, plan_kv
@@ -21,7 +21,7 @@ from apron.plan.kv.specs import SchedulingContext
 from apron.plan.model_config import ModelConfig
 from apron.plan.quantity import Problem, Quantity
 from apron.plan.settings import EngineSettings
-from apron.plan.weights import WeightsEstimate, is_tied, mxfp4_backend, pad_to
+from apron.plan.weights import WeightsEstimate, is_host_table, is_tied, mxfp4_backend, pad_to
 
 GIB = 2**30
 
@@ -75,6 +75,8 @@ def plan_memory(
         is_attention_free=traits.is_attention_free,
     )
     encoder = _encoder(checkpoint, config, settings, facts, gpu, traits.is_multimodal)
+    moe_ws = overheads.moe_workspace_bytes(config, settings, mxfp4_backend=_mxfp4_backend(config, settings, gpu))
+    forward_buffers, persistent = family_buffers(layout, moe_ws)
     activation = estimate_activation(
         config,
         settings,
@@ -85,8 +87,9 @@ def plan_memory(
         encoder=encoder.moment if encoder else None,
         encoder_outputs=encoder.kept if encoder else (),
         encoder_unknown=encoder.unknown if encoder else None,
+        layer_buffers=forward_buffers,
+        persistent_buffers=persistent,
     )
-    moe_ws = overheads.moe_workspace_bytes(config, settings, mxfp4_backend=_mxfp4_backend(config, settings, gpu))
     non_torch = overheads.non_torch(
         config,
         settings,
@@ -155,6 +158,18 @@ def _encoder_details(encoder: EncoderProfile) -> dict:
     }
 
 
+def family_buffers(layout: KVLayout, moe_workspace: int) -> tuple[tuple[Buffer, ...], tuple[Buffer, ...]]:
+    """The KV family's profiling buffers as activation tensors: (dummy-forward, persistent). vLLM's
+    workspace manager keeps one buffer sized to its largest request (v1/worker/workspace.py), which
+    the MoE workspace (in non-torch) already claims: only the growth beyond it is added."""
+    forward = [Buffer(b.name, b.shape, b.dtype_bytes) for b in layout.buffers if b.when == "forward"]
+    persistent = tuple(Buffer(b.name, b.shape, b.dtype_bytes) for b in layout.buffers if b.when == "persistent")
+    workspace = max((b.num_bytes for b in layout.buffers if b.when == "workspace"), default=0)
+    if workspace > moe_workspace:
+        forward.append(Buffer("workspace growth beyond the MoE workspace", (workspace - moe_workspace,), 1))
+    return tuple(forward), persistent
+
+
 def _mxfp4_backend(config: ModelConfig, settings: EngineSettings, gpu: Gpu) -> tuple[str, tuple[int, int]] | None:
     if config.quant_method not in ("mxfp4", "gpt_oss_mxfp4"):
         return None
@@ -204,7 +219,7 @@ def _plan_kv(layout: KVLayout, budget: _Budget, settings: EngineSettings) -> tup
         mamba_cache_mode=layout.mamba_cache_mode,
     )
     try:
-        return plan_kv(dict(layout.specs), available, ctx), []
+        return plan_kv(dict(layout.specs), available, ctx, block_outermost=layout.block_outermost), []
     except NotModelled as exc:
         return None, [f"KV grouping not modelled: {exc}"]
 
@@ -219,7 +234,7 @@ def _assemble(
     checkpoint: Checkpoint,
 ) -> MemoryPlan:
     q: dict[str, Quantity] = {}
-    problems: list[Problem] = []
+    problems = [Problem(kind, message, "proven_constraint") for kind, message in layout.refusals]
     flags: list[str] = []
     peak = budget.activation.peak
     if peak is None:
@@ -242,7 +257,8 @@ def _assemble(
         )
     q.update(_kv_quantities(layout, kv, kv_unknown, settings))
     verdict = _verdict_and_problems(budget, kv, kv_unknown, layout, settings, problems, flags)
-    q["host_ram_bytes"] = host_ram(checkpoint, settings, layout)
+    q["host_ram_bytes"] = host_ram(checkpoint, settings, layout, budget.weights.host_table_bytes)
+    verdict = _host_ram_verdict(q["host_ram_bytes"], settings, problems, verdict)
     notes = list(layout.notes) + [f"attention backend {layout.backend.backend.name}: {layout.backend.reason}"]
     if peak is not None and peak.name == "compile transient":
         notes.append(
@@ -278,8 +294,7 @@ def _kv_quantities(
             per_token,
             "bytes",
             "derived",
-            f"{len(specs)} attention layers, KV heads per rank x "
-            f"head size x 2 (K and V) x {settings.kv_cache_dtype} bytes",
+            _describe_layers(specs),
         )
     if kv is None:
         why = "; ".join(unknown) or "not modelled"
@@ -310,6 +325,15 @@ def _kv_quantities(
             f"num_blocks / {kv.blocks_per_request} blocks per request at max_model_len {settings.max_model_len}",
         ),
     }
+
+
+def _describe_layers(specs: dict) -> str:
+    """Per-token basis in each cache's own terms (K and V for attention, one record for MLA)."""
+    counts: dict[str, int] = {}
+    for spec in specs.values():
+        what = spec.describe()
+        counts[what] = counts.get(what, 0) + 1
+    return f"{len(specs)} layer caches: " + "; ".join(f"{n} x {what}" for what, n in counts.items())
 
 
 def _verdict_and_problems(
@@ -405,11 +429,19 @@ def _state_block_flag(kv: KVPlan, settings: EngineSettings, problems: list[Probl
     flags.append(f"--max-num-seqs {max(kv.num_blocks, 1)}")
 
 
-def host_ram(checkpoint: Checkpoint, settings: EngineSettings, layout: KVLayout) -> Quantity:
+def host_ram(checkpoint: Checkpoint, settings: EngineSettings, layout: KVLayout, table_bytes: int = 0) -> Quantity:
     """Host memory the boot needs: the V2 runner's pinned token table (gpu/states.py all_token_ids,
-    int32 [max_num_seqs, max_model_len], UVA) and one checkpoint shard read at a time while loading."""
+    int32 [max_num_seqs, max_model_len], UVA), one checkpoint shard read at a time while loading,
+    and the n-gram tables vLLM keeps in pinned host memory (EngramConfig.cpu_offload, default on:
+    DeepSeek-V4.1's Engram tables, Qwen3.8-Flash-Next's PLE n-gram embedding; the TP ranks of one
+    replica hold one copy between them)."""
     pinned = 4 * settings.max_num_seqs * settings.max_model_len
-    largest = max(checkpoint.shard_bytes.values(), default=0)
+    shards = dict(checkpoint.shard_bytes)
+    if table_bytes:  # the tables go straight into their pinned copy; the rest of their shard is read
+        for tensor in checkpoint.tensors:
+            if is_host_table(tensor.name):
+                shards[tensor.file] -= tensor.num_bytes
+    largest = max(shards.values(), default=0)
     unmodelled = [
         k
         for k in ("ngram_vocab_size_ratio", "hidden_size_per_layer_input")
@@ -419,13 +451,31 @@ def host_ram(checkpoint: Checkpoint, settings: EngineSettings, layout: KVLayout)
         return Quantity.unknown(
             "bytes", f"config names tables ({', '.join(unmodelled)}) whose host placement is not modelled"
         )
+    tables = f" + pinned n-gram tables {table_bytes / GIB:.2f} GiB (from the headers)" if table_bytes else ""
     return Quantity(
-        pinned + largest,
+        pinned + largest + table_bytes,
         "bytes",
         "predicted",
         f"pinned token table {pinned / GIB:.2f} GiB + largest shard {largest / GIB:.2f} GiB read "
-        "while loading; the Python processes themselves are not counted",
+        f"while loading{tables}; the Python processes themselves are not counted",
     )
+
+
+def _host_ram_verdict(host: Quantity, settings: EngineSettings, problems: list[Problem], verdict: str) -> str:
+    """--host-ram-bytes: a machine that cannot hold the host side does not fit."""
+    limit = settings.user.host_ram_bytes
+    if limit is None or host.value is None or host.value <= limit:
+        return verdict
+    problems.append(
+        Problem(
+            "host_ram_exceeded",
+            f"the host needs {host.value / GIB:.1f} GiB of RAM ({host.basis}) but has "
+            f"{limit / GIB:.1f} GiB (--host-ram-bytes); use a larger host, or keep the n-gram tables on "
+            "the GPUs with --engram-config '{\"cpu_offload\": false}'",
+            "predicted",
+        )
+    )
+    return "does_not_fit"
 
 
 def _activation_details(activation: ActivationEstimate) -> dict:

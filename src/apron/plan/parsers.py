@@ -65,6 +65,23 @@ def _rules(checkpoint: Checkpoint) -> list[tuple[bool, FamilyParsers]]:
         (model_type == "gemma4", FamilyParsers("gemma4", "gemma4", "Gemma 4: thinking channel and its tool format")),
         (model_type == "muse_glimmer", FamilyParsers("muse_glimmer", "muse_glimmer", "Muse Glimmer parsers")),
         (model_type == "deepseek_v3", FamilyParsers("deepseek_v3", "deepseek_v3", "DeepSeek-V3 reasoning and tools")),
+        (model_type == "deepseek_v4", FamilyParsers("deepseek_v4", "deepseek_v4", "DeepSeek-V4 reasoning and tools")),
+        (
+            model_type == "deepseek_v41",
+            FamilyParsers("deepseek_v41", "deepseek_v41", "DeepSeek-V4.1 reasoning and tools"),
+        ),
+        (
+            model_type in ("glm_moe_dsa", "glm5_next"),
+            FamilyParsers("glm45", "glm47", "GLM-5.x: <think> reasoning and GLM-4.7-style tool calls"),
+        ),
+        (
+            model_type == "qwen4_exp",
+            FamilyParsers("qwen3", "qwen3_coder", "Qwen3.8-Flash-Next: <think> reasoning, XML tool calls"),
+        ),
+        (
+            model_type == "minimax_m3_vl" or text_type == "minimax_m3",
+            FamilyParsers("minimax_m3", "minimax_m3", "MiniMax-M3 reasoning and tools"),
+        ),
     ]
 
 
@@ -102,6 +119,19 @@ def _with_template(checkpoint: Checkpoint, parsers: FamilyParsers) -> FamilyPars
     if tool is None and "<tool_call>" in template:
         tool, why = "hermes", why + "; the chat template emits <tool_call>"
     return FamilyParsers(reasoning, tool, why)
+
+
+def tokenizer_note(checkpoint: Checkpoint, facts: EngineFacts) -> str | None:
+    """config/model.py: tokenizer_mode "auto" becomes the architecture's own mode, so no flag is
+    needed (and the --tokenizer-mode literal may not even list it: 0.30-0.33 omit deepseek_v41)."""
+    mode = facts.default_tokenizer_mode(checkpoint.architecture)
+    if mode is None:
+        return None
+    listed = "" if facts.has_tokenizer_mode(mode) else "; the release has no such tokenizer"
+    return (
+        f"tokenizer mode: vLLM {facts.version} turns the default 'auto' into '{mode}' for "
+        f"{checkpoint.architecture} (no --tokenizer-mode flag needed){listed}"
+    )
 
 
 def parser_flags(checkpoint: Checkpoint, facts: EngineFacts) -> tuple[list[str], list[Problem], str]:

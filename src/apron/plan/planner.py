@@ -12,7 +12,7 @@ from apron.errors import BadInput
 from apron.hardware import Gpu
 from apron.plan import memory
 from apron.plan.model_config import ModelConfig
-from apron.plan.parsers import parser_flags
+from apron.plan.parsers import parser_flags, tokenizer_note
 from apron.plan.quantity import Problem, Quantity
 from apron.plan.result import ModelIdentity, Plan
 from apron.plan.settings import EngineSettings, UserSettings, resolve_settings, user_flags
@@ -64,6 +64,7 @@ def plan_checkpoint(checkpoint: Checkpoint, gpu: Gpu, user: UserSettings, engine
             f"recognised (counted whole on every GPU), e.g. {weights.unknown_layout_tensors[0]}"
         )
     notes = list(checkpoint.notes) + [engine_note] + list(budget.notes) + [parser_note]
+    notes.append(tokenizer_note(checkpoint, facts) or "")
     if not gpu.is_total_exact:
         notes.append(f"GPU total bytes are {gpu.total_bytes_basis}")
     return Plan(

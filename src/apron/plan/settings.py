@@ -52,6 +52,9 @@ class UserSettings:
     # --limit-mm-per-prompt as (modality, count) pairs; unlisted modalities keep vLLM's 999.
     limit_mm_per_prompt: tuple[tuple[str, int], ...] = ()
     mm_encoder_tp_mode: str | None = None  # --mm-encoder-tp-mode; None is the release's default
+    # The machine's host RAM, when the user gives it (--host-ram-bytes): a plan whose host tables
+    # and buffers do not fit in it does not fit. Not a vLLM setting.
+    host_ram_bytes: int | None = None
     # `vllm serve` arguments with no field of their own (--tokenizer-mode mistral, --reasoning-parser
     # X), each one string; and environment variables for the engine process (NCCL_NVLS_ENABLE=0).
     # Correction rules set these; the plan carries them into its flags and command.
@@ -64,6 +67,7 @@ class UserSettings:
         if self.gpu_memory_utilization is not None and not 0 < self.gpu_memory_utilization <= 1:
             raise BadInput(f"--gpu-memory-utilization {self.gpu_memory_utilization} must be in (0, 1]")
         for flag, value in (
+            ("--host-ram-bytes", self.host_ram_bytes),
             ("--max-model-len", self.max_model_len),
             ("--max-num-seqs", self.max_num_seqs),
             ("--max-num-batched-tokens", self.max_num_batched_tokens),

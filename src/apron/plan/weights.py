@@ -40,6 +40,42 @@ _TOWER_PARTS = (
     "patch_embed",
     "vision_encoder",
     "audio_encoder",
+    "patch_merge_mlp",  # MiniMax-M3
+    "aligner.",  # DeepSeek-V4.1
+    "image_start",
+    "image_end",
+)
+# Checkpoint prefixes of towers that sit at the top level (DeepSeek-V4.1's `vision.` blocks).
+_TOWER_PREFIXES = ("vision.",)
+# Tensors vLLM keeps in pinned host memory by default (EngramConfig.cpu_offload, the default):
+# DeepSeek-V4.1's Engram tables (models/deepseek_v41/common/engram.py ParallelEngramEmbedding) and
+# Qwen3.8-Flash-Next's PLE n-gram embedding (models/qwen4_exp/nvidia/ngram_embedding.py).
+_HOST_TABLES = re.compile(r"\.engram\.embed\.(weight|scale)$|\.ple_embedding\.ngram_embedding\.")
+# Layers the newest models keep whole on every rank or split, by name (their model files):
+# DeepSeek-V4/V4.1 (attention.py fused_wqa_wkv / compressor / indexer disable_tp, ReplicatedLinear
+# hc_* mixers and routers), GLM-5.x DSA indexers (deepseek_v32/attention.py), Qwen3.8-Flash-Next
+# hyper-connections and PLE projections (nvidia/hyperconnection.py, ple_layer.py), MiniMax-M3's
+# one-head index key projection (nvidia/model.py).
+_NAMED_ROLES = (
+    (re.compile(r"\.attn\.(wq_a|wkv)\.(weight|scale)$"), "replicated"),
+    (re.compile(r"\.attn\.(wq_b|wo_a|wo_b)\.(weight|scale)$"), "sharded"),
+    (re.compile(r"\.attn\.(indexer\.)?compressor\.|\.attn\.indexer\.(wq_b|weights_proj)\."), "replicated"),
+    (re.compile(r"(^|\.)hc_(attn|ffn|head)_|\.attn\.attn_sink$|\.ffn\.gate\.(weight|bias|tid2eid)$"), "replicated"),
+    (re.compile(r"\.engram\.(wkv|k_weight|q_weight|norm)"), "replicated"),
+    (re.compile(r"\.self_attn\.indexer\.(wq_b|wk|weights_proj|k_norm)\."), "replicated"),
+    (re.compile(r"\.indexer\.(index_kpool_compress_\w+|k_norm)"), "replicated"),
+    (
+        re.compile(r"hyper_connection\.|hyper_connection_mixer\.|\.ple\.(key_proj|value_proj|conv1d|norm_\w+)\."),
+        "replicated",
+    ),
+    (re.compile(r"\.ple\.ple_embedding\.layer_multipliers$|\.index_qk_proj\."), "replicated"),
+    (re.compile(r"\.self_attn\.index_k_proj\."), "replicated"),
+    (re.compile(r"\.self_attn\.index_q_proj\."), "kv"),
+    # GLM-5.3-Flash KDA (glm5next/common/kda.py): f_a / g_a are the replicated shards of the fused
+    # input projection; b, f_b, g_b and the short convolutions split by head.
+    (re.compile(r"\.self_attn\.(f_a_proj|g_a_proj)\."), "replicated"),
+    (re.compile(r"\.self_attn\.(b_proj|f_b_proj|g_b_proj|[qkv]_conv1d)\."), "sharded"),
+    (re.compile(r"\.ple_embedding\.ngram_heads_(offsets|vocab_sizes)$"), "replicated"),
 )
 
 # Layer names by tensor-parallel behaviour (model_executor/layers/linear.py classes they map to).
@@ -121,6 +157,11 @@ class WeightsEstimate:
     problems: tuple[Problem, ...] = ()
 
     @property
+    def host_table_bytes(self) -> int:
+        """Checkpoint tables vLLM keeps in pinned host memory instead of on the GPU (all ranks)."""
+        return sum(n for reason, n in self.skipped if reason == _SKIP_REASONS["host"])
+
+    @property
     def basis(self) -> str:
         parts = [f"safetensors headers ({self.checkpoint_bytes / 2**30:.2f} GiB in the checkpoint)"]
         parts += [f"minus {reason} ({n / 2**30:.2f} GiB)" for reason, n in self.skipped if n]
@@ -186,6 +227,7 @@ def estimate_weights(checkpoint: Checkpoint, config: ModelConfig, settings: Weig
 
 
 _SKIP_REASONS = {
+    "host": "n-gram tables vLLM keeps in pinned host memory (counted in host RAM)",
     "rotary": "rotary caches vLLM recomputes",
     "lm_head": "lm_head (tied to the embedding)",
     "mtp": "MTP/next-token layers vLLM loads only for speculative decoding",
@@ -235,11 +277,14 @@ def _key(tensor: TensorInfo, config: ModelConfig, tied: bool, method: str | None
     skip = _skip_kind(name, config, tied)
     vocab = _is_vocab(tensor, module, config)
     role = "vocab" if vocab else _role(tensor, module, leaf, config)
-    group = ("lm_head" if "lm_head" in name or name == "output.weight" else "embedding") if vocab else _group(name)
+    is_head = "lm_head" in name or name in ("output.weight", "head.weight")
+    group = ("lm_head" if is_head else "embedding") if vocab else _group(name)
     if method == "fp8" and name.endswith(("weight_scale_inv", "weight_scale", "input_scale")):
         dtype_class = "fp32"
     elif leaf == "A_log" and tensor.dtype in _FLOAT_DTYPES:
         dtype_class = "fp32"  # mamba_mixer*.py and the GDN layers create A / A_log in float32
+    elif leaf == "tid2eid" and tensor.dtype == "I64":
+        dtype_class = "int32"  # deepseek_v4 nvidia/model.py: the hash-MoE table is int32 in vLLM
     else:
         dtype_class = "float" if tensor.dtype in _FLOAT_DTYPES else "keep"
     relayout = method in ("mxfp4", "gpt_oss_mxfp4") and ".experts." in name and leaf in _MXFP4_LEAVES
@@ -247,20 +292,26 @@ def _key(tensor: TensorInfo, config: ModelConfig, tied: bool, method: str | None
     return (group, skip, role, dtype_class, tensor.shape[0] if vocab else 0, relayout, int4)
 
 
+def is_host_table(name: str) -> bool:
+    return bool(_HOST_TABLES.search(name))
+
+
 def _skip_kind(name: str, config: ModelConfig, tied: bool) -> str | None:
     if name.endswith(_ROTARY_CACHES):
         return "rotary"
+    if _HOST_TABLES.search(name):
+        return "host"
     if tied and (name.endswith("lm_head.weight") or name == "output.weight"):
         return "lm_head"
     if _is_mtp(name, config):
         return "mtp"
-    if any(part in name for part in _TOWER_PARTS):
+    if any(part in name for part in _TOWER_PARTS) or name.startswith(_TOWER_PREFIXES):
         return "tower"
     return None
 
 
 def _entry_bytes(entry: _Entry, config: ModelConfig, settings: WeightSettings, tally: _Tally) -> int:
-    if entry.dtype_class == "fp32":
+    if entry.dtype_class in ("fp32", "int32"):
         num_bytes = entry.elements * 4  # fp8_utils.create_fp8_scale_parameter defaults to float32
     elif entry.dtype_class == "float":
         num_bytes = entry.elements * DTYPE_BYTES[settings.runtime_dtype]
@@ -317,11 +368,11 @@ def _parts(name: str) -> tuple[str, str]:
 
 
 def _is_vocab(tensor: TensorInfo, module: str, config: ModelConfig) -> bool:
-    if tensor.name.endswith("lm_head.weight") or tensor.name == "output.weight":
+    if tensor.name.endswith("lm_head.weight") or tensor.name in ("output.weight", "head.weight"):
         return True
     vocab = config.vocab_size
     return (
-        module in ("embed_tokens", "embeddings", "wte", "word_embeddings", "tok_embeddings")
+        module in ("embed_tokens", "embeddings", "wte", "word_embeddings", "tok_embeddings", "embed")
         and len(tensor.shape) == 2
         and vocab > 0
         and tensor.shape[0] in (vocab, pad_to(vocab, 64))
@@ -350,6 +401,9 @@ def _group(name: str) -> str:
 
 def _role(tensor: TensorInfo, module: str, leaf: str, config: ModelConfig) -> str:
     """How tensor parallelism splits this tensor (model_executor/layers/linear.py classes)."""
+    for pattern, role in _NAMED_ROLES:
+        if pattern.search(tensor.name):
+            return role
     if "norm" in module or "norm" in leaf or module in _REPLICATED or leaf in _REPLICATED:
         return "replicated"
     if _is_router(tensor.name, module, config):
@@ -392,8 +446,8 @@ def _fused_qkv_fraction(config: ModelConfig, tp: int) -> tuple[int, int]:
 def rotary_cache_bytes(config: ModelConfig, runtime_dtype: str) -> tuple[int, str]:
     """rotary_embedding/base.py registers cos_sin_cache [positions, rotary_dim] in the model dtype,
     shared between layers with equal settings (_ROPE_DICT). YaRN caches max_position x factor rows."""
-    if config.is_mla:
-        rotary_dim = config.qk_rope_head_dim
+    if config.is_mla or config.qk_rope_head_dim:
+        rotary_dim = config.qk_rope_head_dim  # MLA and DeepSeek-V4: RoPE on the rope slice only
     else:
         rotary_dim = int(config.head_dim * config.partial_rotary_factor)
     positions = rope_cache_positions(config)

@@ -1,15 +1,22 @@
 """Which attention backend vLLM picks on a GPU, and the KV block sizes its kernels accept.
 
-platforms/cuda.py _get_backend_priorities lists backends per compute capability; the first that
-passes validation (capability, head size, sinks, KV dtype) wins. Kernel block sizes come from each
-backend's get_supported_kernel_block_sizes(). This is a platform fact Apron cannot observe without a
-GPU, so the choice is reported with the plan ("backend" in the details).
+Both come from the release's engine facts: `backend_priority` is platforms/cuda.py
+_get_backend_priorities (the order backends are tried per compute capability) and
+`attention_backends[NAME]` gives each backend's kernel block sizes and KV cache dtypes. The first
+backend that passes validation wins; what validation checks beyond the dtype list (compute
+capability, attention sinks) is each backend's supports_compute_capability / supports_sink, which
+the facts do not carry, so it is the small table `_CAPABILITY` below. The choice is a platform fact
+Apron cannot observe without a GPU, so it is reported with the plan ("backend" in the details).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
+
+from apron.engine.facts import EngineFacts
 
 
 @dataclass(frozen=True)
@@ -17,6 +24,15 @@ class Backend:
     name: str
     fixed_sizes: tuple[int, ...] = ()  # block sizes listed as ints
     multiple_of: int | None = None  # MultipleOf(n)
+    kv_cache_dtypes: tuple[str, ...] | None = None  # None: the backend does not restrict them
+
+    @classmethod
+    def from_facts(cls, name: str, entry: dict[str, Any], sizes: list[Any] | None = None) -> Backend:
+        listed = entry.get("kernel_block_sizes") if sizes is None else sizes
+        fixed = tuple(s for s in listed or [] if isinstance(s, int))
+        multiples = [s["multiple_of"] for s in listed or [] if isinstance(s, dict)]
+        dtypes = entry.get("supported_kv_cache_dtypes")
+        return cls(name, fixed, multiples[0] if multiples else None, tuple(dtypes) if dtypes is not None else None)
 
     def min_kernel_block(self) -> int:
         return min([*self.fixed_sizes, *([self.multiple_of] if self.multiple_of else [])])
@@ -41,49 +57,98 @@ class Backend:
         return max(fitting) if fitting else (min(candidates) if candidates else block_size)
 
 
-FLASH_ATTN = Backend("FLASH_ATTN", multiple_of=16)
-FLASHINFER = Backend("FLASHINFER", fixed_sizes=(16, 32, 64))
-TRITON_ATTN = Backend("TRITON_ATTN", multiple_of=16)
-FLASH_ATTN_MLA = Backend("FLASH_ATTN_MLA", multiple_of=16)
-TRITON_MLA = Backend("TRITON_MLA", multiple_of=16)
-FLASHMLA = Backend("FLASHMLA", fixed_sizes=(64,))
-FLASHINFER_MLA = Backend("FLASHINFER_MLA", fixed_sizes=(32, 64))
-CUTLASS_MLA = Backend("CUTLASS_MLA", fixed_sizes=(128,))
-
-
 @dataclass(frozen=True)
 class BackendChoice:
     backend: Backend
     reason: str
 
 
+class NoBackend(Exception):
+    """The release's facts do not say which backend this GPU gets (a facts file without
+    backend_priority, or no listed backend validates): the KV layout is unknown."""
+
+
+# supports_compute_capability / supports_sink of each backend (v1/attention/backends/*.py, 0.29-0.33):
+# (capability check, sinks check). Backends not listed accept every capability and no sinks.
+_CAPABILITY: dict[str, tuple[Callable[[tuple[int, int]], bool], Callable[[tuple[int, int]], bool]]] = {
+    # flash_attn.py: cc >= 8.0; sinks need FlashAttention 3 (flash_attn_supports_sinks: Hopper).
+    "FLASH_ATTN": (lambda cc: cc >= (8, 0), lambda cc: cc[0] == 9),
+    # flashinfer.py: 8.0 <= cc <= 12.1; sinks need the TRT-LLM kernels (9.0, 10.x, 12.x).
+    "FLASHINFER": (lambda cc: (8, 0) <= cc <= (12, 1), lambda cc: cc == (9, 0) or cc[0] in (10, 12)),
+    "TRITON_ATTN": (lambda cc: True, lambda cc: True),
+    "FLASH_ATTN_MLA": (lambda cc: cc[0] == 9, lambda cc: False),
+    "FLASHMLA": (lambda cc: cc[0] in (9, 10), lambda cc: False),
+    "FLASHINFER_MLA": (lambda cc: cc[0] == 10, lambda cc: False),
+    "TOKENSPEED_MLA": (lambda cc: cc[0] == 10, lambda cc: False),
+    "CUTLASS_MLA": (lambda cc: cc[0] == 10, lambda cc: False),
+    "TRITON_MLA": (lambda cc: True, lambda cc: False),
+}
+
+
+def backend_from_facts(facts: EngineFacts, name: str, sizes: list[Any] | None = None) -> Backend:
+    entry = facts.attention_backend(name)
+    if entry is None:
+        raise NoBackend(f"vLLM {facts.version}'s facts list no attention backend {name}")
+    return Backend.from_facts(name, entry, sizes)
+
+
+def _kernel_sizes(facts: EngineFacts, name: str, capability: tuple[int, int], is_gqa: bool) -> list[Any] | None:
+    """flashinfer.py get_supported_kernel_block_sizes: pages of 128 and more only where the TRT-LLM
+    kernel serves them (GQA on compute capability 10.x); [16, 32, 64] otherwise."""
+    entry = facts.attention_backend(name) or {}
+    variants = entry.get("kernel_block_sizes_variants") or []
+    if name == "FLASHINFER" and len(variants) > 1 and not (capability[0] == 10 and is_gqa):
+        return list(variants[0])
+    return None
+
+
 def choose_backend(
-    capability: tuple[int, int], *, is_mla: bool, has_sinks: bool, mixed_head_sizes: bool, kv_cache_dtype: str
+    facts: EngineFacts,
+    capability: tuple[int, int],
+    *,
+    is_mla: bool,
+    has_sinks: bool,
+    mixed_head_sizes: bool,
+    kv_cache_dtype: str,
+    is_gqa: bool = False,
 ) -> BackendChoice:
-    if is_mla:
-        return _choose_mla(capability)
-    if mixed_head_sizes:
+    if mixed_head_sizes and not is_mla:
         # models/config.py Gemma4Config: heterogeneous head dims force FA4 where it exists, else Triton.
-        return BackendChoice(TRITON_ATTN, "mixed head sizes: the model's config hook forces TRITON_ATTN")
-    if capability[0] == 10:
-        return BackendChoice(FLASHINFER, "FlashInfer leads the priority list on compute capability 10.x")
-    fa_ok = capability >= (8, 0) and not (kv_cache_dtype == "fp8_e5m2")
-    if has_sinks and capability[0] != 9:
-        # flash_attn_supports_sinks() needs FA3/FA4, i.e. Hopper; FlashInfer sinks need TRT-LLM kernels.
-        return BackendChoice(TRITON_ATTN, "attention sinks need FlashAttention 3 (Hopper); TRITON_ATTN supports them")
-    if fa_ok:
-        return BackendChoice(FLASH_ATTN, "FlashAttention leads the priority list below compute capability 10")
-    if capability >= (8, 0):
-        return BackendChoice(FLASHINFER, "FlashAttention rejects this KV cache dtype; FlashInfer is next")
-    return BackendChoice(TRITON_ATTN, "below compute capability 8.0 only TRITON_ATTN qualifies")
+        backend = backend_from_facts(facts, "TRITON_ATTN")
+        return BackendChoice(backend, "mixed head sizes: the model's config hook forces TRITON_ATTN")
+    order = facts.backend_priority(capability, use_mla=is_mla)
+    if not order:
+        raise NoBackend(f"vLLM {facts.version}'s facts carry no attention backend priority")
+    skipped: list[str] = []
+    for name in order:
+        why_not = _rejects(facts, name, capability, has_sinks, kv_cache_dtype)
+        if why_not is None:
+            backend = backend_from_facts(facts, name, _kernel_sizes(facts, name, capability, is_gqa))
+            tried = f" (skipped {'; '.join(skipped)})" if skipped else ""
+            major = f"{capability[0]}.x"
+            return BackendChoice(
+                backend, f"first valid {'MLA ' if is_mla else ''}backend for compute capability {major}{tried}"
+            )
+        skipped.append(f"{name}: {why_not}")
+    raise NoBackend(f"no attention backend in vLLM {facts.version}'s priority list validates: {'; '.join(skipped)}")
 
 
-def _choose_mla(capability: tuple[int, int]) -> BackendChoice:
-    if capability[0] == 10:
-        return BackendChoice(FLASHINFER_MLA, "FLASHINFER_MLA leads the MLA list on compute capability 10.x")
-    if capability[0] == 9:
-        return BackendChoice(FLASH_ATTN_MLA, "FLASH_ATTN_MLA leads the MLA list on compute capability 9.x")
-    return BackendChoice(TRITON_MLA, "FLASH_ATTN_MLA and FLASHMLA need Hopper; TRITON_MLA runs elsewhere")
+def _rejects(facts: EngineFacts, name: str, capability: tuple[int, int], has_sinks: bool, kv_dtype: str) -> str | None:
+    checks = _CAPABILITY.get(name)
+    if checks is None:
+        return "not modelled"
+    capable, sinks = checks
+    if not capable(capability):
+        return "compute capability"
+    if has_sinks and not sinks(capability):
+        return "no attention sinks"
+    if name == "FLASH_ATTN" and kv_dtype.startswith("fp8") and capability[0] not in (9, 10):
+        # fa_utils.py flash_attn_supports_kv_cache_dtype: fp8 KV needs FlashAttention 3 (SM90) or 4 (SM100).
+        return f"kv cache dtype {kv_dtype} needs FlashAttention 3 or 4"
+    dtypes = (facts.attention_backend(name) or {}).get("supported_kv_cache_dtypes")
+    if kv_dtype != "auto" and dtypes is not None and kv_dtype not in dtypes:
+        return f"kv cache dtype {kv_dtype}"
+    return None
 
 
 def lcm_of_min_blocks(backends: list[Backend]) -> int:

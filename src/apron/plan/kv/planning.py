@@ -9,9 +9,21 @@ available / bytes-per-token.
 
 from __future__ import annotations
 
+import math
+from collections import Counter
 from dataclasses import dataclass, replace
 
-from apron.plan.kv.specs import KVSpec, MambaSpec, SchedulingContext, blocks_per_request, cdiv
+from apron.plan.kv.specs import (
+    CircularBufferSpec,
+    FullAttentionSpec,
+    KVSpec,
+    MambaSpec,
+    SchedulingContext,
+    SlidingWindowSpec,
+    blocks_per_request,
+    cdiv,
+    round_up,
+)
 
 _FULLISH = ("full", "mla")
 
@@ -22,10 +34,15 @@ class Group:
     spec: KVSpec  # the group's (merged) spec
     layer_specs: tuple[KVSpec, ...] = ()  # per layer, for UniformTypeKVCacheSpecs groups
 
-    def bytes_per_block(self) -> int:
-        if self.layer_specs:
-            return sum(s.page_size_bytes() for s in self.layer_specs)
-        return len(self.layer_names) * self.spec.page_size_bytes()
+    def specs(self) -> tuple[KVSpec, ...]:
+        return self.layer_specs or (self.spec,) * len(self.layer_names)
+
+    def bytes_per_block(self, *, block_outermost: bool = True) -> int:
+        """One block of every layer in the group: the pages packed side by side, or (layer-outer
+        layouts, 0.31+) each page rounded up to its block stride alignment."""
+        if block_outermost:
+            return sum(s.page_size_bytes() for s in self.specs())
+        return sum(round_up(s.page_size_bytes(), s.stride_alignment) for s in self.specs())
 
     def blocks_per_request(self, ctx: SchedulingContext) -> int:
         if self.layer_specs:
@@ -60,23 +77,8 @@ def _merges(specs: list[KVSpec]) -> bool:
 def _uniform_type(specs: list[KVSpec]) -> bool:
     """UniformTypeKVCacheSpecs: same block size and one layout kind (e.g. full layers of different
     head sizes)."""
-    if len({s.block_size for s in specs}) > 1:
-        return False
-    first = specs[0]
-    if first.kind in _FULLISH:
-        return all(s.kind in _FULLISH for s in specs)
-    if first.kind == "sliding":
-        return all(s.kind == "sliding" and s.sliding_window == first.sliding_window for s in specs)
-    if first.kind == "chunked":
-        return all(s.kind == "chunked" and s.attention_chunk_size == first.attention_chunk_size for s in specs)
-    if first.kind == "mamba":
-        return all(
-            s.kind == "mamba"
-            and s.page_size_bytes() == first.page_size_bytes()
-            and s.num_prefill_checkpoint_blocks == first.num_prefill_checkpoint_blocks
-            for s in specs
-        )
-    return False
+    key = specs[0].uniform_type_key()
+    return all(s.uniform_type_key() == key for s in specs)
 
 
 class NotModelled(Exception):
@@ -98,15 +100,16 @@ def unify_page_size(specs: dict[str, KVSpec]) -> dict[str, KVSpec]:
             out[name] = replace(spec, page_size_padded=largest)
         elif largest % page == 0:
             out[name] = spec.with_block_size(spec.block_size * (largest // page))
-        elif spec.kind != "mla":
+        elif isinstance(spec, FullAttentionSpec) and spec.kind != "mla":
             out[name] = replace(spec, page_size_padded=largest)
         else:
             raise NotModelled(f"{name}: an MLA page that does not divide the largest page")
     return out
 
 
-def kv_cache_groups(specs: dict[str, KVSpec]) -> tuple[list[Group], list[str]]:
-    """get_kv_cache_groups for the default (layer-outer) layout: (groups, engine warnings)."""
+def kv_cache_groups(specs: dict[str, KVSpec], *, block_outermost: bool = False) -> tuple[list[Group], list[str]]:
+    """get_kv_cache_groups: (groups, engine warnings). Mixed page sizes on a block-outermost layout
+    take the packed path (0.30-0.33 _get_packed_kv_cache_groups); otherwise pages are unified."""
     values = list(specs.values())
     if not values:
         return [], []
@@ -114,6 +117,8 @@ def kv_cache_groups(specs: dict[str, KVSpec]) -> tuple[list[Group], list[str]]:
         return [Group(tuple(specs), values[0])], []
     if _uniform_type(values):
         return [Group(tuple(specs), values[0], tuple(values))], []
+    if block_outermost and len({s.page_size_bytes() for s in values}) > 1:
+        return packed_groups(specs), []
     specs = unify_page_size(specs)
     buckets: list[tuple[KVSpec, list[str]]] = []
     for name, spec in specs.items():
@@ -138,11 +143,104 @@ def kv_cache_groups(specs: dict[str, KVSpec]) -> tuple[list[Group], list[str]]:
     return groups, warnings
 
 
-def plan_kv(specs: dict[str, KVSpec], available_bytes: int, ctx: SchedulingContext) -> KVPlan:
-    groups, warnings = kv_cache_groups(specs)
+def approximate_gcd(values: list[int], lower_bound: int) -> int:
+    """_approximate_gcd: the chunk d >= lower_bound with the least total upward padding, ties to
+    the larger d."""
+    low, high = max(1, lower_bound), max(values)
+    if low > high:
+        return low
+    best, best_pad = low, None
+    for d in range(low, high + 1):
+        pad = sum((d - x % d) % d for x in values)
+        if best_pad is None or pad < best_pad or (pad == best_pad and d > best):
+            best, best_pad = d, pad
+    return best
+
+
+@dataclass
+class _Bucket:
+    specs: dict[str, KVSpec]
+
+    def by_page(self) -> dict[int, list[str]]:
+        out: dict[int, list[str]] = {}
+        for name, spec in self.specs.items():
+            out.setdefault(spec.page_size_bytes(), []).append(name)
+        return out
+
+    @property
+    def first(self) -> KVSpec:
+        return next(iter(self.specs.values()))
+
+    def is_balanced(self) -> bool:
+        return len({len(names) for names in self.by_page().values()}) == 1
+
+    def max_layers_per_page(self) -> int:
+        return Counter(s.page_size_bytes() for s in self.specs.values()).most_common(1)[0][1]
+
+
+def packed_groups(specs: dict[str, KVSpec]) -> list[Group]:
+    """_get_packed_kv_cache_groups (kv_cache_utils.py 0.30-0.32, kv_cache_planning.py 0.33): layers
+    bucketed by uniform type; balanced buckets split into groups of `repeats` pattern repeats;
+    state buckets (Mamba, rings, and windows when nothing repeats) split so they never widen the
+    block the other groups need."""
+    buckets: list[_Bucket] = []
+    for name, spec in specs.items():
+        for bucket in buckets:
+            if _uniform_type([*bucket.specs.values(), spec]):
+                bucket.specs[name] = spec
+                break
+        else:
+            buckets.append(_Bucket({name: spec}))
+    mixed = [b.max_layers_per_page() for b in buckets if b.is_balanced() and len(b.by_page()) > 1]
+    min_repeats = max(mixed, default=0)
+    balanced = [b.max_layers_per_page() for b in buckets if b.is_balanced()]
+    repeats = approximate_gcd(balanced, min_repeats) if min_repeats else None
+
+    def num_groups(bucket: _Bucket) -> int:
+        return cdiv(bucket.max_layers_per_page(), repeats) if bucket.is_balanced() and repeats else 1
+
+    def is_state(bucket: _Bucket) -> bool:
+        first = bucket.first
+        return isinstance(first, (MambaSpec, CircularBufferSpec)) or (
+            repeats is None and isinstance(first, SlidingWindowSpec)
+        )
+
+    def widest(bucket: _Bucket, n: int) -> int:
+        return sum(cdiv(len(names), n) * page for page, names in bucket.by_page().items())
+
+    anchor = max((widest(b, len(b.specs) if is_state(b) else num_groups(b)) for b in buckets), default=0)
+    groups = []
+    for bucket in buckets:
+        n = num_groups(bucket)
+        if anchor and is_state(bucket):
+            states_per_block = max(anchor // bucket.first.page_size_bytes(), 1)
+            n = max(n, cdiv(len(bucket.specs), states_per_block))
+        if n == 1:
+            groups.append(Group(tuple(bucket.specs), bucket.first, tuple(bucket.specs.values())))
+            continue
+        pattern = list(zip(*bucket.by_page().values(), strict=False))
+        for i in range(n):
+            names = tuple(name for repeat in pattern[i::n] for name in repeat)
+            groups.append(Group(names, specs[names[0]], tuple(specs[name] for name in names)))
+    return groups
+
+
+def pool_bytes_per_block(groups: list[Group], *, block_outermost: bool) -> int:
+    """_get_kv_cache_bytes_per_block: the widest group's block; block-outermost blocks round up to
+    every layer's block stride alignment (0.31+; 1 where a spec has none)."""
+    widest = max(g.bytes_per_block(block_outermost=block_outermost) for g in groups)
+    if not block_outermost:
+        return widest
+    return round_up(widest, math.lcm(*(s.stride_alignment for g in groups for s in g.specs())))
+
+
+def plan_kv(
+    specs: dict[str, KVSpec], available_bytes: int, ctx: SchedulingContext, *, block_outermost: bool = False
+) -> KVPlan:
+    groups, warnings = kv_cache_groups(specs, block_outermost=block_outermost)
     if not groups:
         raise NotModelled("the model has no KV cache layers")
-    bytes_per_block = max(g.bytes_per_block() for g in groups)
+    bytes_per_block = pool_bytes_per_block(groups, block_outermost=block_outermost)
     per_request = sum(g.blocks_per_request(ctx) for g in groups)
     refusal, estimate = _admission(groups, bytes_per_block, per_request, available_bytes, ctx)
     num_blocks = max(available_bytes, 0) // bytes_per_block
@@ -202,8 +300,9 @@ def estimate_max_model_len(groups: list[Group], bytes_per_block: int, budget: in
 
 def bytes_per_token(specs: dict[str, KVSpec]) -> int | None:
     """Bytes one token adds across all layers, where that is what capacity depends on: every layer
-    full attention (or MLA). Sliding windows and fixed states make a per-token figure meaningless."""
+    full attention (or MLA) with one state per token. Sliding windows, fixed states and compressed
+    caches make a per-token figure meaningless."""
     values = list(specs.values())
-    if not values or any(s.kind not in _FULLISH for s in values):
+    if not values or any(s.kind not in _FULLISH or not s.is_per_token() for s in values):
         return None
     return sum(s.page_size_bytes() // s.block_size for s in values)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from functools import cached_property
+from typing import Protocol
 
 
 def cdiv(a: int, b: int) -> int:
@@ -31,9 +33,18 @@ class SchedulingContext:
         return self.max_concurrent_batches * self.max_num_batched_tokens
 
 
+def round_up(n: int, multiple: int) -> int:
+    return cdiv(n, multiple) * multiple
+
+
 @dataclass(frozen=True)
 class FullAttentionSpec:
-    """Plain attention (MHA/GQA/MQA): K and V for each KV head on this rank."""
+    """Plain attention (MHA/GQA/MQA): K and V for each KV head on this rank.
+
+    The page follows vLLM's AttentionSpec (kv_cache_interface.py, 0.30-0.33): heads x states x state
+    bytes, where a state covers `tokens_per_state` tokens (compressed caches) and holds
+    `state_bytes` (fixed records) or (head_size + head_size_v) x dtype bytes, rounded up to
+    `alignment`; `page_size_padded` replaces it where a hybrid pads pages to one size."""
 
     block_size: int
     num_kv_heads: int
@@ -41,38 +52,78 @@ class FullAttentionSpec:
     dtype_bytes: int
     head_size_v: int | None = None
     page_size_padded: int | None = None
+    tokens_per_state: int = 1
+    state_bytes: int | None = None
+    alignment: int | None = None
+    # KVCacheSpec.get_block_stride_alignment() (0.31+), resolved to bytes: packed blocks round up to it.
+    stride_alignment: int = 1
+    role: str = ""  # what the cache holds, for describe() (e.g. "indexer keys")
 
     @property
     def kind(self) -> str:
         return "full"
 
-    def token_bytes(self) -> int:
+    def state_content_bytes(self) -> int:
         value_size = self.head_size if self.head_size_v is None else self.head_size_v
-        return self.num_kv_heads * (self.head_size + value_size) * self.dtype_bytes
+        return self.state_bytes or (self.head_size + value_size) * self.dtype_bytes
+
+    def token_bytes(self) -> int:
+        return self.num_kv_heads * self.state_content_bytes() // self.tokens_per_state
+
+    def unpadded_page_size_bytes(self) -> int:
+        page = self.num_kv_heads * (self.block_size // self.tokens_per_state) * self.state_content_bytes()
+        return round_up(page, self.alignment) if self.alignment else page
 
     def page_size_bytes(self) -> int:
-        return self.page_size_padded or self.block_size * self.token_bytes()
+        return self._page
+
+    @cached_property
+    def _page(self) -> int:  # a plan asks for every page many times (groups, blocks, details)
+        return self.page_size_padded or self.unpadded_page_size_bytes()
+
+    def is_per_token(self) -> bool:
+        """Whether page / block is an exact per-token cost (no compression, padding or alignment)."""
+        return self.tokens_per_state == 1 and not self.alignment and self.page_size_padded is None
 
     def max_memory_usage_bytes(self, ctx: SchedulingContext) -> int:
         return cdiv(ctx.max_model_len, self.block_size) * self.page_size_bytes()
 
-    def with_block_size(self, block_size: int):
+    def uniform_type_key(self) -> tuple[object, ...]:
+        """Layers whose keys are equal can share one UniformTypeKVCacheSpecs group."""
+        return ("full", self.block_size)
+
+    def describe(self) -> str:
+        value = self.head_size if self.head_size_v is None else self.head_size_v
+        if value == self.head_size:
+            return f"{self.num_kv_heads} KV heads x {self.head_size} x 2 (K and V) x {self.dtype_bytes} B"
+        return f"{self.num_kv_heads} KV heads x ({self.head_size} K + {value} V) x {self.dtype_bytes} B"
+
+    def with_block_size(self, block_size: int) -> KVSpec:
         return replace(self, block_size=block_size)
+
+
+def _per_state(spec: FullAttentionSpec) -> str:
+    every = f" per {spec.tokens_per_state} tokens" if spec.tokens_per_state > 1 else " per token"
+    return every + (f", pages aligned to {spec.alignment} B" if spec.alignment else "")
 
 
 @dataclass(frozen=True)
 class MLAAttentionSpec(FullAttentionSpec):
-    """Multi-head latent attention: one compressed record (kv_lora_rank + rope dim) per token,
-    the same on every TP rank. fp8_ds_mla / nvfp4_ds_mla store fixed-size records."""
+    """Multi-head latent attention and the caches built like it (compressed MLA, sparse-attention
+    indexer keys): one record per state, the same on every TP rank. fp8_ds_mla / nvfp4_ds_mla
+    store fixed-size records (`state_bytes`)."""
 
-    record_bytes: int | None = None  # state_content_bytes: 656 (fp8_ds_mla), 352 (nvfp4_ds_mla)
+    head_size_v: int | None = 0
 
     @property
     def kind(self) -> str:
         return "mla"
 
-    def token_bytes(self) -> int:
-        return self.record_bytes or self.head_size * self.dtype_bytes
+    def describe(self) -> str:
+        what = f"{self.role}: " if self.role else ""
+        if self.state_bytes:
+            return f"{what}one {self.state_bytes}-byte record" + _per_state(self)
+        return f"{what}one {self.head_size} x {self.dtype_bytes} B record" + _per_state(self)
 
 
 @dataclass(frozen=True)
@@ -89,6 +140,55 @@ class SlidingWindowSpec(FullAttentionSpec):
         tokens = min(self.sliding_window - 1 + ctx.extra_retained_tokens + ctx.max_in_flight_tokens, ctx.max_model_len)
         return (cdiv(tokens, self.block_size) + 1) * self.page_size_bytes()
 
+    def uniform_type_key(self) -> tuple[object, ...]:
+        return ("sliding", self.sliding_window, self.block_size)
+
+    def describe(self) -> str:
+        return f"window {self.sliding_window}: " + super().describe()
+
+
+@dataclass(frozen=True)
+class SlidingWindowMLASpec(SlidingWindowSpec):
+    """A sliding window of MLA-format records (DeepSeek-V4's SWA cache and compressor states)."""
+
+    head_size_v: int | None = 0
+    bounded_replay: bool = False
+
+    @property
+    def kind(self) -> str:
+        return "sliding_mla"
+
+    def uniform_type_key(self) -> tuple[object, ...]:
+        return ("sliding_mla", self.sliding_window, self.bounded_replay, self.block_size)
+
+    def describe(self) -> str:
+        what = f"{self.role}: " if self.role else ""
+        record = f"{self.state_bytes}-byte" if self.state_bytes else f"{self.head_size} x {self.dtype_bytes} B"
+        return f"{what}window {self.sliding_window} of {record} records in {self.block_size}-token blocks"
+
+
+@dataclass(frozen=True)
+class CircularBufferSpec(FullAttentionSpec):
+    """A ring of `block_size` entries: one block per request for its whole life."""
+
+    head_size_v: int | None = 0
+
+    @property
+    def kind(self) -> str:
+        return "ring"
+
+    def max_memory_usage_bytes(self, ctx: SchedulingContext) -> int:
+        return self.page_size_bytes()
+
+    def uniform_type_key(self) -> tuple[object, ...]:
+        return ("ring", self.block_size)
+
+    def describe(self) -> str:
+        what = f"{self.role}: " if self.role else ""
+        return (
+            f"{what}a {self.block_size}-entry ring of {self.num_kv_heads} x {self.state_content_bytes()} B per request"
+        )
+
 
 @dataclass(frozen=True)
 class ChunkedLocalAttentionSpec(FullAttentionSpec):
@@ -104,6 +204,12 @@ class ChunkedLocalAttentionSpec(FullAttentionSpec):
         tokens = min(self.attention_chunk_size + ctx.max_in_flight_tokens, ctx.max_model_len)
         return cdiv(tokens, self.block_size) * self.page_size_bytes()
 
+    def uniform_type_key(self) -> tuple[object, ...]:
+        return ("chunked", self.attention_chunk_size, self.block_size)
+
+    def describe(self) -> str:
+        return f"chunk {self.attention_chunk_size}: " + super().describe()
+
 
 @dataclass(frozen=True)
 class MambaSpec:
@@ -118,13 +224,15 @@ class MambaSpec:
     page_size_padded: int | None = None
     num_prefill_checkpoint_blocks: int = 0
     num_speculative_blocks: int = 0
+    tp_replicated: bool = False  # the whole state on every TP rank (Qwen3.8-Flash-Next's PLE conv)
+    stride_alignment: int = 1
 
     @property
     def kind(self) -> str:
         return "mamba"
 
     def real_page_size_bytes(self) -> int:
-        return sum(math.prod(shape) * size for shape, size in zip(self.shapes, self.dtype_bytes))
+        return sum(math.prod(shape) * size for shape, size in zip(self.shapes, self.dtype_bytes, strict=True))
 
     def page_size_bytes(self) -> int:
         return self.page_size_padded or self.real_page_size_bytes()
@@ -137,11 +245,55 @@ class MambaSpec:
             return page * (2 + self.num_speculative_blocks + self.num_prefill_checkpoint_blocks)
         return page * (1 + self.num_speculative_blocks)
 
-    def with_block_size(self, block_size: int):
+    def token_bytes(self) -> int | None:
+        return None  # a fixed state per request, whatever its length
+
+    def is_per_token(self) -> bool:
+        return False
+
+    def uniform_type_key(self) -> tuple[object, ...]:
+        return (
+            "mamba",
+            self.page_size_bytes(),
+            self.num_prefill_checkpoint_blocks,
+            self.num_speculative_blocks,
+            self.tp_replicated,
+            self.block_size,
+        )
+
+    def describe(self) -> str:
+        shapes = " + ".join("x".join(map(str, shape)) for shape in self.shapes)
+        return f"{self.state_kind} state {shapes} ({self.real_page_size_bytes()} B) per request"
+
+    def with_block_size(self, block_size: int) -> KVSpec:
         return replace(self, block_size=block_size)
 
 
-KVSpec = FullAttentionSpec | MambaSpec
+class KVSpec(Protocol):
+    """What the planner asks of every layer's cache (vLLM's KVCacheSpec)."""
+
+    @property
+    def block_size(self) -> int: ...
+
+    @property
+    def stride_alignment(self) -> int: ...
+
+    @property
+    def kind(self) -> str: ...
+
+    def is_per_token(self) -> bool: ...
+
+    def token_bytes(self) -> int | None: ...
+
+    def page_size_bytes(self) -> int: ...
+
+    def max_memory_usage_bytes(self, ctx: SchedulingContext) -> int: ...
+
+    def uniform_type_key(self) -> tuple[object, ...]: ...
+
+    def describe(self) -> str: ...
+
+    def with_block_size(self, block_size: int) -> KVSpec: ...
 
 
 def blocks_per_request(spec: KVSpec, ctx: SchedulingContext) -> int:

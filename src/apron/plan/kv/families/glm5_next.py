@@ -1,0 +1,208 @@
+"""GLM-5.3-Flash (Glm5NextForConditionalGeneration): Kimi delta attention (KDA, a recurrent state per
+request) on most layers, and NoPE MLA layers with a kpool sparse-attention indexer: its key cache
+keeps one fp8 entry per `index_kpool` tokens, and a small ring holds the pool still being filled.
+
+A hybrid: the attention block grows until one MLA page holds a KDA state (a multiple of 128 tokens),
+and the KDA state is padded to that page. The kpool tail backend declares a block-outermost layout,
+so the MLA, indexer, ring and state caches pack side by side in one block (0.32+; 0.30 and 0.31 have a
+dedicated grouping path for this model, not modelled here).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from apron.errors import BadInput
+from apron.plan.kv.backends import BackendChoice, backend_from_facts
+from apron.plan.kv.families.base import (
+    FamilyContext,
+    KVLayout,
+    ProfilingBuffer,
+    Refusal,
+    layer_name,
+    sparse_indexer_buffers,
+)
+from apron.plan.kv.specs import CircularBufferSpec, KVSpec, MambaSpec, MLAAttentionSpec, cdiv
+from apron.plan.model_config import ModelConfig
+
+NAME = "glm5_next"
+READS = frozenset(
+    {
+        "num_hidden_layers",
+        "layer_types",
+        "linear_attn_config",
+        "kv_lora_rank",
+        "qk_rope_head_dim",
+        "index_head_dim",
+        "index_n_heads",
+        "index_kpool",
+        "index_kpool_compress",
+        "index_topk",
+        "mla_use_nope",
+    }
+)
+IRRELEVANT = frozenset(
+    {
+        "index_kpool_always_select_tail",
+        "index_share_for_mtp_iteration",
+        "indexer_rope_interleave",
+        "indexer_types",
+        "mlp_layer_types",
+        "qk_head_dim",
+    }
+)
+SOURCES = {
+    "0.32.0-0.33.0": "models/glm5next/common/attention.py (Glm5NextIndexerCache, Glm5NextTailCache), "
+    "common/kda.py (KDA state, FlashKDA prefill checkpoints), v1/attention/backends/mla/indexer.py "
+    "(Glm5NextIndexerBackend, KpoolTailBackend), platforms/interface.py _align_hybrid_block_size",
+}
+MIN_RELEASE = "0.32.0"
+PAGED_MQA_PAGE_SIZES = (32, 64)  # DeepGEMM paged MQA pages in states (64 only on SM120)
+
+
+def matches(arch: str, config: ModelConfig) -> bool:
+    return arch in ("Glm5NextForConditionalGeneration", "Glm5NextForCausalLM")
+
+
+def linear_config(ctx: FamilyContext) -> dict[str, Any]:
+    cfg = ctx.t.get("linear_attn_config") or {}
+    heads, head_dim, kernel = int(cfg["num_heads"]), int(cfg["head_dim"]), int(cfg["short_conv_kernel_size"])
+    if heads <= 0 or head_dim <= 0 or kernel <= 1:
+        raise BadInput("config.json: linear_attn_config needs num_heads, head_dim > 0 and short_conv_kernel_size > 1")
+    return {"heads": heads, "head_dim": head_dim, "kernel": kernel, "bounded": cfg.get("gate_lower_bound") is not None}
+
+
+def kda_state(ctx: FamilyContext, lin: dict[str, Any]) -> tuple[tuple[tuple[int, ...], ...], tuple[int, int]]:
+    """mamba_utils.py kda_state_shape: the q/k/v short-conv states and the recurrent state per head;
+    the recurrent state is fp32 (the config hook resets the SSM cache dtype for this backend)."""
+    heads, dim = lin["heads"], lin["head_dim"]
+    if heads % ctx.tp:
+        raise Refusal(f"{heads} is not divisible by {ctx.tp}", "linear attention heads")
+    conv = (lin["kernel"] - 1, 3 * heads * dim // ctx.tp)
+    return (conv, (heads // ctx.tp, dim, dim)), (ctx.model_bytes, 4)
+
+
+def mla_backend(ctx: FamilyContext) -> str:
+    """platforms/cuda.py sparse MLA for head 512: FLASHINFER_MLA_SPARSE_SM90 leads on Hopper; on
+    Blackwell FLASHMLA_SPARSE refuses head 512 and FLASHINFER_MLA_SPARSE serves it."""
+    if ctx.settings.kv_cache_dtype not in ("auto", "bfloat16"):
+        raise Refusal(
+            f"GLM-5.3-Flash with --kv-cache-dtype {ctx.settings.kv_cache_dtype} is not modelled",
+            "kv_cache_dtype",
+            kind="not_modelled",
+        )
+    major = ctx.capability[0]
+    if major == 9:
+        return "FLASHINFER_MLA_SPARSE_SM90"
+    if major == 10:
+        return "FLASHINFER_MLA_SPARSE"
+    raise Refusal(
+        f"the GLM-5.3-Flash sparse MLA backends run on compute capability 9.x and 10.x, not {major}.x",
+        "compute capability",
+        kind="compute_capability",
+    )
+
+
+def hybrid_block(attn_1tok: int, state_page: int, first_min: int, all_mins: list[int], block: int) -> int:
+    """_align_hybrid_block_size (0.31+): the smallest multiple of the first backend's kernel block
+    (at least 128 for MLA) whose page holds a state, rounded to every backend's kernel block."""
+    align = max(first_min, block, 128)
+    attn_block = align * cdiv(state_page, align * attn_1tok)
+    common = math.lcm(*all_mins)
+    return common * cdiv(attn_block, common)
+
+
+def stride_for_kernel(spec: MLAAttentionSpec, kernel: int) -> int:
+    """KVCacheSpec.get_block_stride_alignment for MultipleOf(kernel): the page of one kernel block
+    when the block spans several."""
+    kernel_block = math.gcd(kernel, spec.block_size)
+    if kernel_block == spec.block_size:
+        return 1
+    return MLAAttentionSpec(
+        kernel_block, 1, spec.head_size, spec.dtype_bytes, tokens_per_state=spec.tokens_per_state
+    ).page_size_bytes()
+
+
+def layer_specs(ctx: FamilyContext) -> KVLayout:
+    lin = linear_config(ctx)
+    kpool = int(ctx.t.get("index_kpool") or 0)
+    index_dim, index_heads = int(ctx.t["index_head_dim"]), int(ctx.t.get("index_n_heads", 1))
+    if kpool <= 1 or index_dim <= 0 or index_heads <= 0:
+        raise BadInput(
+            f"config.json: the kpool indexer needs index_kpool > 1 and index_head_dim, index_n_heads > 0 "
+            f"(got {kpool}, {index_dim}, {index_heads})"
+        )
+    name = mla_backend(ctx)
+    shapes, dtypes = kda_state(ctx, lin)
+    head = int(ctx.t["kv_lora_rank"]) + int(ctx.t.get("qk_rope_head_dim") or 0)
+    attn_1tok = head * ctx.model_bytes
+    state_page = sum(math.prod(s) * d for s, d in zip(shapes, dtypes, strict=True))
+    mla_min = 64 if name == "FLASHINFER_MLA_SPARSE_SM90" else 32
+    index_kernels = [kpool * n for n in PAGED_MQA_PAGE_SIZES]
+    # Phase 1 (0.31+): the smallest block every backend takes; the kpool indexer leads in layer order.
+    block = hybrid_block(attn_1tok, state_page, min(index_kernels), [min(index_kernels), 1, mla_min], 128)
+    ring = kpool  # attention.py: kpool x next_power_of_2(cdiv(kpool + drafts, kpool)) with no drafts
+    # kda.py: FlashKDA prefill (SM90/10x/12x, bf16, head 128, bounded gate) checkpoints every 16 tokens.
+    flashkda = ctx.capability[0] in (9, 10, 12) and lin["head_dim"] == 128 and ctx.model_bytes == 2
+    checkpoint_blocks = int(flashkda and lin["bounded"])
+    kda = MambaSpec(shapes, dtypes, block, "kda", block * attn_1tok, checkpoint_blocks)
+    latent = MLAAttentionSpec(block, 1, head, ctx.model_bytes, role="NoPE latent records")
+    latent = _with_stride(latent, 1 if name == "FLASHINFER_MLA_SPARSE_SM90" else mla_min)
+    keys = MLAAttentionSpec(block, 1, index_dim + 4, 1, tokens_per_state=kpool, role="kpool indexer keys")
+    keys = _with_spec_stride(keys, stride_for_kernel(keys, max(index_kernels)))
+    tail = CircularBufferSpec(ring, 2, index_dim, 2, role="kpool tail (raw keys and gate scores)")
+    specs: list[tuple[str, KVSpec]] = []
+    for i, kind in enumerate(ctx.t["layer_types"][: ctx.config.num_layers]):
+        if kind == "linear_attention":
+            specs.append((layer_name(i, "self_attn"), kda))
+            continue
+        specs += [
+            (layer_name(i, "self_attn.indexer.k_cache"), keys),
+            (layer_name(i, "self_attn.indexer.tail_cache"), tail),
+            (layer_name(i, "self_attn.attn"), latent),
+        ]
+    ctx.notes.append(
+        f"GLM-5.3-Flash: hybrid block {block} tokens (one MLA page holds a KDA state, padded to "
+        f"{block * attn_1tok:,} B); kpool indexer keys every {kpool} tokens and a {ring}-entry tail ring"
+    )
+    return KVLayout(
+        specs=tuple(specs),
+        block_size=block,
+        backend=BackendChoice(backend_from_facts(ctx.facts, name), "first sparse MLA backend for head 512"),
+        mamba_cache_mode="align",
+        is_hybrid=True,
+        is_attention_free=False,
+        notes=tuple(ctx.notes),
+        unknowns=tuple(ctx.unknowns),
+        family=NAME,
+        block_outermost=True,
+        mamba_page_size_padded=block * attn_1tok,
+        buffers=kpool_buffers(ctx, kpool),
+    )
+
+
+def kpool_buffers(ctx: FamilyContext, kpool: int) -> tuple[ProfilingBuffer, ...]:
+    """common/model.py: the top-k buffer is round_up(index_topk + kpool - 1, 128) wide;
+    nvidia/sparse_indexer.py: the profiling branch reserves the K-gather workspace and a logits
+    probe of max(min(max_num_seqs, T) x pooled length x 4 B, VLLM_SPARSE_INDEXER_MAX_LOGITS_MB).
+    The FlashKDA prefill workspace size comes from the compiled op and is not counted."""
+    tokens, seqs = ctx.settings.max_num_batched_tokens, ctx.settings.max_num_seqs
+    width = cdiv(int(ctx.t["index_topk"]) + kpool - 1, 128) * 128
+    topk, workspace, probe = sparse_indexer_buffers(ctx, width, min_ratio=kpool)
+    decode = min(seqs, tokens) * cdiv(ctx.settings.max_model_len, kpool) * 4
+    probe = ProfilingBuffer(probe.name, (max(decode, probe.num_bytes),), 1, "forward")
+    return topk, workspace, probe
+
+
+def _with_stride(spec: MLAAttentionSpec, rows: int) -> MLAAttentionSpec:
+    """sparse_utils.py align_blocks_to_rows: blocks a whole number of `rows`-row pages apart."""
+    from dataclasses import replace
+
+    return replace(spec, stride_alignment=rows * spec.state_content_bytes())
+
+
+def _with_spec_stride(spec: MLAAttentionSpec, stride: int) -> MLAAttentionSpec:
+    from dataclasses import replace
+
+    return replace(spec, stride_alignment=stride)
