@@ -5,8 +5,6 @@ from __future__ import annotations
 import gzip
 import io
 import json
-import os
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -15,6 +13,7 @@ from pathlib import Path
 from apron.engine.extract import extract_facts
 from apron.engine.facts import core_bytes, core_path
 from apron.engine.source import EngineSource, download_wheel, open_local, parse_spec
+from apron.paths import write_atomic
 
 
 @dataclass(frozen=True)
@@ -34,24 +33,6 @@ def facts_bytes(facts: dict) -> bytes:
     with gzip.GzipFile(filename="", mode="wb", fileobj=buffer, mtime=0, compresslevel=9) as handle:
         handle.write(text.encode("utf-8"))
     return buffer.getvalue()
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write to a temp file in the same folder, then rename: readers never see half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    umask = os.umask(0)
-    os.umask(umask)
-    try:
-        os.chmod(temp, 0o666 & ~umask)  # mkstemp makes it private; a facts file is ordinary data
-        with os.fdopen(handle, "wb") as out:
-            out.write(data)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
 
 
 def facts_path(out_dir: Path, version: str) -> Path:
