@@ -4,15 +4,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Literal, get_args
 
 from apron.checkpoint.safetensors import TensorInfo
 from apron.errors import BadInput
+
+SourceKind = Literal["local", "hub", "snapshot", "catalog"]
+SOURCE_KINDS: tuple[SourceKind, ...] = get_args(SourceKind)
 
 
 @dataclass(frozen=True)
 class Checkpoint:
     source: str  # what the user gave: a path, a repo id, a snapshot file
-    source_kind: str  # "local" | "hub" | "snapshot" | "catalog"
+    source_kind: SourceKind
     repo_id: str | None
     revision: str | None  # a commit sha where known
     config: dict

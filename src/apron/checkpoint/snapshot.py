@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 
 from apron.checkpoint import files as cf
-from apron.checkpoint.model import Checkpoint
+from apron.checkpoint.model import Checkpoint, SourceKind
 from apron.checkpoint.safetensors import TensorInfo, validate_header
 from apron.errors import BadInput
 
@@ -32,7 +32,11 @@ def read_snapshot_document(path: str | os.PathLike) -> dict:
 
 
 def load_snapshot(
-    path: str | os.PathLike, *, source_kind: str = "snapshot", source: str | None = None, document: dict | None = None
+    path: str | os.PathLike,
+    *,
+    source_kind: SourceKind = "snapshot",
+    source: str | None = None,
+    document: dict | None = None,
 ) -> Checkpoint:
     label = str(path)
     doc = document if document is not None else read_snapshot_document(path)

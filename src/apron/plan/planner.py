@@ -14,7 +14,7 @@ from apron.plan import memory
 from apron.plan.model_config import ModelConfig
 from apron.plan.parsers import parser_flags
 from apron.plan.quantity import Problem, Quantity
-from apron.plan.result import ModelIdentity, Plan
+from apron.plan.result import ModelIdentity, Plan, PlanSettings
 from apron.plan.settings import EngineSettings, UserSettings, resolve_settings, user_flags
 from apron.plan.weights import WeightsEstimate, WeightSettings, estimate_weights
 
@@ -74,12 +74,13 @@ def plan_checkpoint(checkpoint: Checkpoint, gpu: Gpu, user: UserSettings, engine
             architecture=checkpoint.architecture,
             model_type=checkpoint.model_type,
             source_kind=checkpoint.source_kind,
+            is_multimodal=memory.model_traits(checkpoint, config, facts).is_multimodal,
         ),
         engine_version=facts.version,
         gpu_name=gpu.name,
         gpu_count=settings.tensor_parallel_size,
         total_bytes_per_gpu=gpu.total_bytes,
-        settings=settings.to_json(),
+        settings=PlanSettings.from_json(settings.to_json()),
         compute_capability="%d.%d" % gpu.compute_capability,
         verdict=verdict(problems, budget.verdict),
         quantities=quantities,

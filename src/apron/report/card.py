@@ -44,10 +44,10 @@ def render_card(plan: Plan) -> str:
         f"{m.repo_id or m.source}{revision}  ({m.architecture}, {m.source_kind})",
         f"vLLM {plan.engine_version} on {plan.gpu_count} x {plan.gpu_name} "
         f"({plan.total_bytes_per_gpu / 2**30:.2f} GiB each)",
-        f"settings: max_model_len {plan.settings['max_model_len']}, dtype {plan.settings['dtype']}, "
-        f"util {plan.settings['gpu_memory_utilization']}, max_num_seqs {plan.settings['max_num_seqs']}, "
-        f"max_num_batched_tokens {plan.settings['max_num_batched_tokens']}"
-        f"{', eager' if plan.settings['enforce_eager'] else ''}",
+        f"settings: max_model_len {plan.settings.max_model_len}, dtype {plan.settings.dtype}, "
+        f"util {plan.settings.gpu_memory_utilization}, max_num_seqs {plan.settings.max_num_seqs}, "
+        f"max_num_batched_tokens {plan.settings.max_num_batched_tokens}"
+        f"{', eager' if plan.settings.enforce_eager else ''}",
         "",
         f"verdict: {_VERDICT[plan.verdict]}",
         "",

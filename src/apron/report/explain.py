@@ -33,7 +33,7 @@ def render_explain(plan: Plan) -> str:
     reserve = total - requested
     rows.append(
         f"  . {'utilization reserve':<18} {_gib(reserve)}  [derived] (1 - "
-        f"{plan.settings['gpu_memory_utilization']}) x total, outside vLLM's request"
+        f"{plan.settings.gpu_memory_utilization}) x total, outside vLLM's request"
     )
     bar = (bar + "." * BAR_WIDTH)[:BAR_WIDTH] if len(bar) < BAR_WIDTH else bar[:BAR_WIDTH]
     lines = [f"GPU memory ({_gib(total).strip()} as PyTorch sees it):", f"  [{bar}]", *rows]
