@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from functools import cache, cached_property, lru_cache
 from pathlib import Path
 
+from packaging.version import InvalidVersion, Version
+
 from apron.engine import templates
 from apron.errors import BadInput
 
@@ -26,8 +28,12 @@ REGISTRY_FUNCTION = "_ModelRegistry._raise_for_unsupported"
 QUANT_FUNCTION = "VllmConfig._get_quantization_config"
 
 
-def _version_key(version: str) -> tuple[int, ...]:
-    return tuple(int(x) for x in re.findall(r"\d+", version)[:4])
+def version_key(version: str) -> Version:
+    """Releases in PEP 440 order (0.34.0rc1 before 0.34.0, 0.10.0 after 0.9.1)."""
+    try:
+        return Version(version)
+    except InvalidVersion:
+        raise BadInput(f"vLLM version {version!r} is not a release number (e.g. 0.33.0)") from None
 
 
 def capability_int(capability) -> int:
@@ -91,11 +97,11 @@ class EngineFacts:
         return self.data["version"]
 
     @property
-    def version_key(self) -> tuple[int, ...]:
-        return _version_key(self.version)
+    def version_key(self) -> Version:
+        return version_key(self.version)
 
     def at_least(self, version: str) -> bool:
-        return self.version_key >= _version_key(version)
+        return self.version_key >= version_key(version)
 
     @property
     def defaults(self) -> dict:
@@ -309,7 +315,7 @@ def _synced_listing(folders: tuple[tuple[Path, int], ...]) -> tuple[tuple[str, P
 
 def known_versions() -> list[str]:
     versions = set(_shipped_files()) | set(_synced_files())
-    return sorted(versions, key=_version_key)
+    return sorted(versions, key=version_key)
 
 
 def facts_origin(version: str) -> str | None:
@@ -383,7 +389,7 @@ def parse_engine_spec(spec: str) -> str:
 
 def choose_version(architecture: str, versions: list[str] | None = None) -> VersionChoice:
     """The newest known release whose registry holds `architecture`, and why."""
-    ordered = sorted(versions if versions is not None else known_versions(), key=_version_key)
+    ordered = sorted(versions if versions is not None else known_versions(), key=version_key)
     if not ordered:
         return VersionChoice(None, "no engine facts are known; run `apron engine sync vllm==X`")
     newest = load_facts(ordered[-1])
@@ -412,3 +418,73 @@ def _absence(facts: EngineFacts, arch: str) -> str:
     if url is not None:
         return f"its registry points to the out-of-tree plugin at {url}"
     return "not in its registry"
+
+
+# ------------------------------------------------------------------ releases the tests cover
+
+
+@dataclass(frozen=True)
+class EngineChange:
+    """The mirrored engine functions of a release that differ from every release Apron is validated on."""
+
+    version: str
+    validated: tuple[str, ...]  # the releases whose facts ship with Apron: its tests plan against each
+    changed: tuple[str, ...]  # a source hash no validated release has
+    added: tuple[str, ...]  # mirrored names no validated release has
+    removed: tuple[str, ...]  # mirrored in the nearest validated release, absent here
+
+    @property
+    def functions(self) -> tuple[str, ...]:
+        return self.changed + self.added + self.removed
+
+    @property
+    def nearest(self) -> str:
+        return nearest_validated(self.version, self.validated)
+
+
+def validated_versions() -> tuple[str, ...]:
+    return tuple(sorted(_shipped_files(), key=version_key))
+
+
+def nearest_validated(version: str, validated: tuple[str, ...]) -> str:
+    """The validated release to compare with: the newest one at or below VERSION (else the oldest)."""
+    key = version_key(version)
+    below = [v for v in validated if version_key(v) <= key]
+    return below[-1] if below else validated[0]
+
+
+@cache
+def _validated_hashes() -> dict[str, frozenset[str]]:
+    """Qualified name -> every source hash it has in a validated release."""
+    out: dict[str, set[str]] = {}
+    for version in validated_versions():
+        for qual, digest in _by_qualname(_load(version, _shipped_path(version)).mirrored_functions):
+            out.setdefault(qual, set()).add(digest)
+    return {qual: frozenset(digests) for qual, digests in out.items()}
+
+
+def _by_qualname(table: dict[str, str]) -> list[tuple[str, str]]:
+    """("path:Qual.name", digest) -> (Qual.name, digest): a function that moved file is the same function."""
+    return [(key.partition(":")[2] or key, digest) for key, digest in table.items()]
+
+
+def engine_change(facts: EngineFacts) -> EngineChange | None:
+    """None for a validated release (its facts ship with Apron) or one whose mirrored functions all have
+    the source of a validated release; else what differs, for the plan to say so."""
+    if facts_origin(facts.version) == "shipped":
+        return None
+    validated = _validated_hashes()
+    if not validated:
+        return None
+    mine: dict[str, set[str]] = {}
+    for qual, digest in _by_qualname(facts.mirrored_functions):
+        mine.setdefault(qual, set()).add(digest)
+    versions = validated_versions()
+    nearest = nearest_validated(facts.version, versions)
+    nearest_names = {q for q, _ in _by_qualname(_load(nearest, _shipped_path(nearest)).mirrored_functions)}
+    changed = sorted(q for q, digests in mine.items() if q in validated and not digests <= validated[q])
+    added = sorted(set(mine) - set(validated))
+    removed = sorted(nearest_names - set(mine))
+    if not (changed or added or removed):
+        return None
+    return EngineChange(facts.version, versions, tuple(changed), tuple(added), tuple(removed))

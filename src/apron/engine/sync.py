@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from apron.engine.extract import extract_facts
 from apron.engine.facts import core_bytes, core_path
@@ -39,6 +40,15 @@ def facts_path(out_dir: Path, version: str) -> Path:
     return out_dir / f"vllm-{version}.json.gz"
 
 
+def write_facts(facts: dict[str, Any], out_dir: Path) -> Path:
+    """The facts file and its core companion, each written whole."""
+    path = facts_path(out_dir, facts["version"])
+    write_atomic(path, facts_bytes(facts))
+    write_atomic(core_path(path), core_bytes(facts))
+    path.with_suffix("").with_suffix(".json").unlink(missing_ok=True)  # an older uncompressed copy would shadow it
+    return path
+
+
 def resolve_source(spec: str, wheel_dir: Path, say: Callable[[str], None]) -> tuple[EngineSource, str | None]:
     """(source, the version the spec pins or None for a local path)."""
     version = parse_spec(spec)
@@ -57,10 +67,7 @@ def sync(
     source, version = resolve_source(spec, cache_dir() / "wheels", say)
     downloaded = time.perf_counter()
     facts = extract_facts(source, say=say, expected_version=version, jobs=jobs)
-    path = facts_path(out_dir or engine_facts_dir(), facts["version"])
-    write_atomic(path, facts_bytes(facts))
-    write_atomic(core_path(path), core_bytes(facts))
-    path.with_suffix("").with_suffix(".json").unlink(missing_ok=True)  # an older uncompressed copy would shadow it
+    path = write_facts(facts, out_dir or engine_facts_dir())
     finished = time.perf_counter()
     say(
         f"wrote {path} ({len(facts['registry']['architectures'])} architectures, "

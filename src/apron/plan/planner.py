@@ -7,7 +7,7 @@ import shlex
 from dataclasses import dataclass
 
 from apron.checkpoint import Checkpoint, load_checkpoint
-from apron.engine.facts import EngineFacts, choose_version, known_versions, load_facts
+from apron.engine.facts import EngineFacts, choose_version, engine_change, known_versions, load_facts
 from apron.errors import BadInput
 from apron.hardware import Gpu
 from apron.plan import memory
@@ -107,8 +107,9 @@ def choose_engine(architecture: str, requested: str | None) -> tuple[EngineFacts
 
 
 def registry_problems(checkpoint: Checkpoint, config: ModelConfig, gpu: Gpu, facts: EngineFacts) -> list[Problem]:
-    """Refusals the release raises before any memory is touched, in the release's own words."""
-    problems = []
+    """Refusals the release raises before any memory is touched, in the release's own words; and
+    whether the release runs engine code Apron's tests have not covered."""
+    problems = engine_changed_problems(facts)
     refusal = facts.unregistered_architecture_refusal(checkpoint.architectures or [checkpoint.architecture])
     if refusal is not None:
         problems.append(Problem("architecture_not_supported", _short(refusal.message), "proven_constraint"))
@@ -118,6 +119,24 @@ def registry_problems(checkpoint: Checkpoint, config: ModelConfig, gpu: Gpu, fac
         if refusal is not None:
             problems.append(Problem("quantization_capability", refusal.message, "proven_constraint"))
     return problems
+
+
+def engine_changed_problems(facts: EngineFacts) -> list[Problem]:
+    """A release whose mirrored functions differ from every validated release is planned with the
+    logic validated on the nearest one: its numbers are predictions until a boot measures them."""
+    change = engine_change(facts)
+    if change is None:
+        return []
+    shown = ", ".join(change.functions[:6]) + (
+        f" and {len(change.functions) - 6} more" if len(change.functions) > 6 else ""
+    )
+    message = (
+        f"vLLM {change.version} is not a release Apron is validated on ({', '.join(change.validated)}): "
+        f"{len(change.functions)} engine functions Apron mirrors differ from every validated release ({shown}); "
+        f"the numbers that depend on them follow vLLM {change.nearest}'s logic. "
+        f"See `apron engine diff {change.nearest} {change.version}`."
+    )
+    return [Problem("engine_changed", message, "predicted")]
 
 
 def _short(message: str, limit: int = 600) -> str:
