@@ -15,7 +15,7 @@ compile() {
     echo "# $header"
     echo "# Written by scripts/lock.sh (uv pip compile --generate-hashes --universal --python-version 3.11); do not edit."
     "$UV" pip compile --generate-hashes --universal --python-version 3.11 --no-header --no-annotate \
-      --index-url https://pypi.org/simple "$@" -o - 2>/dev/null
+      --index-url https://pypi.org/simple "$@" 2>/dev/null
   } > "$out.tmp"
   mv "$out.tmp" "$out"
 }
