@@ -25,7 +25,7 @@ def run(*args: str, home=None) -> subprocess.CompletedProcess:
 
 def test_diagnose_picks_the_decisive_error_not_the_last_line(apron_home):
     log = LOGS / "d_kv_too_small_mp_1048575.log"
-    assert "Engine core initialization failed" in [l for l in log.read_text().splitlines() if "Error" in l][-1]
+    assert "Engine core initialization failed" in [line for line in log.read_text().splitlines() if "Error" in line][-1]
     result = run("diagnose", str(log), home=apron_home)
     assert result.returncode == 0, result.stderr
     assert result.stderr == ""

@@ -270,12 +270,10 @@ def gpus_command(as_json: bool) -> None:
     if as_json:
         emit_json(rows)
         return
-    for r in rows:
-        mark = "" if r["is_total_exact"] else " (approx.)"
-        click.echo(
-            f"{r['name']:<34} {r['total_bytes'] / 2**30:8.2f} GiB{mark:<10} cc {r['compute_capability']:<5} "
-            f"{', '.join(r['aliases'])}"
-        )
+    for g in all_gpus():
+        mark = "" if g.is_total_exact else " (approx.)"
+        capability = "{}.{}".format(*g.compute_capability)
+        click.echo(f"{g.name:<34} {g.total_bytes / 2**30:8.2f} GiB{mark:<10} cc {capability:<5} {', '.join(g.aliases)}")
 
 
 def _store(records: str | None) -> RecordStore:

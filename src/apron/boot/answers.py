@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from apron.boot.session import AfterHealthy, Progress, ServedEngine
@@ -145,7 +146,7 @@ def _remote_serving(endpoint: ServedEngine, test: ServeTestSettings, progress: P
         endpoint.served_model_name,
         model_root,
         test,
-        endpoint.run_dir,
+        Path(endpoint.run_dir),
         "serve-test.json",
     )
     progress(f"serve test on the target: {test.num_prompts} requests (vllm bench serve)")

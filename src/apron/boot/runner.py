@@ -37,7 +37,8 @@ def open_host(
     if spec.kind == "local":
         return LocalHost(), None
     if spec.kind == "ssh":
-        host = SshHost(SshTarget(spec.host, spec.user, spec.port, ssh.identity_file, ssh.known_hosts_file, ssh.options))
+        target = SshTarget(spec.host or "", spec.user, spec.port, ssh.identity_file, ssh.known_hosts_file, ssh.options)
+        host = SshHost(target)
         progress(f"connecting to {host.address}")
         host.check()
         return host, None

@@ -126,8 +126,9 @@ class BootRun:
         self.host, self.plan, self.options = host, plan, options
         self.after_healthy, self.progress = after_healthy, progress
         self.local_dir = local_dir
-        self.attempt = Attempt(target=host.address, started_at=now_iso(), log_path=local_dir / "engine.log")
-        self.run_dir: str | None = None
+        self.log_path = local_dir / "engine.log"
+        self.attempt = Attempt(target=host.address, started_at=now_iso(), log_path=self.log_path)
+        self.run_dir = ""  # on the target, once prepared
         self.tmp_dir: str | None = None
         self.pgid: int | None = None
         self.follower: LogFollower | None = None
@@ -137,7 +138,7 @@ class BootRun:
     # -- the sequence ----------------------------------------------------------------------------
     def execute(self) -> Attempt:
         self.local_dir.mkdir(parents=True, exist_ok=True)
-        self.attempt.log_path.write_bytes(b"")
+        self.log_path.write_bytes(b"")
         try:
             with _terminate_as_interrupt():
                 self._boot()
@@ -214,6 +215,8 @@ class BootRun:
                 self._call_hook(endpoint)
 
     def _call_hook(self, endpoint: ServedEngine) -> None:
+        if self.after_healthy is None:
+            return
         try:
             result = self.after_healthy(endpoint)
         except Exception as exc:  # noqa: BLE001 - the boot was healthy; the checks' own failure is the harness's
@@ -332,12 +335,13 @@ class BootRun:
     def _pump_log(self) -> None:
         if self.follower is None:
             return
-        if getattr(self.follower, "error", None):
-            raise HostFault(f"{self.host.address}: {self.follower.error}")
+        error = getattr(self.follower, "error", None)  # a follower over ssh reports a lost connection
+        if error:
+            raise HostFault(f"{self.host.address}: {error}")
         data = self.follower.drain()
         if not data:
             return
-        with open(self.attempt.log_path, "ab") as handle:
+        with open(self.log_path, "ab") as handle:
             handle.write(data)
         lines = (self._partial + data).split(b"\n")
         self._partial = lines.pop()
@@ -404,7 +408,7 @@ class BootRun:
 
     def _engine_fault(self, stage: str, message: str) -> Fault:
         self._pump_log()
-        text = self.attempt.log_path.read_text(errors="replace") if self.attempt.log_path.exists() else ""
+        text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
         parsed = logparse.parse_log(text)
         return classify(stage, message, parsed.errors or parsed.errors_after_shutdown, text[-20000:])
 

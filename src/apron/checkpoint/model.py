@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
 from apron.checkpoint.safetensors import TensorInfo
 from apron.errors import BadInput
@@ -19,15 +19,15 @@ class Checkpoint:
     source_kind: SourceKind
     repo_id: str | None
     revision: str | None  # a commit sha where known
-    config: dict
+    config: dict[str, Any]
     tensors: tuple[TensorInfo, ...]  # the tensors vLLM would read (indexed files only)
     files: tuple[str, ...]  # the safetensors files read
-    generation_config: dict | None = None
-    tokenizer_config: dict | None = None
+    generation_config: dict[str, Any] | None = None
+    tokenizer_config: dict[str, Any] | None = None
     chat_template: str | None = None
     header_bytes_read: int = 0  # bytes of headers and config files read, for the byte budget
     notes: tuple[str, ...] = ()  # facts about the source worth showing (e.g. "from the catalog")
-    extra: dict = field(default_factory=dict, compare=False)
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     @cached_property
     def tensors_by_name(self) -> dict[str, TensorInfo]:

@@ -11,6 +11,7 @@ import gzip
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 from apron.checkpoint import files as cf
 from apron.checkpoint.model import Checkpoint, SourceKind
@@ -18,7 +19,7 @@ from apron.checkpoint.safetensors import TensorInfo, validate_header
 from apron.errors import BadInput
 
 
-def read_snapshot_document(path: str | os.PathLike) -> dict:
+def read_snapshot_document(path: str | os.PathLike[str]) -> dict[str, Any]:
     path = Path(path)
     try:
         raw = path.read_bytes()
@@ -32,11 +33,11 @@ def read_snapshot_document(path: str | os.PathLike) -> dict:
 
 
 def load_snapshot(
-    path: str | os.PathLike,
+    path: str | os.PathLike[str],
     *,
     source_kind: SourceKind = "snapshot",
     source: str | None = None,
-    document: dict | None = None,
+    document: dict[str, Any] | None = None,
 ) -> Checkpoint:
     label = str(path)
     doc = document if document is not None else read_snapshot_document(path)
@@ -80,7 +81,7 @@ def load_snapshot(
     )
 
 
-def _json_file(files: dict, name: str, label: str) -> dict:
+def _json_file(files: dict[str, Any], name: str, label: str) -> dict[str, Any]:
     value = files[name]
     if isinstance(value, str):
         return cf.parse_json(value, f"{label}: files.{name}")
@@ -89,16 +90,16 @@ def _json_file(files: dict, name: str, label: str) -> dict:
     return value
 
 
-def _optional_str(doc: dict, key: str, label: str) -> str | None:
+def _optional_str(doc: dict[str, Any], key: str, label: str) -> str | None:
     value = doc.get(key)
     if value is not None and not isinstance(value, str):
         raise BadInput(f"{label}: field '{key}' must be a string")
     return value
 
 
-def dump_snapshot(checkpoint: Checkpoint) -> dict:
+def dump_snapshot(checkpoint: Checkpoint) -> dict[str, Any]:
     """A snapshot document for a checkpoint (used to record what a plan read, and by the catalog tools)."""
-    headers: dict[str, dict] = {name: {"__metadata__": {"format": "pt"}} for name in checkpoint.files}
+    headers: dict[str, dict[str, Any]] = {name: {"__metadata__": {"format": "pt"}} for name in checkpoint.files}
     offsets = {name: 0 for name in checkpoint.files}
     for t in checkpoint.tensors:
         begin = offsets[t.file]
@@ -118,5 +119,5 @@ def dump_snapshot(checkpoint: Checkpoint) -> dict:
     }
 
 
-def to_json_bytes(document: dict) -> bytes:
+def to_json_bytes(document: dict[str, Any]) -> bytes:
     return json.dumps(document, separators=(",", ":"), sort_keys=False).encode("utf-8")

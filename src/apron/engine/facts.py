@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 from functools import cache, cached_property, lru_cache
 from pathlib import Path
+from typing import Any, cast
 
 from packaging.version import InvalidVersion, Version
 
@@ -36,7 +37,11 @@ def version_key(version: str) -> Version:
         raise BadInput(f"vLLM version {version!r} is not a release number (e.g. 0.33.0)") from None
 
 
-def capability_int(capability) -> int:
+# A compute capability as the catalog, a plan or the engine's facts write it.
+Capability = tuple[int, int] | list[int] | str | int
+
+
+def capability_int(capability: Capability) -> int:
     """(8, 9), "8.9" or 89 -> 89, as vLLM's DeviceCapability.to_int()."""
     if isinstance(capability, str):
         major, _, minor = capability.partition(".")
@@ -78,23 +83,23 @@ MESSAGE_KEYS = ("log_formats", "refusals")
 
 @dataclass(frozen=True)
 class EngineFacts:
-    data: dict
+    data: dict[str, Any]
     full_path: str | None = None  # where the full file is, when `data` is the core companion
 
     @cached_property
-    def _messages(self) -> dict:
+    def _messages(self) -> dict[str, Any]:
         if all(key in self.data for key in MESSAGE_KEYS) or self.full_path is None:
             return self.data
         return _read_facts(self.full_path)
 
     @property
-    def full_data(self) -> dict:
+    def full_data(self) -> dict[str, Any]:
         """The whole facts file, message tables included (for show --full, diff and summaries)."""
         return {**self.data, **{key: self._messages.get(key) for key in MESSAGE_KEYS}}
 
     @property
     def version(self) -> str:
-        return self.data["version"]
+        return cast(str, self.data["version"])
 
     @property
     def version_key(self) -> Version:
@@ -104,45 +109,45 @@ class EngineFacts:
         return self.version_key >= version_key(version)
 
     @property
-    def defaults(self) -> dict:
-        return self.data["defaults"]
+    def defaults(self) -> dict[str, Any]:
+        return cast(dict[str, Any], self.data["defaults"])
 
     @property
-    def architectures(self) -> dict[str, dict]:
-        return self.data["registry"]["architectures"]
+    def architectures(self) -> dict[str, dict[str, Any]]:
+        return cast(dict[str, dict[str, Any]], self.data["registry"]["architectures"])
 
-    def architecture(self, arch: str) -> dict | None:
+    def architecture(self, arch: str) -> dict[str, Any] | None:
         return self.architectures.get(arch)
 
     def previously_supported(self, arch: str) -> str | None:
-        return self.data["registry"].get("previously_supported", {}).get(arch)
+        return cast(str | None, self.data["registry"].get("previously_supported", {}).get(arch))
 
     def out_of_tree(self, arch: str) -> str | None:
-        return self.data["registry"].get("out_of_tree", {}).get(arch)
+        return cast(str | None, self.data["registry"].get("out_of_tree", {}).get(arch))
 
     def config_hook(self, arch: str) -> str | None:
-        return (self.data.get("config_hooks") or {}).get(arch)
+        return cast(str | None, (self.data.get("config_hooks") or {}).get(arch))
 
-    def quantization(self, method: str) -> dict | None:
-        return (self.data.get("quantization") or {}).get(method)
-
-    @property
-    def reasoning_parsers(self) -> dict[str, dict]:
-        return (self.data.get("parsers") or {}).get("reasoning") or {}
+    def quantization(self, method: str) -> dict[str, Any] | None:
+        return cast(dict[str, Any] | None, (self.data.get("quantization") or {}).get(method))
 
     @property
-    def tool_parsers(self) -> dict[str, dict]:
-        return (self.data.get("parsers") or {}).get("tool") or {}
+    def reasoning_parsers(self) -> dict[str, dict[str, Any]]:
+        return cast(dict[str, dict[str, Any]], (self.data.get("parsers") or {}).get("reasoning") or {})
 
-    def reasoning_parser(self, name: str) -> dict | None:
+    @property
+    def tool_parsers(self) -> dict[str, dict[str, Any]]:
+        return cast(dict[str, dict[str, Any]], (self.data.get("parsers") or {}).get("tool") or {})
+
+    def reasoning_parser(self, name: str) -> dict[str, Any] | None:
         return self.reasoning_parsers.get(name)
 
-    def tool_parser(self, name: str) -> dict | None:
+    def tool_parser(self, name: str) -> dict[str, Any] | None:
         return self.tool_parsers.get(name)
 
     @property
-    def tokenizer_modes(self) -> dict[str, dict]:
-        return (self.data.get("tokenizer") or {}).get("modes") or {}
+    def tokenizer_modes(self) -> dict[str, dict[str, Any]]:
+        return cast(dict[str, dict[str, Any]], (self.data.get("tokenizer") or {}).get("modes") or {})
 
     def has_tokenizer_mode(self, mode: str) -> bool:
         """Whether `--tokenizer-mode mode` names a tokenizer this release has."""
@@ -151,24 +156,28 @@ class EngineFacts:
 
     def default_tokenizer_mode(self, arch: str) -> str | None:
         """The mode `tokenizer_mode="auto"` becomes for this architecture, None if it stays auto."""
-        return ((self.data.get("tokenizer") or {}).get("arch_defaults") or {}).get(arch)
+        return cast(str | None, ((self.data.get("tokenizer") or {}).get("arch_defaults") or {}).get(arch))
 
-    def env_default(self, name: str, fallback=None):
+    def env_default(self, name: str, fallback: Any = None) -> Any:
         return self.defaults.get("env", {}).get(name, fallback)
 
-    def attention_backend(self, name: str) -> dict | None:
-        return (self.data.get("attention_backends") or {}).get(name)
+    def attention_backend(self, name: str) -> dict[str, Any] | None:
+        return cast(dict[str, Any] | None, (self.data.get("attention_backends") or {}).get(name))
 
-    def backend_priority(self, compute_capability, use_mla: bool = False) -> list[str] | None:
+    def backend_priority(self, compute_capability: Capability, use_mla: bool = False) -> list[str] | None:
         """Backends in the order platforms/cuda.py tries them for this GPU (unconditional entries)."""
         table = (self.data.get("backend_priority") or {}).get("mla" if use_mla else "default") or {}
         major = str(capability_int(compute_capability) // 10)
-        return table.get(major, table.get("default"))
+        return cast(list[str] | None, table.get(major, table.get("default")))
 
     # ------------------------------------------------------------ batch and graph defaults
 
     def batch_defaults(
-        self, device_total_bytes: int, device_name: str, compute_capability, usage_context: str = "OPENAI_API_SERVER"
+        self,
+        device_total_bytes: int,
+        device_name: str,
+        compute_capability: Capability,
+        usage_context: str = "OPENAI_API_SERVER",
     ) -> BatchDefaults | None:
         """max_num_seqs / max_num_batched_tokens as EngineArgs.get_batch_defaults picks them for this
         GPU (before the post rules that cap them by max_model_len); None if the tiers are not static."""
@@ -193,7 +202,7 @@ class EngineFacts:
                 return BatchDefaults(seqs, tokens, index, _tier_basis(self.version, tier, usage_context))
         return None
 
-    def cudagraph_default_max_size(self, compute_capability) -> int | None:
+    def cudagraph_default_max_size(self, compute_capability: Capability) -> int | None:
         """`default_max_graph_size` of VllmConfig._set_cudagraph_sizes for this GPU."""
         rules = self.defaults.get("cudagraph")
         if not rules:
@@ -201,21 +210,21 @@ class EngineFacts:
         capability = capability_int(compute_capability)
         for family, size in rules.get("max_graph_size_by_capability_family", {}).items():
             if capability // 10 == int(family) // 10:
-                return size
+                return cast(int, size)
         for exact, size in rules.get("max_graph_size_by_capability", {}).items():
             if capability == int(exact):
-                return size
-        return rules.get("default_max_graph_size")
+                return cast(int, size)
+        return cast(int | None, rules.get("default_max_graph_size"))
 
     # ------------------------------------------------------------ log lines and refusals
 
     @property
-    def log_formats(self) -> list[dict]:
+    def log_formats(self) -> list[dict[str, Any]]:
         """[{file, function, level, format}] of every logger call (see docs/engine-facts.md)."""
         return self._messages.get("log_formats") or []
 
     @property
-    def refusals(self) -> list[dict]:
+    def refusals(self) -> list[dict[str, Any]]:
         """[{file, function, exception, template}] of every raise with a message."""
         return self._messages.get("refusals") or []
 
@@ -223,10 +232,10 @@ class EngineFacts:
     def mirrored_functions(self) -> dict[str, str]:
         return self.data.get("mirrored_functions") or {}
 
-    def refusals_in(self, function: str) -> list[dict]:
+    def refusals_in(self, function: str) -> list[dict[str, Any]]:
         return [r for r in self.refusals if r["function"] == function]
 
-    def _render(self, function: str, values: dict, required: str) -> Refusal | None:
+    def _render(self, function: str, values: dict[str, Any], required: str) -> Refusal | None:
         """Render the template in `function` that uses the field `required`."""
         for refusal in self.refusals_in(function):
             if required in templates.fields(refusal["template"]):
@@ -246,12 +255,12 @@ class EngineFacts:
             url = self.out_of_tree(arch)
             if url is not None:
                 return self._render(REGISTRY_FUNCTION, {"arch": arch, "plugin_url": url}, "plugin_url")
-        values = {"architectures": list(architectures)}
+        values: dict[str, object] = {"architectures": list(architectures)}
         if self.data["registry"].get("supported_archs_expr") == "self.models.keys()":
             values["all_supported_archs"] = dict.fromkeys(self.data["registry"]["order"]).keys()
         return self._render(REGISTRY_FUNCTION, values, "all_supported_archs")
 
-    def quantization_capability_refusal(self, method: str, compute_capability) -> Refusal | None:
+    def quantization_capability_refusal(self, method: str, compute_capability: Capability) -> Refusal | None:
         """The "not supported for the current GPU. Minimum capability" refusal, if this GPU is below
         the method's minimum; None if it is not (or the minimum is not static)."""
         minimum = (self.quantization(method) or {}).get("min_capability")
@@ -266,10 +275,10 @@ class EngineFacts:
         return self._render(QUANT_FUNCTION, values, "quant_config.get_min_capability()")
 
 
-def _tier_basis(version: str, tier: dict, usage_context: str) -> str:
+def _tier_basis(version: str, tier: dict[str, Any], usage_context: str) -> str:
     parts = [f"device memory >= {tier['min_device_memory_bytes'] / 2**30:g} GiB"]
     parts += [f"{word!r} not in device name" for word in tier["name_excludes"]]
-    parts += ["compute capability != %d.%d" % tuple(c) for c in tier["excluded_capabilities"]]
+    parts += [f"compute capability != {c[0]}.{c[1]}" for c in tier["excluded_capabilities"]]
     return f"vllm {version} EngineArgs.get_batch_defaults ({' and '.join(parts)}; {usage_context})"
 
 
@@ -286,7 +295,7 @@ def facts_dirs() -> list[Path]:
 @cache
 def _shipped_files() -> dict[str, str]:
     root = DATA_DIR
-    out = {}
+    out: dict[str, str] = {}
     for entry in root.iterdir() if root.is_dir() else []:
         match = _FILE_NAME.fullmatch(entry.name)
         if match:
@@ -303,7 +312,7 @@ def _synced_files() -> dict[str, Path]:
 def _synced_listing(folders: tuple[tuple[Path, int], ...]) -> tuple[tuple[str, Path], ...]:
     """Keyed by each folder's mtime: a sync (a rename into the folder) changes it, so the listing is
     re-read exactly when it can have changed, not on every plan."""
-    out = {}
+    out: dict[str, Path] = {}
     for folder, _ in folders:
         if folder.is_dir():
             for path in sorted(folder.glob("vllm-*.json*")):
@@ -325,22 +334,23 @@ def facts_origin(version: str) -> str | None:
     return "shipped" if version in _shipped_files() else None
 
 
-def _decode(name: str, raw: bytes) -> dict:
+def _decode(name: str, raw: bytes) -> dict[str, Any]:
     if name.endswith(".gz"):
         raw = gzip.decompress(raw)
-    return json.loads(raw.decode("utf-8"))
+    return cast(dict[str, Any], json.loads(raw.decode("utf-8")))
 
 
 def core_path(path: Path) -> Path:
-    return path.parent / "core" / (_FILE_NAME.fullmatch(path.name).group(0).split(".json")[0] + ".json")
+    """core/vllm-X.json beside vllm-X.json(.gz)."""
+    return path.parent / "core" / (path.name.split(".json")[0] + ".json")
 
 
-def core_bytes(facts: dict) -> bytes:
+def core_bytes(facts: dict[str, Any]) -> bytes:
     core = {key: value for key, value in facts.items() if key not in MESSAGE_KEYS}
     return (json.dumps(core, sort_keys=True, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
 
 
-def _read_facts(path: str) -> dict:
+def _read_facts(path: str) -> dict[str, Any]:
     try:
         data = _decode(path, Path(path).read_bytes())
     except (OSError, ValueError, EOFError) as exc:

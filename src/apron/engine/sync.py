@@ -21,12 +21,12 @@ from apron.paths import write_atomic
 class SyncResult:
     version: str
     path: Path
-    facts: dict
+    facts: dict[str, Any]
     extract_seconds: float
     download_seconds: float
 
 
-def facts_bytes(facts: dict) -> bytes:
+def facts_bytes(facts: dict[str, Any]) -> bytes:
     """The facts file's bytes: sorted keys, compact JSON, gzip with no name or time stamp, so the
     same input always gives the same bytes."""
     text = json.dumps(facts, sort_keys=True, ensure_ascii=False, separators=(",", ":")) + "\n"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import shlex
 from dataclasses import dataclass
+from typing import Any
 
 from apron.checkpoint import Checkpoint, load_checkpoint
 from apron.engine.facts import EngineFacts, choose_version, engine_change, known_versions, load_facts
@@ -13,8 +14,8 @@ from apron.hardware import Gpu
 from apron.plan import memory
 from apron.plan.model_config import ModelConfig
 from apron.plan.parsers import parser_flags
-from apron.plan.quantity import Problem, Quantity
-from apron.plan.result import ModelIdentity, Plan, PlanSettings
+from apron.plan.quantity import Problem, Quantity, one_of
+from apron.plan.result import VERDICTS, ModelIdentity, Plan, PlanSettings, Verdict
 from apron.plan.settings import EngineSettings, UserSettings, resolve_settings, user_flags
 from apron.plan.weights import WeightsEstimate, WeightSettings, estimate_weights
 
@@ -81,7 +82,7 @@ def plan_checkpoint(checkpoint: Checkpoint, gpu: Gpu, user: UserSettings, engine
         gpu_count=settings.tensor_parallel_size,
         total_bytes_per_gpu=gpu.total_bytes,
         settings=PlanSettings.from_json(settings.to_json()),
-        compute_capability="%d.%d" % gpu.compute_capability,
+        compute_capability="{}.{}".format(*gpu.compute_capability),
         verdict=verdict(problems, budget.verdict),
         quantities=quantities,
         flags=tuple(flags),
@@ -150,7 +151,7 @@ def _facts_quant_name(method: str) -> str:
     return {"gpt_oss_mxfp4": "mxfp4"}.get(method, method)
 
 
-def model_shape(config: ModelConfig) -> dict:
+def model_shape(config: ModelConfig) -> dict[str, Any]:
     """What correction rules need to pick a tensor-parallel size the engine accepts."""
     return {
         "num_attention_heads": config.num_heads,
@@ -160,11 +161,11 @@ def model_shape(config: ModelConfig) -> dict:
 
 
 def weights_quantity(weights: WeightsEstimate) -> Quantity:
-    label = "predicted" if weights.unknown_layout_tensors else "derived"
-    return Quantity(weights.bytes_per_gpu, "bytes", "predicted" if weights.notes else label, weights.basis)
+    known = not (weights.unknown_layout_tensors or weights.notes)
+    return Quantity(weights.bytes_per_gpu, "bytes", "derived" if known else "predicted", weights.basis)
 
 
-def weights_details(weights: WeightsEstimate) -> dict:
+def weights_details(weights: WeightsEstimate) -> dict[str, Any]:
     return {
         "runtime_dtype": weights.runtime_dtype,
         "checkpoint_bytes": weights.checkpoint_bytes,
@@ -177,10 +178,10 @@ def weights_details(weights: WeightsEstimate) -> dict:
     }
 
 
-def verdict(problems: list[Problem], memory_verdict: str) -> str:
+def verdict(problems: list[Problem], memory_verdict: str) -> Verdict:
     if any(p.label == "proven_constraint" and p.kind not in _ADVISORY for p in problems):
         return "does_not_fit"
-    return memory_verdict
+    return one_of(memory_verdict, VERDICTS, "the memory budget's verdict")
 
 
 # Problems the plan already works around with a flag, or that do not stop the engine from booting.
@@ -216,7 +217,7 @@ def ceil_util(total_bytes: int, utilization: float) -> int:
     return math.ceil(total_bytes * utilization)
 
 
-def engine_diff(plan: Plan, other: Plan) -> dict:
+def engine_diff(plan: Plan, other: Plan) -> dict[str, Any]:
     """How a plan's numbers move between two releases (`apron plan ... --engine-diff X`)."""
     rows = {}
     for name, mine in plan.quantities.items():

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from apron.plan.quantity import Quantity
 from apron.plan.result import REQUIRED_QUANTITIES, Plan
 
@@ -66,7 +68,15 @@ def render_card(plan: Plan) -> str:
     return "\n".join(lines)
 
 
-def render_engine_diff(diff: dict) -> str:
+def _shown(value: float | None, unit: str) -> str:
+    if value is None:
+        return "unknown"
+    if unit:
+        return f"{value / 2**30:,.2f}"
+    return f"{value:,.2f}" if isinstance(value, float) else f"{value:,}"
+
+
+def render_engine_diff(diff: dict[str, Any]) -> str:
     mine, theirs = diff["versions"]
     lines = [f"vLLM {mine} vs {theirs}: verdict {diff['verdicts'][0]} vs {diff['verdicts'][1]}"]
     for name, row in diff["quantities"].items():
@@ -75,7 +85,6 @@ def render_engine_diff(diff: dict) -> str:
             continue
         unit = "GiB" if "bytes" in name else ""
         scale = 2**30 if unit else 1
-        show = lambda v: "unknown" if v is None else f"{v / scale:,.2f}" if unit or isinstance(v, float) else f"{v:,}"
         change = (
             ""
             if delta is None
@@ -85,7 +94,7 @@ def render_engine_diff(diff: dict) -> str:
             if isinstance(delta, float)
             else f"  ({delta:+,})"
         )
-        lines.append(f"  {_TITLES.get(name, name):<28} {show(a):>14} {show(b):>14}{change}")
+        lines.append(f"  {_TITLES.get(name, name):<28} {_shown(a, unit):>14} {_shown(b, unit):>14}{change}")
     for version, flags in diff["flags_only_in"].items():
         if flags:
             lines.append(f"  flags only with {version}: {' '.join(flags)}")

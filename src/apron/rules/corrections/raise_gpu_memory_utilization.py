@@ -62,7 +62,7 @@ def _wanted(fingerprint: Fingerprint, log_text: str, plan: Plan | None, current:
     if fingerprint.family == "cpu_kv_allocation":
         # The request (util x node total) minus the non-KV use left this KV share; cover it.
         kv, requested, total = fields.get("kv_gib"), fields.get("requested_gib"), fields.get("total_gib")
-        if None in (kv, requested, total) or total <= 0 or kv >= 0:
+        if kv is None or requested is None or total is None or total <= 0 or kv >= 0:
             return None
         return max(ceil_hundredth((requested - kv) / total), ceil_hundredth(current + 0.01))
     deficit_bytes = _deficit_bytes(fingerprint, log_text)
