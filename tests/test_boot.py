@@ -515,10 +515,9 @@ def test_hub_weights_are_downloaded_on_the_target_at_the_pinned_revision(hub, fa
     assert missing["outcome"] == "harness_fault" and missing["fault"]["stage"] == "download"
 
 
-@pytest.mark.needs_engine_facts
 def test_a_source_is_planned_first_then_booted(fake_vllm, tmp_path, apron_home_with_facts):
     """SOURCE instead of a plan: `apron boot` plans it (apron.plan.planner.make_plan), stores the plan record
-    and links it from the boot record. Needs the engine facts for vLLM 0.32.0 (branch `facts`)."""
+    and links it from the boot record."""
     from conftest import materialize
 
     folder = materialize("Qwen/Qwen3-0.6B", tmp_path / "Qwen3-0.6B")

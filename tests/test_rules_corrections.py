@@ -106,7 +106,6 @@ def test_raise_gpu_memory_utilization_covers_a_logged_deficit():
     assert only(rendered("no_kv_cache_memory", {}), "raise_gpu_memory_utilization") is None  # current unknown
 
 
-@pytest.mark.needs_engine_facts
 def test_raise_gpu_memory_utilization_from_the_releases_default():
     """No flag, no plan: the fraction the boot ran with is the release's default (engine facts)."""
     banner = "(APIServer pid=1) INFO 12-01 10:00:00 [api_utils.py:1]  ▄▄ ▄█ █     █     █ ▀▄▀ █  version 0.32.0\n"

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
-
 from apron.plan.result import Plan
 from apron.rules import could_have_known, diagnose, fingerprint, settings_from_plan
 from apron.rules.status import StatusStore
@@ -75,7 +73,6 @@ def test_an_advisory_flag_the_boot_skipped():
     assert ran_it.basis == "miss" and "exceeds 418 state blocks" in ran_it.line
 
 
-@pytest.mark.needs_engine_facts
 def test_with_a_real_plan(apron_home_with_facts):
     """Qwen3-8B at 40960 tokens on an RTX 4090 (vLLM 0.29.0): the training boot refused, and the
     plan had predicted does_not_fit."""

@@ -377,10 +377,6 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def scratch_dir(prefix: str) -> Path:
-    return Path(tempfile.mkdtemp(prefix=prefix))
-
-
 def _pipe(stream: IO[bytes] | None) -> IO[bytes]:
     """A stream Popen opened with PIPE (None only when it was not asked for)."""
     if stream is None:

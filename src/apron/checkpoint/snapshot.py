@@ -8,7 +8,6 @@ Files the repo ships but its index does not list are skipped, as vLLM skips them
 from __future__ import annotations
 
 import gzip
-import json
 import os
 from pathlib import Path
 from typing import Any
@@ -95,29 +94,3 @@ def _optional_str(doc: dict[str, Any], key: str, label: str) -> str | None:
     if value is not None and not isinstance(value, str):
         raise BadInput(f"{label}: field '{key}' must be a string")
     return value
-
-
-def dump_snapshot(checkpoint: Checkpoint) -> dict[str, Any]:
-    """A snapshot document for a checkpoint (used to record what a plan read, and by the catalog tools)."""
-    headers: dict[str, dict[str, Any]] = {name: {"__metadata__": {"format": "pt"}} for name in checkpoint.files}
-    offsets = {name: 0 for name in checkpoint.files}
-    for t in checkpoint.tensors:
-        begin = offsets[t.file]
-        offsets[t.file] = begin + t.num_bytes
-        headers[t.file][t.name] = {"dtype": t.dtype, "shape": list(t.shape), "data_offsets": [begin, offsets[t.file]]}
-    files: dict[str, object] = {cf.CONFIG: checkpoint.config}
-    if checkpoint.generation_config is not None:
-        files[cf.GENERATION_CONFIG] = checkpoint.generation_config
-    if checkpoint.tokenizer_config is not None:
-        files[cf.TOKENIZER_CONFIG] = checkpoint.tokenizer_config
-    return {
-        "repo_id": checkpoint.repo_id,
-        "revision": checkpoint.revision,
-        "files": files,
-        "safetensors": headers,
-        "unindexed": [],
-    }
-
-
-def to_json_bytes(document: dict[str, Any]) -> bytes:
-    return json.dumps(document, separators=(",", ":"), sort_keys=False).encode("utf-8")

@@ -125,9 +125,6 @@ class EngineFacts:
     def out_of_tree(self, arch: str) -> str | None:
         return cast(str | None, self.data["registry"].get("out_of_tree", {}).get(arch))
 
-    def config_hook(self, arch: str) -> str | None:
-        return cast(str | None, (self.data.get("config_hooks") or {}).get(arch))
-
     def quantization(self, method: str) -> dict[str, Any] | None:
         return cast(dict[str, Any] | None, (self.data.get("quantization") or {}).get(method))
 

@@ -172,10 +172,6 @@ class CheckResult:
     excerpt: str
     details: dict = field(default_factory=dict)
 
-    @property
-    def is_pass(self) -> bool:
-        return self.status == "pass"
-
     def to_json(self) -> dict:
         return {
             "name": self.name,

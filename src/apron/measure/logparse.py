@@ -377,6 +377,5 @@ def parse_file(path) -> ParsedLog:
         return parse_log(handle.read().decode("utf-8", errors="replace"))
 
 
-# Fields that are byte quantities, with the resolution of vLLM's printing (round to 0.01 GiB).
-BYTE_FIELDS = tuple(f.name for f in fields(ParsedLog) if f.name.endswith("_bytes"))
+# vLLM prints GiB with two decimals: a printed byte figure is exact to half a hundredth of a GiB.
 GIB_RESOLUTION_BYTES = round(0.005 * GIB)

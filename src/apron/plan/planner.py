@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import shlex
 from dataclasses import dataclass
 from typing import Any
@@ -210,11 +209,6 @@ def serve_command(checkpoint: Checkpoint, flags: list[str], env: dict[str, str] 
     if checkpoint.repo_id and checkpoint.revision:
         parts += ["--revision", checkpoint.revision]
     return " ".join(parts + flags)
-
-
-def ceil_util(total_bytes: int, utilization: float) -> int:
-    """v1/worker/utils.py request_memory: math.ceil(total * gpu_memory_utilization)."""
-    return math.ceil(total_bytes * utilization)
 
 
 def engine_diff(plan: Plan, other: Plan) -> dict[str, Any]:

@@ -67,10 +67,6 @@ class Quantity:
     def unknown(cls, unit: Unit, basis: str) -> Quantity:
         return cls(None, unit, "unknown", basis)
 
-    @property
-    def is_known(self) -> bool:
-        return self.value is not None
-
     def to_json(self) -> dict[str, Any]:
         return {"value": self.value, "unit": self.unit, "label": self.label, "basis": self.basis}
 
@@ -78,12 +74,6 @@ class Quantity:
     def from_json(cls, document: dict[str, Any]) -> Quantity:
         unit, label = one_of(document["unit"], UNITS, "unit"), one_of(document["label"], LABELS, "label")
         return cls(document["value"], unit, label, str(document["basis"]))
-
-
-def weakest(*labels: Label) -> Label:
-    """The label of a number computed from others: as weak as its weakest input."""
-    order = {"measured": 0, "derived": 1, "proven_constraint": 1, "predicted": 2, "unknown": 3}
-    return max(labels, key=lambda label: order[label])
 
 
 @dataclass(frozen=True)

@@ -22,8 +22,6 @@ from functools import lru_cache
 
 from apron.rules.pattern import TemplatePattern, anchor_of, coerce, compile_template, split
 
-BLAMES = ("model", "host", "harness", "input", "unknown")
-
 
 @dataclass(frozen=True)
 class Family:

@@ -64,9 +64,6 @@ class TemplatePattern:
                 return found.groupdict(), False
         return None
 
-    def field_expr(self, group: str) -> str:
-        return dict(self.groups)[group]
-
 
 MIN_TRUNCATED_LITERAL = 24
 
