@@ -306,7 +306,7 @@ def tiny_gemma2(tiny_models) -> Path:
 
 
 def ask(endpoint) -> dict:
-    """The after_healthy hook: one real chat request through the endpoint (issue 6 wires the checks)."""
+    """An after_healthy hook of the test's own: one real chat request (apron boot's is apron.boot.answers)."""
     import urllib.request
 
     body = json.dumps(
@@ -414,11 +414,11 @@ def test_boot_ssh_real_engine_through_the_cli(tiny_gemma2, ssh_server, tmp_path,
             f"VLLM_CACHE_ROOT={shared_vllm_cache()}",
             "--suite",
             "short",
-            "--serve-prompts",
+            "--num-prompts",
             "8",
-            "--serve-input-len",
+            "--input-len",
             "64",
-            "--serve-output-len",
+            "--output-len",
             "16",
             "--workdir",
             str(tmp_path / "remote"),
