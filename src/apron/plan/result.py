@@ -1,4 +1,4 @@
-"""The plan value and its `apron.plan/1` JSON form (docs/plan.md, "The plan document").
+"""The plan value and its `apron.plan/1` JSON form (README, "What a plan says").
 
 Every stage after the planner (boot, records, rules, reports) takes a `Plan`, never the dict: a saved
 plan is read back with `Plan.from_json`, and `to_json` writes the document `apron plan --json` prints.
