@@ -29,6 +29,7 @@ REGISTRY_FUNCTION = "_ModelRegistry._raise_for_unsupported"
 QUANT_FUNCTION = "VllmConfig._get_quantization_config"
 
 
+@lru_cache(maxsize=256)
 def version_key(version: str) -> Version:
     """Releases in PEP 440 order (0.34.0rc1 before 0.34.0, 0.10.0 after 0.9.1)."""
     try:
@@ -85,6 +86,7 @@ MESSAGE_KEYS = ("log_formats", "refusals")
 class EngineFacts:
     data: dict[str, Any]
     full_path: str | None = None  # where the full file is, when `data` is the core companion
+    is_shipped: bool = False  # read from the facts that ship with Apron (a validated release)
 
     @cached_property
     def _messages(self) -> dict[str, Any]:
@@ -363,9 +365,10 @@ def _read_facts(path: str) -> dict[str, Any]:
 @cache
 def _load(version: str, path: str, mtime_ns: int = 0) -> EngineFacts:
     core = core_path(Path(path))
+    shipped = Path(path).parent == DATA_DIR
     if core.is_file() and core.stat().st_mtime_ns >= mtime_ns:
-        return EngineFacts(_read_facts(str(core)), full_path=path)
-    return EngineFacts(_read_facts(path))
+        return EngineFacts(_read_facts(str(core)), full_path=path, is_shipped=shipped)
+    return EngineFacts(_read_facts(path), is_shipped=shipped)
 
 
 def _shipped_path(version: str) -> str:
@@ -478,7 +481,7 @@ def _by_qualname(table: dict[str, str]) -> list[tuple[str, str]]:
 def engine_change(facts: EngineFacts) -> EngineChange | None:
     """None for a validated release (its facts ship with Apron) or one whose mirrored functions all have
     the source of a validated release; else what differs, for the plan to say so."""
-    if facts_origin(facts.version) == "shipped":
+    if facts.is_shipped:
         return None
     validated = _validated_hashes()
     if not validated:
