@@ -78,7 +78,7 @@ class EngineExited(Exception):
 
 
 class Stopwatch:
-    def __init__(self):
+    def __init__(self) -> None:
         self.marks: dict[str, float] = {}
 
     @contextmanager
