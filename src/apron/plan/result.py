@@ -107,6 +107,9 @@ class PlanSettings:
 
     @classmethod
     def from_json(cls, document: dict[str, Any]) -> PlanSettings:
+        unknown = set(document) - set(cls.__dataclass_fields__)
+        if unknown:  # a setting the document has and the type lacks would be lost on the way back
+            raise ValueError(f"settings {sorted(unknown)} are not fields of PlanSettings (apron.plan.result)")
         return cls(
             tensor_parallel_size=int(document["tensor_parallel_size"]),
             max_model_len=document["max_model_len"],
