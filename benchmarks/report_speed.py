@@ -26,7 +26,7 @@ from apron.errors import ApronError
 from apron.hardware import resolve_gpu
 from apron.plan.planner import plan_checkpoint
 from apron.plan.settings import UserSettings
-from apron.records.documents import plan_record
+from apron.records.documents import PlanRecord
 from apron.records.store import RecordStore
 
 GPUS = ("H100", "4090", "L4", "A100", "H200", "A6000", "L40S", "B200")
@@ -46,7 +46,7 @@ def build_store(root: Path, num_records: int, boots_from: Path | None) -> Record
             plan = plan_checkpoint(checkpoints[model], resolve_gpu(gpu), UserSettings(max_model_len=context))
         except ApronError:
             continue  # a context above the model's limit: not a plan
-        store.put(plan_record(plan.to_json()))
+        store.put(PlanRecord(plan))
     return store
 
 

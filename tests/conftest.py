@@ -174,21 +174,3 @@ def ssh_server(tmp_path_factory):
         yield server
     finally:
         server.stop()
-
-
-def _shipped_facts_present() -> bool:
-    from apron.engine.facts import known_versions, load_facts
-    from apron.errors import ApronError
-    from apron.rules.families import facts_refusals
-
-    try:
-        return any(facts_refusals(load_facts(v)) for v in known_versions())
-    except (ApronError, OSError):
-        return False
-
-
-def pytest_runtest_setup(item):
-    """Tests marked needs_engine_facts read the engine facts files that ship with the `facts` branch;
-    until it is merged they skip instead of failing."""
-    if item.get_closest_marker("needs_engine_facts") and not _shipped_facts_present():
-        pytest.skip("needs the shipped engine facts (branch facts, not merged here yet)")

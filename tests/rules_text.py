@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
-
 from apron.rules.pattern import Field, split
 
 LOGS = Path(__file__).parent / "fixtures" / "logs"
@@ -27,19 +25,13 @@ def training_failures() -> list[dict]:
     return [b for b in boots if (b.get("failure") or {}).get("last_error")]
 
 
-def refusals_or_skip(version: str) -> list[dict]:
-    """The refusal templates of a release from its engine facts. The facts files ship with the
-    `facts` branch; until it is merged these tests skip (run them again after the merge)."""
+def shipped_refusals(version: str) -> list[dict]:
+    """The refusal templates of a release from its shipped engine facts."""
     from apron.engine.facts import load_facts
-    from apron.errors import ApronError
     from apron.rules.families import facts_refusals
 
-    try:
-        refusals = facts_refusals(load_facts(version))
-    except (ApronError, OSError) as exc:
-        pytest.skip(f"needs the engine facts of vllm {version} (branch facts): {exc}")
-    if not refusals:
-        pytest.skip(f"the engine facts of vllm {version} hold no refusal templates (branch facts)")
+    refusals = facts_refusals(load_facts(version))
+    assert refusals, f"the shipped engine facts of vllm {version} hold no refusal templates"
     return refusals
 
 

@@ -217,7 +217,7 @@ FLAG_CASES = {
         ["--gpu", "MyGPU", "--gpu-memory-bytes", "1000", "--gpu-capability", "eight"],
         "--gpu-capability 'eight' must look like 8.9",
     ),
-    "missing_gpu": ([], "Missing option '--gpu'"),
+    "missing_gpu": ([], "--gpu is required"),
     "limit_mm_not_json": (
         ["--gpu", "H100", "--limit-mm-per-prompt", "image=0"],
         "--limit-mm-per-prompt 'image=0' is not JSON",

@@ -18,18 +18,22 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from apron.boot.command import build_command, parse_extra_args
-from apron.boot.runner import SshSettings, boot, load_plan_input
+from apron.boot.runner import SshSettings, boot
 from apron.boot.session import BootOptions
 from apron.boot.targets import parse_target
 from apron.errors import BadInput
-from apron.records.documents import compare
+from apron.plan.result import ModelIdentity
+from apron.records.documents import BootRecord, PlanRecord, compare
+from apron.records.saved import saved_plan
 from apron.records.store import RecordStore
 from conftest import FIXTURES
+from plan_helpers import base_plan
 
 PLAN_FILE = FIXTURES / "plans" / "tiny-gemma2-L4-vllm-0.32.0.json"
 ROOT = Path(__file__).resolve().parent.parent
@@ -103,19 +107,23 @@ def test_command_is_the_plans_plus_host_port_name_profile_and_extras():
 
 
 def test_plan_inputs(tmp_path):
+    """One loader for saved plans: a plan file, a record file, a record id; a SOURCE is none of them."""
     store = RecordStore(tmp_path / "records")
-    plan = json.loads(PLAN_FILE.read_text())
-    assert load_plan_input(str(PLAN_FILE), store) == plan
+    plan = base_plan()
+    assert saved_plan(str(PLAN_FILE), store) == plan
     record = tmp_path / "plan-record.json"
-    record.write_text(json.dumps({"kind": "plan", "plan": plan}))
-    assert load_plan_input(str(record), store) == plan
-    rid = store.put({"kind": "plan", "plan": plan})
-    assert load_plan_input(rid[:12], store) == plan
-    assert load_plan_input("Qwen/Qwen3-8B", store) is None  # a SOURCE: planned first
+    record.write_text(json.dumps(PlanRecord(plan).to_json()))
+    assert saved_plan(str(record), store) == plan
+    rid = store.put(PlanRecord(plan))
+    assert saved_plan(rid[:12], store) == plan
+    assert saved_plan("Qwen/Qwen3-8B", store) is None  # a SOURCE: planned first
+    assert saved_plan(str(FIXTURES / "checkpoints" / "Qwen--Qwen3-8B.json.gz"), store) is None  # a snapshot
     bad = tmp_path / "bad.json"
-    bad.write_text(json.dumps({"schema": "something/else"}))
-    with pytest.raises(BadInput, match="is not a plan"):
-        load_plan_input(str(bad), store)
+    bad.write_text(json.dumps({"schema": "apron.plan/1", "model": {}}))
+    with pytest.raises(BadInput, match="damaged apron.plan/1 document"):
+        saved_plan(str(bad), store)
+    with pytest.raises(BadInput, match="no record abcdef12"):
+        saved_plan("abcdef12", store)
 
 
 def run_cli(*args, env=None, timeout=600):
@@ -177,14 +185,14 @@ def test_ssh_runner_streams_a_50mb_log_without_deadlock(ssh_server, fake_vllm, t
     )
     started = time.monotonic()
     result = boot(
-        json.loads(PLAN_FILE.read_text()),
+        base_plan(),
         [parse_target(ssh_server.target)],
         options,
         store,
         ssh=SshSettings(str(ssh_server.user_key), str(ssh_server.known_hosts)),
     )
     elapsed = time.monotonic() - started
-    record = result.record
+    record = result.record.to_json()
     assert record["outcome"] == "healthy", record["fault"]
     assert record["log"]["bytes"] > 50 * 2**20
     log = store.get_blob(record["log"]["sha256"])
@@ -204,24 +212,24 @@ def test_host_fault_retries_on_the_next_target_and_is_not_held_against_the_model
         vllm=fake_vllm, weights=str(tiny_weights(tmp_path)), workdir=str(tmp_path / "remote"), retries=1
     )
     result = boot(
-        json.loads(PLAN_FILE.read_text()),
+        base_plan(),
         [parse_target(closed), parse_target(ssh_server.target)],
         options,
         store,
         ssh=SshSettings(str(ssh_server.user_key), str(ssh_server.known_hosts)),
     )
-    record = result.record
+    record = result.record.to_json()
     assert record["outcome"] == "healthy" and record["target"] == ssh_server.target
     assert [a["fault"]["kind"] for a in record["attempts"]] == ["host"]
     assert record["attempts"][0]["target"] == closed
     # Only host faults everywhere: the record says so and nothing counts against the model.
     only_closed = boot(
-        json.loads(PLAN_FILE.read_text()),
+        base_plan(),
         [parse_target(closed)],
         options,
         store,
         ssh=SshSettings(str(ssh_server.user_key), str(ssh_server.known_hosts)),
-    ).record
+    ).record.to_json()
     assert only_closed["outcome"] == "host_fault" and only_closed["counts_against_model"] is False
     assert only_closed["fault"]["reason"] == "machine unreachable" and only_closed["measured"] == {}
     assert len(only_closed["attempts"]) == 1
@@ -229,20 +237,20 @@ def test_host_fault_retries_on_the_next_target_and_is_not_held_against_the_model
 
 def test_engine_refusal_and_missing_engine(fake_vllm, tmp_path, apron_home):
     store = RecordStore(tmp_path / "records")
-    plan = json.loads(PLAN_FILE.read_text())
+    plan = base_plan()
     weights = str(tiny_weights(tmp_path))
     refused = boot(
         plan,
         [parse_target("local")],
         BootOptions(vllm=fake_vllm, weights=weights, extra_env={"FAKE_VLLM_MODE": "fail"}),
         store,
-    ).record
+    ).record.to_json()
     assert refused["outcome"] == "failed" and refused["counts_against_model"] is True
     assert refused["fault"]["kind"] == "model"
     assert refused["fault"]["evidence"].startswith("ValueError: To serve at least one request")
     missing = boot(
         plan, [parse_target("local")], BootOptions(vllm=str(tmp_path / "no-vllm"), weights=weights), store
-    ).record
+    ).record.to_json()
     assert missing["outcome"] == "harness_fault" and missing["fault"]["reason"] == "engine not installed on the target"
 
 
@@ -298,7 +306,7 @@ def tiny_gemma2(tiny_models) -> Path:
 
 
 def ask(endpoint) -> dict:
-    """The after_healthy hook: one real chat request through the endpoint (issue 6 wires the checks)."""
+    """An after_healthy hook of the test's own: one real chat request (apron boot's is apron.boot.answers)."""
     import urllib.request
 
     body = json.dumps(
@@ -340,7 +348,7 @@ def assert_measured_from_the_cpu_log(record: dict, store: RecordStore) -> None:
     assert record["command"]["env"]["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"
     timings = record["timings"]
     assert timings["engine_start_seconds"] > 0 and timings["cold_start_seconds"] >= timings["engine_start_seconds"]
-    table = compare(store.get(record["plan_id"]).document["plan"], record)
+    table = compare(store.get_as(record["plan_id"], PlanRecord).document.plan, BootRecord.from_json(record))
     rows = {r["name"]: r for r in table["rows"]}
     assert rows["available_kv_bytes"]["predicted"] is not None and rows["available_kv_bytes"]["measured"] is not None
     assert any("CPU" in w for w in table["warnings"])
@@ -374,9 +382,9 @@ def test_boot_local_real_engine(tiny_gemma2, tmp_path, apron_home, boot_pool):
         extra_env={"VLLM_CACHE_ROOT": shared_vllm_cache()},
     )
     with engine_lock():
-        result = boot(json.loads(PLAN_FILE.read_text()), [parse_target("local")], options, store, after_healthy=ask)
+        result = boot(base_plan(), [parse_target("local")], options, store, after_healthy=ask)
     boot_pool.add(store)  # for the report tests
-    record = result.record
+    record = result.record.to_json()
     assert_measured_from_the_cpu_log(record, store)
     assert record["answers"] == {"completion_tokens": 4}
     assert record["after_healthy"]["target_vllm_version"]
@@ -407,11 +415,11 @@ def test_boot_ssh_real_engine_through_the_cli(tiny_gemma2, ssh_server, tmp_path,
             f"VLLM_CACHE_ROOT={shared_vllm_cache()}",
             "--suite",
             "short",
-            "--serve-prompts",
+            "--num-prompts",
             "8",
-            "--serve-input-len",
+            "--input-len",
             "64",
-            "--serve-output-len",
+            "--output-len",
             "16",
             "--workdir",
             str(tmp_path / "remote"),
@@ -426,7 +434,7 @@ def test_boot_ssh_real_engine_through_the_cli(tiny_gemma2, ssh_server, tmp_path,
     assert result.stderr.strip().splitlines()[-1].startswith("apron: error: booted, but not answered:")
     document = json.loads(result.stdout)
     store = RecordStore(records)
-    assert store.get(document["id"]).document["outcome"] == "healthy"
+    assert store.get_as(document["id"], BootRecord).document.outcome == "healthy"
     verdicts = document["after_healthy"]["verdicts"]
     assert verdicts == {"booted": True, "responded": True, "answered": False, "served": True}
     assert [c["status"] for c in document["answers"]["checks"]] == ["fail", "fail", "fail"]
@@ -493,19 +501,11 @@ def test_hub_weights_are_downloaded_on_the_target_at_the_pinned_revision(hub, fa
             "model.safetensors": b"\x08\x00\x00\x00\x00\x00\x00\x00{}      ",
         },
     )
-    plan = json.loads(PLAN_FILE.read_text())
-    plan["model"] = {
-        "source": "org/tiny",
-        "repo_id": "org/tiny",
-        "revision": repo.sha,
-        "source_kind": "hub",
-        "architecture": "Gemma2ForCausalLM",
-        "model_type": "gemma2",
-    }
-    plan["command"] = f"vllm serve org/tiny --revision {repo.sha} --max-model-len 512"
+    model = ModelIdentity("org/tiny", "org/tiny", repo.sha, "Gemma2ForCausalLM", "gemma2", "hub")
+    plan = replace(base_plan(), model=model, command=f"vllm serve org/tiny --revision {repo.sha} --max-model-len 512")
     store = RecordStore(tmp_path / "records")
     options = BootOptions(vllm=fake_vllm, workdir=str(tmp_path / "work"))
-    record = boot(plan, [parse_target("local")], options, store).record
+    record = boot(plan, [parse_target("local")], options, store).record.to_json()
     assert record["outcome"] == "healthy", record["fault"]
     folder = Path(record["model_path"])
     assert folder == tmp_path / "work" / "models" / f"org--tiny@{repo.sha}"
@@ -513,15 +513,14 @@ def test_hub_weights_are_downloaded_on_the_target_at_the_pinned_revision(hub, fa
     assert "--revision" not in record["command"]["argv"] and record["command"]["argv"][2] == str(folder)
     assert record["command"]["argv"][record["command"]["argv"].index("--served-model-name") + 1] == "org/tiny"
     assert record["timings"]["weights_download_seconds"] > 0
-    plan["model"]["repo_id"] = plan["model"]["source"] = "org/missing"
-    missing = boot(plan, [parse_target("local")], options, store).record
+    plan = replace(plan, model=replace(model, source="org/missing", repo_id="org/missing"))
+    missing = boot(plan, [parse_target("local")], options, store).record.to_json()
     assert missing["outcome"] == "harness_fault" and missing["fault"]["stage"] == "download"
 
 
-@pytest.mark.needs_engine_facts
 def test_a_source_is_planned_first_then_booted(fake_vllm, tmp_path, apron_home_with_facts):
     """SOURCE instead of a plan: `apron boot` plans it (apron.plan.planner.make_plan), stores the plan record
-    and links it from the boot record. Needs the engine facts for vLLM 0.32.0 (branch `facts`)."""
+    and links it from the boot record."""
     from conftest import materialize
 
     folder = materialize("Qwen/Qwen3-0.6B", tmp_path / "Qwen3-0.6B")
@@ -550,8 +549,8 @@ def test_a_source_is_planned_first_then_booted(fake_vllm, tmp_path, apron_home_w
     )
     assert result.returncode == 0, result.stderr[-2000:]
     document = json.loads(result.stdout)
-    plan = RecordStore(records).get(document["plan_id"]).document["plan"]
-    assert plan["schema"] == "apron.plan/1" and plan["model"]["source"] == str(folder)
+    plan = RecordStore(records).get_as(document["plan_id"], PlanRecord).document.plan
+    assert plan.model.source == str(folder) and plan.engine_version == "0.32.0"
     argv = document["command"]["argv"]
     assert argv[2] == str(folder) and argv[3:5] == ["--max-model-len", "4096"]
     assert "planning" in result.stderr

@@ -13,6 +13,7 @@ import sys
 
 import pytest
 
+from apron.records.documents import BootRecord, FixRecord
 from apron.records.store import RecordStore
 
 # On the CPU build the KV cache size is a flag: 32 MiB holds 16,256 tokens of the deep tiny model
@@ -71,14 +72,14 @@ def test_boot_fix_proves_a_rule_with_two_real_boots(tiny_models, tmp_path, apron
     assert f"rule {RULE} proven on vllm 0.32.0" in result.stderr
 
     store = RecordStore(records)
-    fixes = [r.document for r in store.all() if r.document.get("kind") == "fix" and r.document["status"] == "proven"]
+    fixes = [r.document for r in store.find(FixRecord, status="proven")]
     assert len(fixes) == 1
     fix = fixes[0]
-    failed = store.get(fix["failed_boot"]).document
-    assert failed["outcome"] == "failed" and failed["fault"]["kind"] == "model"
-    assert "To serve at least one request with the model's max seq len (32768)" in failed["fault"]["evidence"]
-    assert fix["corrected_boot"] == healthy["id"] and fix["corrected_flags"] == ["--max-model-len 16256"]
-    assert fix["family"] == "kv_cache_too_small" and fix["could_have_known"]
+    failed = store.get_as(fix.failed_boot, BootRecord).document
+    assert failed.outcome == "failed" and failed.fault is not None and failed.fault.kind == "model"
+    assert "To serve at least one request with the model's max seq len (32768)" in failed.fault.evidence
+    assert fix.corrected_boot == healthy["id"] and fix.corrected_flags == ("--max-model-len 16256",)
+    assert fix.family == "kv_cache_too_small" and fix.could_have_known
 
     shown = subprocess.run(
         [sys.executable, "-m", "apron.cli", "rules", "show", RULE, "--records", str(records), "--json"],
@@ -89,4 +90,4 @@ def test_boot_fix_proves_a_rule_with_two_real_boots(tiny_models, tmp_path, apron
     status = json.loads(shown.stdout)
     proven = status["statuses"]["0.32.0"]
     assert proven["status"] == "proven"
-    assert proven["proofs"][0] == {**proven["proofs"][0], "failed_id": fix["failed_boot"], "healthy_id": healthy["id"]}
+    assert proven["proofs"][0] == {**proven["proofs"][0], "failed_id": fix.failed_boot, "healthy_id": healthy["id"]}

@@ -16,7 +16,6 @@ import json
 
 import pytest
 
-from apron.boot.answers import _is_multimodal
 from apron.boot.runner import boot
 from apron.boot.session import BootOptions
 from apron.boot.targets import parse_target
@@ -25,7 +24,7 @@ from apron.hardware import resolve_gpu
 from apron.measure.checks import run_checks
 from apron.plan.planner import plan_checkpoint
 from apron.plan.settings import UserSettings
-from apron.records.documents import compare
+from apron.records.documents import BootRecord, PlanRecord, compare
 from apron.records.store import RecordStore
 
 GIB = 2**30
@@ -60,11 +59,11 @@ def test_the_tiny_tower_is_planned_from_its_processor_configs(tiny_vision, apron
     )
     assert "encoder" in text_only.details and text_only.details["encoder"]["skipped"]
     assert "--language-model-only" in text_only.command
-    # the boot's check runner sends the image check to plans whose encoder runs, and only to those
-    assert _is_multimodal(plan.to_json()) and not _is_multimodal(text_only.to_json())
+    # the boot's check runner sends the image check to plans whose tower serves images, and only to those
+    assert plan.sends_images and not text_only.sends_images
 
 
-def image_check(plan: dict):
+def image_check(plan):
     """The after_healthy hook: the deployment suite's image check, as the boot's check runner would send it."""
 
     def hook(endpoint) -> dict:
@@ -72,7 +71,7 @@ def image_check(plan: dict):
             endpoint.url,
             endpoint.served_model_name,
             "deploy",
-            multimodal=_is_multimodal(plan),
+            multimodal=plan.sends_images,
             reasoning_effort=None,
             only=("image",),
             seed=3,
@@ -88,7 +87,7 @@ def test_image_check_goes_through_a_real_tower_on_the_cpu_engine(tiny_vision, tm
 
     plan = plan_checkpoint(
         load_local(tiny_vision), resolve_gpu("L4"), UserSettings(max_model_len=512, enforce_eager=True), "0.32.0"
-    ).to_json()
+    )
     store = RecordStore(tmp_path / "records")
     options = BootOptions(
         venv=str(vllm_venv()),
@@ -99,13 +98,13 @@ def test_image_check_goes_through_a_real_tower_on_the_cpu_engine(tiny_vision, tm
         extra_env={"VLLM_CACHE_ROOT": shared_vllm_cache()},
     )
     with engine_lock():
-        record = boot(plan, [parse_target("local")], options, store, after_healthy=image_check(plan)).record
+        record = boot(plan, [parse_target("local")], options, store, after_healthy=image_check(plan)).record.to_json()
     assert record["outcome"] == "healthy", record.get("fault")
     (image,) = record["answers"]["checks"]
     # answered, right or wrong on random weights: a reply came back, neither skipped nor an HTTP error
     assert image["name"] == "image" and image["status"] in ("pass", "fail"), image
     assert image["latency_seconds"] is not None and "HTTP" not in image["reason"], image
-    table = compare(store.get(record["plan_id"]).document["plan"], record)
+    table = compare(store.get_as(record["plan_id"], PlanRecord).document.plan, BootRecord.from_json(record))
     rows = {r["name"]: r for r in table["rows"]}
     # the CPU log's "Explicitly set (0.06/...) GiB for KV cache": measured beside the plan's prediction
     assert rows["available_kv_bytes"]["measured"] == round(0.06 * GIB)

@@ -113,7 +113,7 @@ HOST_LINES = {
 }
 
 
-@pytest.mark.parametrize("reason, line", [(r, l) for r, lines in HOST_LINES.items() for l in lines])
+@pytest.mark.parametrize("reason, line", [(r, text) for r, lines in HOST_LINES.items() for text in lines])
 def test_host_fault_lines(reason, line):
     fault = classify("start", errors=[line])
     assert (fault.kind, fault.reason) == (HOST, reason)

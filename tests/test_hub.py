@@ -614,7 +614,7 @@ def test_settings_from_env(monkeypatch):
 def test_backoff_is_exponential_and_capped():
     settings = HubSettings(retry_base_seconds=0.5, retry_max_seconds=4)
     delays = [settings.backoff_seconds(attempt) for attempt in range(1, 7)]
-    for delay, base in zip(delays, [0.5, 1, 2, 4, 4, 4]):
+    for delay, base in zip(delays, [0.5, 1, 2, 4, 4, 4], strict=True):
         assert base <= delay <= base * 1.1
 
 

@@ -246,7 +246,7 @@ def test_cli_log_parse_json(tmp_path):
     assert missing.returncode == 2 and missing.stderr.startswith("apron: error:") and "Traceback" not in missing.stderr
 
 
-# --- vLLM's own format strings, from the engine facts (needs the facts files of branch `facts`) -----------
+# --- vLLM's own format strings, from the shipped engine facts ---------------------------------------------
 
 SAMPLES = {"%s KV cache size": ("GPU", "1,204,224", "4,096", 294.0)}
 ACCOUNTING = {
@@ -301,7 +301,6 @@ def render(fmt: str, values) -> str:
     return fmt % tuple(values)
 
 
-@pytest.mark.needs_engine_facts
 @pytest.mark.parametrize("version", ["0.29.0", "0.30.0", "0.33.0"])
 def test_vllm_format_strings_rendered_with_values_are_read_back(version, apron_home_with_facts):
     formats = facts_log_formats(version)
@@ -330,7 +329,6 @@ def test_vllm_format_strings_rendered_with_values_are_read_back(version, apron_h
     assert checked >= len(ACCOUNTING)
 
 
-@pytest.mark.needs_engine_facts
 @pytest.mark.parametrize("version", ["0.29.0", "0.30.0", "0.33.0"])
 def test_vllm_summary_and_cpu_fstrings_rendered_are_read_back(version, apron_home_with_facts):
     formats = facts_log_formats(version)

@@ -183,7 +183,7 @@ def test_eager_mode_has_no_graphs_and_no_compile_transient(apron_home_with_facts
     )
     assert plan.quantities["cudagraph_bytes"].value == 0
     assert plan.details["activation"]["peak"] != "compile transient"
-    assert plan.settings["cudagraph_capture_sizes"] == []
+    assert plan.settings.cudagraph_capture_sizes == ()
 
 
 def test_registered_stateful_architecture_without_a_modelled_family_is_unknown(apron_home_with_facts):

@@ -27,7 +27,6 @@ def test_bad_extra_flags_and_env_are_bad_input(kwargs):
         UserSettings(**kwargs)
 
 
-@pytest.mark.needs_engine_facts
 def test_extra_flags_and_env_reach_the_flags_and_the_command(apron_home_with_facts):
     plan = plan_for(extra_flags=("--tokenizer-mode mistral",), env=(("NCCL_NVLS_ENABLE", "0"),))
     assert "--tokenizer-mode mistral" in plan.flags
@@ -37,7 +36,6 @@ def test_extra_flags_and_env_reach_the_flags_and_the_command(apron_home_with_fac
     assert document["settings"]["env"] == {"NCCL_NVLS_ENABLE": "0"}
 
 
-@pytest.mark.needs_engine_facts
 def test_a_users_parser_replaces_the_plans(apron_home_with_facts):
     plain = plan_for()
     assert "--reasoning-parser qwen3" in plain.flags
@@ -47,7 +45,6 @@ def test_a_users_parser_replaces_the_plans(apron_home_with_facts):
     assert plain.command.startswith("vllm serve ")
 
 
-@pytest.mark.needs_engine_facts
 def test_plan_details_carry_the_heads_for_tensor_parallel_rules(apron_home_with_facts):
     shape = plan_for().to_json()["details"]["model_shape"]
     assert shape == {"num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 151936}

@@ -14,8 +14,34 @@ import time
 import pytest
 
 from apron.errors import BadInput, Failed
-from apron.records.documents import compare, plan_record
+from apron.records.documents import (
+    BootRecord,
+    EngineIdentity,
+    FixRecord,
+    HardwareIdentity,
+    LogRef,
+    Measured,
+    PlanRecord,
+    compare,
+    document_from_json,
+)
 from apron.records.store import RecordStore, canonical_bytes, record_id, sha256_hex
+from plan_helpers import a_plan
+
+LOG = LogRef("0" * 64, 0)
+
+
+def a_boot(**changes) -> BootRecord:
+    fields = {
+        "created_at": "2026-01-01T00:00:00Z",
+        "plan_id": "p",
+        "outcome": "healthy",
+        "target": "local",
+        "engine": EngineIdentity("0.32.0"),
+        "hardware": HardwareIdentity("gpu", gpu_name="NVIDIA L4", gpu_count=1),
+        "log": LOG,
+    }
+    return BootRecord(**{**fields, **changes})
 
 
 def test_canonical_json_and_id():
@@ -27,13 +53,16 @@ def test_canonical_json_and_id():
 
 def test_put_get_verify_and_never_overwrite(tmp_path):
     store = RecordStore(tmp_path)
-    rid = store.put(plan_record({"schema": "apron.plan/1", "command": "vllm serve m"}))
+    plan = a_plan(command="vllm serve m")
+    rid = store.put(PlanRecord(plan))
     path = tmp_path / "records" / rid[:2] / f"{rid}.json"
-    assert path.read_bytes() == canonical_bytes(store.get(rid).document)
-    assert store.get(rid).document["schema_version"] == 1
+    assert path.read_bytes() == canonical_bytes(store.get(rid).raw)
+    assert store.get(rid).raw["schema_version"] == 1
+    assert store.get(rid).document == PlanRecord(plan)  # the typed document comes back
     assert store.get(rid[:10]).id == rid  # a unique prefix is enough
+    assert oct(path.stat().st_mode & 0o777) == oct(0o666 & ~_umask())  # an ordinary file, not mkstemp's 0600
     before = path.stat().st_mtime_ns
-    assert store.put(plan_record({"schema": "apron.plan/1", "command": "vllm serve m"})) == rid
+    assert store.put(PlanRecord(a_plan(command="vllm serve m"))) == rid
     assert path.stat().st_mtime_ns == before  # the same content is not rewritten
     assert store.ids() == [rid] and store.verify() == []
     blob = store.put_blob(b"log line\n" * 1000)
@@ -49,14 +78,59 @@ def test_put_get_verify_and_never_overwrite(tmp_path):
         store.get("abcdef12")
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def test_lookup_by_kind_and_field(tmp_path):
+    store = RecordStore(tmp_path)
+    plan_id = store.put(PlanRecord(a_plan()))
+    healthy = store.put(a_boot(plan_id=plan_id))
+    failed = store.put(a_boot(plan_id=plan_id, outcome="failed"))
+    store.put(a_boot(plan_id="another"))
+    assert {r.id for r in store.find(BootRecord, plan_id=plan_id)} == {healthy, failed}
+    assert [r.id for r in store.find(BootRecord, plan_id=plan_id, outcome="failed")] == [failed]
+    assert [r.id for r in store.find(PlanRecord)] == [plan_id]
+    assert store.find(FixRecord) == []
+    assert [r.id for r in store.find(BootRecord, prefix=healthy[:6])] == [healthy]
+    assert store.get_as(healthy[:8], BootRecord).document.plan_id == plan_id
+    with pytest.raises(BadInput, match="is a boot, not a plan"):
+        store.get_as(healthy, PlanRecord)
+
+
+def test_every_document_reads_back_as_written():
+    fix = FixRecord(
+        "kv_cache_max_model_len",
+        "0.32.0",
+        "f" * 64,
+        "kv_cache_too_small",
+        "fp",
+        {"max_model_len": 1},
+        ("--max-model-len 1",),
+        "vllm serve m",
+        "plan said fits",
+        "proven",
+        "c" * 64,
+        "h" * 64,
+    )
+    boot = a_boot(measured={"kv_tokens": Measured(1100, "tokens", "vLLM log line")}, notes=("a note",))
+    for document in (PlanRecord(a_plan()), boot, fix):
+        assert document_from_json(json.loads(json.dumps(document.to_json())), 1) == document
+
+
 WRITER = r"""
 import sys
+from apron.records.documents import BootRecord, EngineIdentity, HardwareIdentity, LogRef
 from apron.records.store import RecordStore
 store = RecordStore(sys.argv[1])
 i = int(sys.argv[2])
 while True:
     # Records of a few KiB up to ~1 MiB, so a kill lands inside writes as well as between them.
-    store.put({"kind": "boot", "n": i, "pad": "x" * ((i * 7919) % (1 << 20))})
+    pad = "x" * ((i * 7919) % (1 << 20))
+    store.put(BootRecord("t", str(i), "failed", "local", EngineIdentity(None), HardwareIdentity(None),
+                         LogRef("0" * 64, 0), notes=(pad,)))
     store.put_blob(("blob %d " % i).encode() * ((i * 104729) % 50000 + 1))
     i += 1
 """
@@ -81,31 +155,19 @@ def test_killed_writer_leaves_only_whole_records(tmp_path):
     assert len(ids) > 15, "the writer should have finished some records"
     assert store.verify() == []
     for rid in ids:
-        assert store.get(rid).document["kind"] == "boot"
+        assert store.get(rid).kind == "boot"
     # Debris of interrupted writes stays in tmp/, never under records/ or blobs/.
     assert all(p.parent.name != "tmp" for p in (store_dir / "records").rglob("*.json"))
 
 
 def test_compare_predicted_beside_measured():
-    plan = {
-        "quantities": {
-            "available_kv_bytes": {"value": 10 * 2**30, "unit": "bytes", "label": "predicted"},
-            "kv_tokens": {"value": 1000, "unit": "tokens", "label": "predicted"},
-            "cudagraph_bytes": {"value": None, "unit": "bytes", "label": "unknown"},
-        },
-        "hardware": {"gpu": "NVIDIA L4"},
-        "engine": {"version": "0.32.0"},
-    }
-    boot = {
-        "plan_id": "p",
-        "outcome": "healthy",
-        "hardware": {"platform": "gpu", "gpu_name": "NVIDIA L4"},
-        "engine": {"version": "0.32.0"},
-        "measured": {
-            "available_kv_bytes": {"value": 9 * 2**30, "unit": "bytes", "label": "measured"},
-            "kv_tokens": {"value": 1250, "unit": "tokens", "label": "measured"},
-        },
-    }
+    plan = a_plan(quantities={"available_kv_bytes": 10 * 2**30, "kv_tokens": 1000, "cudagraph_bytes": None})
+    boot = a_boot(
+        measured={
+            "available_kv_bytes": Measured(9 * 2**30, "bytes", "log"),
+            "kv_tokens": Measured(1250, "tokens", "log"),
+        }
+    )
     table = compare(plan, boot)
     rows = {r["name"]: r for r in table["rows"]}
     assert rows["available_kv_bytes"]["error_gib"] == 1.0
@@ -113,34 +175,22 @@ def test_compare_predicted_beside_measured():
     assert rows["kv_tokens"]["error"] == -250 and rows["kv_tokens"]["error_pct"] == -20.0
     assert "cudagraph_bytes" not in rows  # neither predicted nor measured
     assert table["warnings"] == []
-    cpu = compare(plan, {**boot, "hardware": {"platform": "cpu", "cpu_model": "AMD EPYC"}})
+    cpu = compare(plan, a_boot(hardware=HardwareIdentity("cpu", cpu_model="AMD EPYC"), measured=boot.measured))
     assert "not comparable" in cpu["warnings"][0]
 
 
 def test_records_cli_list_show_compare(tmp_path):
     store = RecordStore(tmp_path)
-    plan = {
-        "schema": "apron.plan/1",
-        "model": {"source": "/m", "repo_id": None},
-        "engine": {"version": "0.32.0"},
-        "hardware": {"gpu": "NVIDIA L4", "count": 1},
-        "verdict": "fits",
-        "command": "vllm serve /m",
-        "quantities": {"kv_tokens": {"value": 1000, "unit": "tokens", "label": "predicted"}},
-    }
-    plan_id = store.put(plan_record(plan))
+    plan = a_plan(quantities={"kv_tokens": 1000})
+    plan_id = store.put(PlanRecord(plan))
     boot_id = store.put(
-        {
-            "kind": "boot",
-            "plan_id": plan_id,
-            "outcome": "healthy",
-            "created_at": "2026-01-01T00:00:00Z",
-            "engine": {"version": "0.32.0"},
-            "hardware": {"platform": "cpu", "cpu_model": "X"},
-            "command": {"argv": ["vllm", "serve", "/m"], "shell": "vllm serve /m"},
-            "measured": {"kv_tokens": {"value": 1100, "unit": "tokens", "label": "measured"}},
-            "log": {"sha256": store.put_blob(b"hello log\n"), "bytes": 10},
-        }
+        a_boot(
+            plan_id=plan_id,
+            hardware=HardwareIdentity("cpu", cpu_model="X"),
+            command={"argv": ["vllm", "serve", "/m"], "shell": "vllm serve /m"},
+            measured={"kv_tokens": Measured(1100, "tokens", "log")},
+            log=LogRef(store.put_blob(b"hello log\n"), 10),
+        )
     )
 
     def run(*args):
@@ -156,7 +206,8 @@ def test_records_cli_list_show_compare(tmp_path):
     assert shown["id"] == boot_id and shown["measured"]["kv_tokens"]["label"] == "measured"
     assert run("records", "show", boot_id, "--log").stdout == "hello log\n"
     table = json.loads(run("records", "compare", boot_id, "--json").stdout)
-    assert table["rows"][0]["predicted"] == 1000 and table["rows"][0]["measured"] == 1100
+    row = next(r for r in table["rows"] if r["name"] == "kv_tokens")
+    assert row["predicted"] == 1000 and row["measured"] == 1100
     text = run("records", "compare", boot_id).stdout
     assert "kv_tokens" in text and "-9.1%" in text
     bad = run("records", "compare", plan_id)

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from apron.records.documents import plan_record
+from apron.plan.result import Plan
+from apron.records.documents import PlanRecord
 from apron.records.store import SCHEMA_VERSION, RecordStore, canonical_bytes, sha256_hex
 from apron.report import series
 from apron.report.charts import predicted_vs_measured
@@ -48,7 +49,7 @@ def catalog_plans() -> dict[str, dict]:
 def plan_store(path: Path, plans: dict[str, dict]) -> RecordStore:
     store = RecordStore(path)
     for plan in plans.values():
-        store.put(plan_record(plan))
+        store.put(PlanRecord(Plan.from_json(plan)))
     return store
 
 

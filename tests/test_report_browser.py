@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from apron.records.documents import plan_record
+from apron.plan.result import Plan
+from apron.records.documents import PlanRecord
 from apron.records.store import RecordStore
 from apron.report.charts import MEMORY_AXIS
 from apron.report.rows import BootRow, select
@@ -55,7 +56,7 @@ def store(boot_pool, tmp_path_factory) -> RecordStore:
     for model, gpu in CATALOG:
         result = apron("plan", model, "--gpu", gpu, "--json")
         assert result.returncode == 0, result.stderr
-        store.put(plan_record(json.loads(result.stdout)))
+        store.put(PlanRecord(Plan.from_json(json.loads(result.stdout))))
     return store
 
 
@@ -216,9 +217,9 @@ def test_records_show_html_of_a_real_boot_and_fix(store, boots, tmp_path):
     assert 'id="chart-memory-boot"' in html and html.count('class="mark"') == 7
     assert boot.record_id in html and "not logged: weights" in html
     assert "href=" not in html  # a page on its own links nowhere
-    fix = next(r for r in store.all() if r.kind == "fix" and r.document["corrected_boot"])
+    fix = next(r for r in store.all() if r.kind == "fix" and r.document.corrected_boot)
     result = apron("records", "show", fix.id, "--records", str(store.root), "--html", str(tmp_path / "fix.html"))
     html = (tmp_path / "fix.html").read_text()
-    assert result.returncode == 0 and fix.document["rule"] in html
-    for rid in (fix.document["failed_boot"], fix.document["corrected_boot"]):
+    assert result.returncode == 0 and fix.document.rule in html
+    for rid in (fix.document.failed_boot, fix.document.corrected_boot):
         assert rid[:12] in html

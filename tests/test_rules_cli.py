@@ -9,7 +9,10 @@ import sys
 
 import pytest
 
+from apron.records.documents import PlanRecord
+from apron.records.store import RecordStore
 from apron.rules import StatusStore
+from plan_helpers import a_plan
 from rules_text import LOGS
 
 
@@ -22,7 +25,7 @@ def run(*args: str, home=None) -> subprocess.CompletedProcess:
 
 def test_diagnose_picks_the_decisive_error_not_the_last_line(apron_home):
     log = LOGS / "d_kv_too_small_mp_1048575.log"
-    assert "Engine core initialization failed" in [l for l in log.read_text().splitlines() if "Error" in l][-1]
+    assert "Engine core initialization failed" in [line for line in log.read_text().splitlines() if "Error" in line][-1]
     result = run("diagnose", str(log), home=apron_home)
     assert result.returncode == 0, result.stderr
     assert result.stderr == ""
@@ -64,26 +67,20 @@ def test_diagnose_a_healthy_log(apron_home):
 
 
 def test_diagnose_with_a_plan_file_and_a_record_id(apron_home, tmp_path):
-    plan = {
-        "schema": "apron.plan/1",
-        "verdict": "fits",
-        "problems": [],
-        "engine": {"name": "vllm", "version": "0.32.0"},
-        "settings": {"max_model_len": 32768, "tensor_parallel_size": 1},
-        "flags": ["--max-model-len 32768"],
-        "quantities": {"available_kv_bytes": {"value": 2**30}},
-    }
+    plan = a_plan(
+        settings={"max_model_len": 32768},
+        flags=("--max-model-len 32768",),
+        quantities={"available_kv_bytes": 2**30},
+    )
     plan_file = tmp_path / "plan.json"
-    plan_file.write_text(json.dumps(plan))
+    plan_file.write_text(json.dumps(plan.to_json()))
     log = str(LOGS / "d_kv_too_small_deep_33554432.log")
     result = run("diagnose", log, "--plan", str(plan_file), home=apron_home)
     assert result.returncode == 0, result.stderr
     assert "could have known plan said fits; engine refused: KV cache too small by 0.03 GiB" in result.stdout
     assert "calculator miss" in result.stdout
-    record_dir = apron_home / "data" / "records" / "boots"
-    record_dir.mkdir(parents=True)
-    (record_dir / "b3c9e1f2a7d4.json").write_text(json.dumps({"id": "b3c9e1f2a7d4", "plan": plan}))
-    by_id = run("diagnose", log, "--plan", "b3c9e1", "--json", home=apron_home)
+    plan_id = RecordStore(apron_home / "data" / "records").put(PlanRecord(plan))
+    by_id = run("diagnose", log, "--plan", plan_id[:6], "--json", home=apron_home)
     assert by_id.returncode == 0, by_id.stderr
     assert json.loads(by_id.stdout)["could_have_known"]["basis"] == "miss"
 
@@ -92,8 +89,8 @@ def test_diagnose_with_a_plan_file_and_a_record_id(apron_home, tmp_path):
     "args,message",
     [
         (["diagnose", "/no/such.log"], "log file /no/such.log does not exist"),
-        (["diagnose", str(LOGS / "g_gemma2_float16.log"), "--plan", "abc"], "too short for a record id"),
-        (["diagnose", str(LOGS / "g_gemma2_float16.log"), "--plan", "abcdef0123"], "no record with that id"),
+        (["diagnose", str(LOGS / "g_gemma2_float16.log"), "--plan", "abc"], "nor the id of one (6+ hex"),
+        (["diagnose", str(LOGS / "g_gemma2_float16.log"), "--plan", "abcdef0123"], "no record abcdef0123"),
         (["diagnose", str(LOGS / "g_gemma2_float16.log"), "--engine", "trt==1"], "must look like vllm==0.33.0"),
         (["diagnose", str(LOGS / "g_gemma2_float16.log"), "--plan", str(LOGS / "index.json")], "apron.plan/1"),
         (["rules", "show", "no_such_rule"], "no rule 'no_such_rule'"),

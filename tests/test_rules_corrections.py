@@ -12,10 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from apron.plan.result import Plan
 from apron.plan.settings import UserSettings
 from apron.rules import all_rules, diagnose, families, fingerprint, logtext, match_rules, settings_from_args
 from apron.rules.registry import RuleFailed, rule_from_module, run_rules
 from apron.rules.status import StatusStore
+from plan_helpers import a_plan
 from rules_text import log_text, render, training_failures
 from test_rules_fingerprint import GRAPH_CAPTURE, NCCL, OOM_IN_PROFILING
 
@@ -26,7 +28,7 @@ def rendered(family: str, values: dict, index: int = 0) -> str:
     return f"(EngineCore_DP0 pid=9) ERROR 12-01 10:00:00 [core.py:1] {exception}: {render(template, values)}\n"
 
 
-def only(text: str, rule_id: str, plan: dict | None = None) -> dict | None:
+def only(text: str, rule_id: str, plan: Plan | None = None) -> dict | None:
     """The fields `rule_id` matches with on this text (and checks the fingerprint found a family)."""
     found = fingerprint(text)
     assert found is not None
@@ -34,7 +36,7 @@ def only(text: str, rule_id: str, plan: dict | None = None) -> dict | None:
     return matches[rule_id].fields if rule_id in matches else None
 
 
-def corrected(text: str, rule_id: str, settings: UserSettings, plan: dict | None = None) -> UserSettings:
+def corrected(text: str, rule_id: str, settings: UserSettings, plan: Plan | None = None) -> UserSettings:
     found = fingerprint(text)
     match = next(m for m in match_rules(found, text, plan) if m.rule_id == rule_id)
     return match.correction(settings)
@@ -82,14 +84,14 @@ def test_raise_gpu_memory_utilization_covers_a_logged_deficit():
     text = "(Worker pid=3) INFO 12-01 10:00:00 [gpu_worker.py:1] Available KV cache memory: -1.5 GiB\n" + rendered(
         "no_kv_cache_memory", {}
     )
-    plan = {"hardware": {"total_bytes_per_gpu": 80 * 2**30}, "settings": {"gpu_memory_utilization": 0.9}}
+    plan = a_plan(total_bytes_per_gpu=80 * 2**30, settings={"gpu_memory_utilization": 0.9})
     # 0.9 + 1.5/80 + 0.01 = 0.92875 -> 0.93
     assert only(text, "raise_gpu_memory_utilization", plan)["gpu_memory_utilization"] == 0.93
     assert (
         only(
             rendered("no_kv_cache_memory", {}),
             "raise_gpu_memory_utilization",
-            {"settings": {"gpu_memory_utilization": 0.9}},
+            a_plan(settings={"gpu_memory_utilization": 0.9}),
         )["gpu_memory_utilization"]
         == 0.95
     )
@@ -97,14 +99,13 @@ def test_raise_gpu_memory_utilization_covers_a_logged_deficit():
         only(
             rendered("no_kv_cache_memory", {}),
             "raise_gpu_memory_utilization",
-            {"settings": {"gpu_memory_utilization": 0.95}},
+            a_plan(settings={"gpu_memory_utilization": 0.95}),
         )
         is None
     )  # 1.00 is above the 0.98 cap
     assert only(rendered("no_kv_cache_memory", {}), "raise_gpu_memory_utilization") is None  # current unknown
 
 
-@pytest.mark.needs_engine_facts
 def test_raise_gpu_memory_utilization_from_the_releases_default():
     """No flag, no plan: the fraction the boot ran with is the release's default (engine facts)."""
     banner = "(APIServer pid=1) INFO 12-01 10:00:00 [api_utils.py:1]  ▄▄ ▄█ █     █     █ ▀▄▀ █  version 0.32.0\n"
@@ -124,7 +125,7 @@ def test_raise_gpu_memory_utilization_for_a_kv_refusal_without_estimate():
             "estimated_msg": "",
         },
     )
-    plan = {"hardware": {"total_bytes_per_gpu": 24 * 2**30}, "settings": {"gpu_memory_utilization": 0.9}}
+    plan = a_plan(total_bytes_per_gpu=24 * 2**30, settings={"gpu_memory_utilization": 0.9})
     assert only(text, "raise_gpu_memory_utilization", plan)["gpu_memory_utilization"] == 0.95  # 0.9+0.8/24+0.01
     with_estimate = log_text("d_kv_too_small_deep_33554432")
     assert only(with_estimate, "raise_gpu_memory_utilization") is None  # lowering max_model_len answers it
@@ -161,14 +162,14 @@ def test_mamba_max_num_seqs_to_the_block_count():
 
 def test_raise_tensor_parallel_for_oom_while_loading_weights():
     text = next(b["failure"]["last_error"] for b in training_failures() if "CUDA OOM" in b["failure"]["last_error"])
-    plan = {"details": {"model_shape": {"num_attention_heads": 40}}, "settings": {"tensor_parallel_size": 1}}
+    plan = a_plan(model_shape={"num_attention_heads": 40}, settings={"tensor_parallel_size": 1})
     assert only(text, "raise_tensor_parallel", plan) == {
         "tensor_parallel_size": 2,
         "previous_tensor_parallel_size": 1,
         "num_attention_heads": 40,
     }
     assert corrected(text, "raise_tensor_parallel", UserSettings(), plan).tensor_parallel_size == 2
-    plan_tp8 = {"details": {"model_shape": {"num_attention_heads": 40}}, "settings": {"tensor_parallel_size": 8}}
+    plan_tp8 = a_plan(model_shape={"num_attention_heads": 40}, settings={"tensor_parallel_size": 8})
     assert only(text, "raise_tensor_parallel", plan_tp8) is None  # 16, 32, 64 do not divide 40
     assert only(text, "raise_tensor_parallel") is None  # no plan, no heads: no guess
     assert only(OOM_IN_PROFILING, "raise_tensor_parallel", plan) is None  # not while loading weights
@@ -183,17 +184,17 @@ def test_tp_divides_heads():
 
 
 def test_lower_batched_tokens_for_oom_while_profiling():
-    plan = {"settings": {"max_num_batched_tokens": 8192, "max_num_seqs": 1024, "max_model_len": 40960}}
+    plan = a_plan(settings={"max_num_batched_tokens": 8192, "max_num_seqs": 1024, "max_model_len": 40960})
     assert only(OOM_IN_PROFILING, "lower_batched_tokens", plan) == {
         "max_num_batched_tokens": 4096,
         "previous_max_num_batched_tokens": 8192,
     }
-    small = {"settings": {"max_num_batched_tokens": 512, "max_num_seqs": 256, "max_model_len": 40960}}
+    small = a_plan(settings={"max_num_batched_tokens": 512, "max_num_seqs": 256, "max_model_len": 40960})
     assert only(OOM_IN_PROFILING, "lower_batched_tokens", small) == {
         "max_model_len": 20480,
         "previous_max_model_len": 40960,
     }
-    crowded = {"settings": {"max_num_batched_tokens": 2048, "max_num_seqs": 2048}}
+    crowded = a_plan(settings={"max_num_batched_tokens": 2048, "max_num_seqs": 2048})
     fixed = corrected(OOM_IN_PROFILING, "lower_batched_tokens", UserSettings(max_num_seqs=2048), crowded)
     assert (fixed.max_num_batched_tokens, fixed.max_num_seqs) == (1024, 1024)
     assert only(GRAPH_CAPTURE, "lower_batched_tokens", plan) is None
@@ -249,8 +250,8 @@ def test_dtype_bfloat16_reproduces_the_lab_fix():
 
 def test_dtype_bfloat16_is_float32_below_ampere():
     text = log_text("g_gemma2_float16")
-    assert only(text, "dtype_bfloat16", {"hardware": {"gpu": "Tesla T4"}})["dtype"] == "float32"
-    assert only(text, "dtype_bfloat16", {"hardware": {"gpu": "H100"}})["dtype"] == "bfloat16"
+    assert only(text, "dtype_bfloat16", a_plan(gpu_name="Tesla T4"))["dtype"] == "float32"
+    assert only(text, "dtype_bfloat16", a_plan(gpu_name="NVIDIA H100 80GB HBM3"))["dtype"] == "bfloat16"
 
 
 def test_dtype_half_below_compute_capability_8():
@@ -286,7 +287,7 @@ def test_reasoning_parser_takes_the_plans():
         "invalid_reasoning_parser",
         {"reasoning_parser": "qwen9", "','.join(valid_reasoning_parsers)": "deepseek_r1,qwen3"},
     )
-    plan = {"flags": ["--reasoning-parser qwen3", "--enable-auto-tool-choice --tool-call-parser hermes"]}
+    plan = a_plan(flags=("--reasoning-parser qwen3", "--enable-auto-tool-choice --tool-call-parser hermes"))
     assert only(text, "reasoning_parser", plan) == {"reasoning_parser": "qwen3", "invalid_reasoning_parser": "qwen9"}
     fixed = corrected(text, "reasoning_parser", UserSettings(extra_flags=("--reasoning-parser qwen9",)), plan)
     assert fixed.extra_flags == ("--reasoning-parser qwen3",)
@@ -301,7 +302,7 @@ def test_nccl_disable_nvls_for_the_host_fault_retry():
     assert only(NCCL, "nccl_disable_nvls")["env"] == {"NCCL_NVLS_ENABLE": "0"}
     fixed = corrected(NCCL, "nccl_disable_nvls", UserSettings(tensor_parallel_size=2))
     assert fixed.env == (("NCCL_NVLS_ENABLE", "0"),) and fixed.tensor_parallel_size == 2
-    assert only(NCCL, "nccl_disable_nvls", {"settings": {"env": {"NCCL_NVLS_ENABLE": "0"}}}) is None
+    assert only(NCCL, "nccl_disable_nvls", a_plan(settings={"env": (("NCCL_NVLS_ENABLE", "0"),)})) is None
 
 
 def test_failures_no_flag_fixes_match_no_rule():

@@ -9,7 +9,7 @@ import pytest
 
 from apron.rules import families
 from apron.rules.fingerprint import fingerprint, normalize
-from rules_text import FACTS_VERSIONS, log_index, log_text, refusals_or_skip, render, template_with, training_failures
+from rules_text import FACTS_VERSIONS, log_index, log_text, render, shipped_refusals, template_with, training_failures
 
 # The decisive error of every failed lab boot (tests/fixtures/logs/README.md).
 LAB_FAMILIES = {
@@ -245,11 +245,10 @@ RENDERED = [
 ]
 
 
-@pytest.mark.needs_engine_facts
 @pytest.mark.parametrize("version", FACTS_VERSIONS)
 @pytest.mark.parametrize("phrase,values,family,fields", RENDERED, ids=[r[2] for r in RENDERED])
 def test_rendered_refusal_templates(version, phrase, values, family, fields):
-    refusal = template_with(refusals_or_skip(version), phrase)
+    refusal = template_with(shipped_refusals(version), phrase)
     message = render(refusal["template"], values)
     log = f"(EngineCore pid=7) ERROR 12-01 10:00:00 [core.py:1] {refusal['exception']}: {message}\n"
     found = fingerprint(log, engine_version=version)
@@ -259,13 +258,12 @@ def test_rendered_refusal_templates(version, phrase, values, family, fields):
         assert found.fields[key] == value, (key, found.fields)
 
 
-@pytest.mark.needs_engine_facts
 @pytest.mark.parametrize("version", FACTS_VERSIONS)
 def test_every_template_family_is_recognised(version):
     """The templates of the release (the named families' and 500 others), rendered with stand-in
     values, classify back into their family (or that of a template rendering the same text). Only
     the wrappers, which point at an earlier error by design, classify as wrappers."""
-    all_refusals = refusals_or_skip(version)
+    all_refusals = shipped_refusals(version)
     refusals = [r for r in all_refusals if families._anchor(r["template"])]
     assert len(refusals) > 0.99 * len(all_refusals)  # nearly every template has words to anchor on
     renders: dict[str, set[str]] = {}

@@ -1,8 +1,8 @@
 """The `apron boot --fix` loop of apron.rules' docstring, run over real CPU-engine boots.
 
 The lab booted each failing command and its correction; here a stand-in `boot` returns the lab log of
-the boot with that model and those settings, so the loop runs without an engine. The integration
-with issue 5's runner and records replaces `boot` and the log ids with record ids.
+the boot with that model and those settings, so the loop runs without an engine. apron.boot.fix runs
+the same loop over real boots and records (tests/test_boot_fix.py).
 """
 
 from __future__ import annotations

@@ -2,25 +2,23 @@
 
 from __future__ import annotations
 
-import pytest
-
+from apron.plan.result import Plan
 from apron.rules import could_have_known, diagnose, fingerprint, settings_from_plan
 from apron.rules.status import StatusStore
+from plan_helpers import a_plan
 from rules_text import log_text, training_failures
 
 KV_TEXT = next(b["failure"]["last_error"] for b in training_failures() if "To serve" in b["failure"]["last_error"])
 
 
-def plan(verdict="fits", problems=(), **extra) -> dict:
-    return {
-        "schema": "apron.plan/1",
-        "verdict": verdict,
-        "problems": list(problems),
-        "settings": {"max_model_len": 40960, "tensor_parallel_size": 1},
-        "quantities": {"available_kv_bytes": {"value": int(5.9 * 2**30)}},
-        "flags": ["--max-model-len 40960"],
-        **extra,
-    }
+def plan(verdict="fits", problems=(), max_model_len=40960, flags=("--max-model-len 40960",)) -> Plan:
+    return a_plan(
+        verdict=verdict,
+        problems=tuple(problems),
+        settings={"max_model_len": max_model_len},
+        quantities={"available_kv_bytes": int(5.9 * 2**30)},
+        flags=tuple(flags),
+    )
 
 
 def test_a_miss_says_by_how_much():
@@ -33,17 +31,13 @@ def test_a_miss_says_by_how_much():
 
 
 def test_a_predicted_does_not_fit_was_known():
-    problem = {"kind": "kv_cache_too_small", "message": "To serve at least one request ...", "label": "predicted"}
+    problem = ("kv_cache_too_small", "To serve at least one request ...", "predicted")
     report = could_have_known(plan("does_not_fit", [problem]), fingerprint(KV_TEXT))
     assert (report.flagged, report.basis) == (True, "does_not_fit")
 
 
 def test_a_proven_constraint_was_known():
-    problem = {
-        "kind": "dtype",
-        "message": "The model type 'gemma2' does not support float16.",
-        "label": "proven_constraint",
-    }
+    problem = ("dtype", "The model type 'gemma2' does not support float16.", "proven_constraint")
     report = could_have_known(plan("does_not_fit", [problem]), fingerprint(log_text("g_gemma2_float16")))
     assert (report.flagged, report.basis) == (True, "proven_constraint")
     assert report.line.startswith("plan flagged it: proven constraint (dtype)")
@@ -55,7 +49,7 @@ def test_a_constraint_the_plan_missed_is_a_preflight_miss():
 
 
 def test_the_boot_ran_other_settings():
-    report = could_have_known(plan(settings={"max_model_len": 32768}), fingerprint(KV_TEXT))
+    report = could_have_known(plan(max_model_len=32768), fingerprint(KV_TEXT))
     assert report.line.endswith("(the boot ran max_model_len 40960, the plan 32768)")
 
 
@@ -67,7 +61,7 @@ def test_host_and_harness_faults_are_no_plans_question():
 
 
 def test_an_advisory_flag_the_boot_skipped():
-    problem = {"kind": "max_num_seqs_exceeds_state_blocks", "message": "...", "label": "predicted"}
+    problem = ("max_num_seqs_exceeds_state_blocks", "...", "predicted")
     text = (
         "(EngineCore pid=1) ERROR 12-01 10:00:00 [core.py:1] ValueError: max_num_seqs (1024) exceeds available "
         "Mamba cache blocks (418). Each decode sequence requires one Mamba cache block, so CUDA graph capture "
@@ -79,7 +73,6 @@ def test_an_advisory_flag_the_boot_skipped():
     assert ran_it.basis == "miss" and "exceeds 418 state blocks" in ran_it.line
 
 
-@pytest.mark.needs_engine_facts
 def test_with_a_real_plan(apron_home_with_facts):
     """Qwen3-8B at 40960 tokens on an RTX 4090 (vLLM 0.29.0): the training boot refused, and the
     plan had predicted does_not_fit."""
@@ -90,8 +83,8 @@ def test_with_a_real_plan(apron_home_with_facts):
     from conftest import snapshot_path
 
     checkpoint, gpu = load_snapshot(snapshot_path("Qwen/Qwen3-8B")), resolve_gpu("4090")
-    failed_plan = plan_checkpoint(checkpoint, gpu, UserSettings(max_model_len=40960), "0.29.0").to_json()
-    diagnosis = diagnose(KV_TEXT, plan_json=failed_plan, store=StatusStore(apron_home_with_facts / "rules"))
+    failed_plan = plan_checkpoint(checkpoint, gpu, UserSettings(max_model_len=40960), "0.29.0")
+    diagnosis = diagnose(KV_TEXT, plan=failed_plan, store=StatusStore(apron_home_with_facts / "rules"))
     assert diagnosis.known.flagged is True
     assert settings_from_plan(failed_plan) == UserSettings(max_model_len=40960)
     assert diagnosis.applicable[0].corrected == UserSettings(max_model_len=32640)

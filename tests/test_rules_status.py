@@ -4,6 +4,7 @@ proof never carries to another version; files are written atomically."""
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -56,6 +57,10 @@ def test_files_are_written_whole(tmp_path):
     document = json.loads((tmp_path / "enforce_eager.json").read_text())
     assert document["schema"] == "apron.rule-status/1"
     assert document["versions"]["0.30.0"]["status"] == "proven"
+    # written like a record (apron.paths.write_atomic): an ordinary file under the umask, not mkstemp's 0600
+    mask = os.umask(0)
+    os.umask(mask)
+    assert (tmp_path / "enforce_eager.json").stat().st_mode & 0o777 == 0o666 & ~mask
 
 
 def test_a_claim_of_proof_without_records_is_a_hypothesis(tmp_path):

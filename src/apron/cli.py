@@ -1,6 +1,8 @@
 """The `apron` command line: thin wrappers over the packages; data on stdout, messages on stderr.
 
 Exit codes: 0 ok, 1 failed, 2 bad input. A traceback only with APRON_DEBUG=1.
+Options share one vocabulary across commands and show in groups in --help; an option renamed for that
+keeps its old name as a hidden alias for one release (README, "Renamed options").
 """
 
 from __future__ import annotations
@@ -8,13 +10,24 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from apron.errors import ApronError, BadInput, Failed
 
+if TYPE_CHECKING:
+    from apron.hardware import Gpu
+    from apron.plan.planner import PlanRequest
+    from apron.plan.result import Plan
+    from apron.records.store import RecordStore
+    from apron.rules import StatusStore
 
-def emit_json(data) -> None:
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def emit_json(data: object) -> None:
     click.echo(json.dumps(data, indent=2, sort_keys=False))
 
 
@@ -23,7 +36,77 @@ def say(message: str) -> None:
     click.echo(message, err=True)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+class GroupedOption(click.Option):
+    """An option listed under a heading in --help; OLD names still work but are not shown."""
+
+    def __init__(self, *args: Any, group: str = "Options", old_names: tuple[str, ...] = (), **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.group, self.old_names = group, old_names
+
+    def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
+        shown, self.opts = self.opts, [o for o in self.opts if o not in self.old_names]
+        try:
+            return super().get_help_record(ctx)
+        finally:
+            self.opts = shown
+
+
+class GroupedCommand(click.Command):
+    """Options in --help by group, in the order they are declared; a note on stderr for an old name."""
+
+    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        groups: dict[str, list[tuple[str, str]]] = {}
+        for param in self.get_params(ctx):
+            record = param.get_help_record(ctx) if isinstance(param, click.Option) else None
+            if record is not None:
+                groups.setdefault(getattr(param, "group", "Options"), []).append(record)
+        groups["Options"] = groups.pop("Options", [])  # --help and the ungrouped ones, last
+        for name, rows in groups.items():
+            with formatter.section(name):
+                formatter.write_dl(rows)
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        for param in self.params:
+            for old in getattr(param, "old_names", ()):
+                if any(arg == old or arg.startswith(old + "=") for arg in args):
+                    say(f"apron: {old} is now {param.opts[0]}; the old name goes in the next release")
+        return super().parse_args(ctx, args)
+
+
+class GroupedGroup(click.Group):
+    """Every command (and sub-group) of `apron` lists its options by group."""
+
+    command_class = GroupedCommand
+    group_class = type
+
+
+def option(*decls: str, group: str, old: tuple[str, ...] = (), **kwargs: Any) -> Callable[[F], F]:
+    return click.option(*decls, *old, cls=GroupedOption, group=group, old_names=old, **kwargs)
+
+
+def json_option(what: str = "Print JSON.") -> Callable[[F], F]:
+    return option("--json", "as_json", group="Output", is_flag=True, help=what)
+
+
+def records_option(command: F) -> F:
+    return option(
+        "--records",
+        group="Output",
+        type=click.Path(file_okay=False),
+        help="Record store folder (default: Apron's data dir).",
+    )(command)
+
+
+def apply(options: list[Callable[[F], F]], command: F) -> F:
+    for decorator in reversed(options):
+        command = decorator(command)
+    return command
+
+
+@click.group(
+    cls=GroupedGroup,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
 @click.version_option(package_name="apron", prog_name="apron")
 def cli() -> None:
     """Will this LLM fit, boot and answer on this GPU with this vLLM release - and with which flags?"""
@@ -35,34 +118,76 @@ def _engine_option(value: str | None) -> str | None:
     return parse_engine_spec(value) if value else None
 
 
-def settings_options(command):
-    """The engine settings a plan is made for (apron plan, apron boot SOURCE)."""
-    options = [
-        click.option("--tp", "tp", type=int, default=1, show_default=True, help="Tensor-parallel size (GPUs)."),
-        click.option(
-            "--engine", "engine", help="vLLM release, e.g. vllm==0.33.0 (default: newest that supports the model)."
-        ),
-        click.option("--revision", help="Hub revision (branch, tag or commit)."),
-        click.option("--max-model-len", type=int),
-        click.option("--gpu-memory-utilization", type=float),
-        click.option("--max-num-seqs", type=int),
-        click.option("--max-num-batched-tokens", type=int),
-        click.option("--kv-cache-dtype", default="auto", show_default=True),
-        click.option("--dtype", default="auto", show_default=True),
-        click.option("--enforce-eager", is_flag=True),
-        click.option("--language-model-only", is_flag=True, help="Skip the vision/audio tower (text-only serving)."),
-        click.option(
-            "--limit-mm-per-prompt",
-            help='Items per prompt per modality, as vLLM takes it: \'{"image": 1, "video": 0}\'.',
-        ),
-        click.option(
-            "--mm-encoder-tp-mode", type=click.Choice(["weights", "data"]), help="How the vision tower uses --tp."
-        ),
-        click.option("--host-ram-bytes", type=int, help="The machine's host RAM; the plan checks its host tables fit."),
-    ]
-    for option in reversed(options):
-        command = option(command)
-    return command
+def gpu_options(command: F) -> F:
+    """The GPU a plan is made for (apron plan, apron boot SOURCE)."""
+    group = "GPU"
+    return apply(
+        [
+            option("--gpu", group=group, help='PyTorch device name ("NVIDIA H100 80GB HBM3") or alias (H100, 4090).'),
+            option(
+                "--gpu-memory-bytes",
+                group=group,
+                type=int,
+                help="Total bytes per GPU as PyTorch reports them (overrides the catalog).",
+            ),
+            option("--gpu-capability", group=group, help="Compute capability (e.g. 8.9) for a GPU not in the catalog."),
+        ],
+        command,
+    )
+
+
+def settings_options(command: F) -> F:
+    """The model and engine settings a plan is made for (apron plan, apron boot SOURCE)."""
+    model, engine = "Model", "Engine settings"
+    return apply(
+        [
+            option("--revision", group=model, help="Hub revision (branch, tag or commit)."),
+            option(
+                "--no-catalog",
+                group=model,
+                is_flag=True,
+                help="Fetch from the Hub even for models in the bundled catalog.",
+            ),
+            option(
+                "--engine",
+                "engine",
+                group=engine,
+                help="vLLM release, e.g. vllm==0.33.0 (default: newest that supports the model).",
+            ),
+            option("--tp", "tp", group=engine, type=int, default=1, show_default=True, help="Tensor-parallel size."),
+            option("--max-model-len", group=engine, type=int),
+            option("--gpu-memory-utilization", group=engine, type=float),
+            option("--max-num-seqs", group=engine, type=int),
+            option("--max-num-batched-tokens", group=engine, type=int),
+            option("--kv-cache-dtype", group=engine, default="auto", show_default=True),
+            option("--dtype", group=engine, default="auto", show_default=True),
+            option("--enforce-eager", group=engine, is_flag=True),
+            option(
+                "--language-model-only",
+                group=engine,
+                is_flag=True,
+                help="Skip the vision/audio tower (text-only serving).",
+            ),
+            option(
+                "--limit-mm-per-prompt",
+                group=engine,
+                help='Items per prompt per modality, as vLLM takes it: \'{"image": 1, "video": 0}\'.',
+            ),
+            option(
+                "--mm-encoder-tp-mode",
+                group=engine,
+                type=click.Choice(["weights", "data"]),
+                help="How the vision tower uses --tp.",
+            ),
+            option(
+                "--host-ram-bytes",
+                group="Machine",
+                type=int,
+                help="The machine's host RAM; the plan checks its pinned host tables fit.",
+            ),
+        ],
+        command,
+    )
 
 
 def _limits(text: str | None) -> tuple[tuple[str, int], ...]:
@@ -71,7 +196,13 @@ def _limits(text: str | None) -> tuple[tuple[str, int], ...]:
     return parse_limit_mm_per_prompt(text) if text else ()
 
 
-def plan_request(source: str, gpu, settings: dict, use_catalog: bool = True):
+def resolve_gpu_option(gpu: str, settings: dict[str, Any]) -> Gpu:
+    from apron.hardware import resolve_gpu
+
+    return resolve_gpu(gpu, memory_bytes=settings["gpu_memory_bytes"], capability=settings["gpu_capability"])
+
+
+def plan_request(source: str, gpu: Gpu, settings: dict[str, Any]) -> PlanRequest:
     from apron.plan.planner import PlanRequest
     from apron.plan.settings import UserSettings
 
@@ -95,7 +226,7 @@ def plan_request(source: str, gpu, settings: dict, use_catalog: bool = True):
         user=user,
         engine_version=_engine_option(settings["engine"]),
         revision=settings["revision"],
-        use_catalog=use_catalog,
+        use_catalog=not settings["no_catalog"],
     )
 
 
@@ -109,6 +240,9 @@ _SETTING_FIELDS = {
     "dtype": "dtype",
     "enforce_eager": "enforce_eager",
     "language_model_only": "language_model_only",
+    "limit_mm_per_prompt": "limit_mm_per_prompt",
+    "mm_encoder_tp_mode": "mm_encoder_tp_mode",
+    "host_ram_bytes": "host_ram_bytes",
 }
 
 
@@ -118,7 +252,7 @@ def given_settings(settings: dict) -> dict:
     given = {}
     for key, name in _SETTING_FIELDS.items():
         if key in settings and ctx.get_parameter_source(key) is click.core.ParameterSource.COMMANDLINE:
-            given[name] = settings[key]
+            given[name] = _limits(settings[key]) if key == "limit_mm_per_prompt" else settings[key]
     return given
 
 
@@ -136,55 +270,56 @@ def _candidate_plan(from_file: str, source: str | None, gpu: str | None, setting
 
 @cli.command("plan")
 @click.argument("source", required=False)
-@click.option("--gpu", help='PyTorch device name ("NVIDIA H100 80GB HBM3") or alias (H100, 4090).')
-@click.option(
+@gpu_options
+@settings_options
+@option(
     "--from",
     "from_file",
+    group="Model",
     help="Check a deployment another tool proposed: a vllm serve command line (file or -), a recipe, "
     "SkyPilot or Kubernetes YAML.",
 )
-@click.option(
-    "--gpu-memory-bytes", type=int, help="Total bytes per GPU as PyTorch reports them (overrides the catalog)."
+@option("--explain", group="Output", is_flag=True, help="Show the memory breakdown and the tensors behind the peak.")
+@option(
+    "--engine-diff", "engine_diff", group="Output", help="Also plan on this vLLM release and show how the numbers move."
 )
-@click.option("--gpu-capability", help="Compute capability (e.g. 8.9) for a GPU not in the catalog.")
-@settings_options
-@click.option("--no-catalog", is_flag=True, help="Fetch from the Hub even for models in the bundled catalog.")
-@click.option("--explain", is_flag=True, help="Show the memory breakdown and the tensors behind the peak.")
-@click.option("--engine-diff", "engine_diff", help="Also plan on this vLLM release and show how the numbers move.")
-@click.option("--json", "as_json", is_flag=True, help="Print the apron.plan/1 JSON document.")
-@click.option(
-    "--html", "html_file", type=click.Path(dir_okay=False), help="Also write the memory chart and card to FILE."
+@option(
+    "--html",
+    "html_file",
+    group="Output",
+    type=click.Path(dir_okay=False),
+    help="Also write the memory chart and card to FILE.",
 )
+@json_option("Print the apron.plan/1 JSON document.")
 def plan_command(
-    source,
-    gpu,
-    from_file,
-    gpu_memory_bytes,
-    gpu_capability,
-    no_catalog,
-    explain,
-    engine_diff,
-    as_json,
-    html_file,
-    **settings,
+    source: str | None,
+    gpu: str | None,
+    from_file: str | None,
+    explain: bool,
+    engine_diff: str | None,
+    html_file: str | None,
+    as_json: bool,
+    **settings: Any,
 ) -> None:
     """Will SOURCE fit, boot and answer on this GPU? SOURCE: a Hub repo id, a folder or a snapshot file."""
-    from apron.hardware import resolve_gpu
     from apron.plan.planner import engine_diff as diff_plans
     from apron.plan.planner import plan_checkpoint
 
     candidate = None
     if from_file:
-        candidate = _candidate_plan(from_file, source, gpu, settings, use_catalog=not no_catalog)
+        candidate = _candidate_plan(from_file, source, gpu, settings, use_catalog=not settings["no_catalog"])
         plan, document = candidate.plan, candidate.to_json()
         checkpoint, target, user = candidate.checkpoint, candidate.gpu, candidate.user
     else:
         if not source:
             raise BadInput("Missing argument 'SOURCE': give a model, or --from FILE (a deployment to check)")
         if not gpu:
-            raise BadInput("Missing option '--gpu': the GPU to plan for (or --from FILE, a deployment naming one)")
-        target = resolve_gpu(gpu, memory_bytes=gpu_memory_bytes, capability=gpu_capability)
-        request = plan_request(source, target, settings, use_catalog=not no_catalog)
+            raise BadInput(
+                "--gpu is required: the GPU to plan for (e.g. H100, 4090; see `apron gpus`), "
+                "or --from FILE, a deployment naming one"
+            )
+        target = resolve_gpu_option(gpu, settings)
+        request = plan_request(source, target, settings)
         from apron.checkpoint import load_checkpoint
 
         checkpoint = load_checkpoint(request.source, request.revision, use_catalog=request.use_catalog)
@@ -305,7 +440,7 @@ def mcp_command() -> None:
 
 
 @cli.command("gpus")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@json_option()
 def gpus_command(as_json: bool) -> None:
     """List the GPU catalog: PyTorch's total bytes, compute capability and aliases."""
     from apron.hardware import all_gpus
@@ -315,7 +450,7 @@ def gpus_command(as_json: bool) -> None:
             "name": g.name,
             "total_bytes": g.total_bytes,
             "is_total_exact": g.is_total_exact,
-            "compute_capability": "%d.%d" % g.compute_capability,
+            "compute_capability": "{}.{}".format(*g.compute_capability),
             "aliases": list(g.aliases),
             "total_bytes_basis": g.total_bytes_basis,
         }
@@ -324,216 +459,279 @@ def gpus_command(as_json: bool) -> None:
     if as_json:
         emit_json(rows)
         return
-    for r in rows:
-        mark = "" if r["is_total_exact"] else " (approx.)"
-        click.echo(
-            f"{r['name']:<34} {r['total_bytes'] / 2**30:8.2f} GiB{mark:<10} cc {r['compute_capability']:<5} "
-            f"{', '.join(r['aliases'])}"
-        )
+    for g in all_gpus():
+        mark = "" if g.is_total_exact else " (approx.)"
+        capability = "{}.{}".format(*g.compute_capability)
+        click.echo(f"{g.name:<34} {g.total_bytes / 2**30:8.2f} GiB{mark:<10} cc {capability:<5} {', '.join(g.aliases)}")
 
 
-def _store(records: str | None):
+def _store(records: str | None) -> RecordStore:
     from apron.records.store import RecordStore
 
     return RecordStore(records)
 
 
+REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
+
+
+def reasoning_effort_option(command: F) -> F:
+    return option(
+        "--reasoning-effort",
+        group="Checks",
+        type=click.Choice(REASONING_EFFORTS),
+        help="Send reasoning_effort (for chat templates that read it; low keeps answers short).",
+    )(command)
+
+
+def serving_options(group: str, defaults: tuple[int, int, int, int], old: bool = False) -> Callable[[F], F]:
+    """The serving test's shape: the same names on `apron serve-test` and `apron boot`."""
+    prompts, input_len, output_len, concurrency = defaults
+
+    def add(command: F) -> F:
+        return apply(
+            [
+                option(
+                    "--num-prompts",
+                    group=group,
+                    type=int,
+                    default=prompts,
+                    show_default=True,
+                    old=("--serve-prompts",) if old else (),
+                    help="Requests in the serving test.",
+                ),
+                option(
+                    "--input-len",
+                    group=group,
+                    type=int,
+                    default=input_len,
+                    show_default=True,
+                    old=("--serve-input-len",) if old else (),
+                    help="Tokens in per request.",
+                ),
+                option(
+                    "--output-len",
+                    group=group,
+                    type=int,
+                    default=output_len,
+                    show_default=True,
+                    old=("--serve-output-len",) if old else (),
+                    help="Tokens out per request.",
+                ),
+                option(
+                    "--concurrency",
+                    group=group,
+                    type=int,
+                    default=concurrency,
+                    show_default=True,
+                    old=("--serve-concurrency",) if old else (),
+                    help="Requests in flight at once.",
+                ),
+            ],
+            command,
+        )
+
+    return add
+
+
 @cli.command("boot")
 @click.argument("source_or_plan", required=False)
-@click.option(
+@option(
     "--from",
     "from_file",
+    group="Plan",
     help="Boot a deployment another tool proposed (as `apron plan --from` reads it), planned first.",
 )
-@click.option(
+@option(
     "--on",
     "targets",
+    group="Targets",
     multiple=True,
     required=True,
     help="local | ssh://user@host[:port] | sky[:cloud]. Repeat to name machines to retry a host fault on.",
 )
-@click.option("--gpu", help="When SOURCE is a model: the GPU to plan for (as in `apron plan`).")
-@settings_options
-@click.option("--vllm", "vllm_path", help="The vllm executable on the target (default: vllm on PATH).")
-@click.option("--venv", help="A venv on the target that holds vllm (DIR/bin/vllm).")
-@click.option(
-    "--profile",
-    type=click.Choice(["gpu", "cpu"]),
-    default="gpu",
-    show_default=True,
-    help="cpu adds the vLLM CPU build's flags: a 64 MiB KV cache, one process.",
-)
-@click.option("--extra-args", help='More vllm serve arguments, appended last (e.g. "--kv-cache-memory-bytes 1e8").')
-@click.option("--env", "env_pairs", multiple=True, help="KEY=VALUE for the engine's environment (repeatable).")
-@click.option(
-    "--log-level",
-    type=click.Choice(["INFO", "DEBUG"], case_sensitive=False),
-    default="INFO",
-    show_default=True,
-    help="The engine's VLLM_LOGGING_LEVEL.",
-)
-@click.option("--health-timeout", type=float, default=1800, show_default=True, help="Seconds to wait for /health.")
-@click.option("--weights", help="A local checkpoint folder to boot instead of the plan's source.")
-@click.option("--served-model-name", help="Default: the repo id or the folder name.")
-@click.option("--workdir", help="Folder on the target for runs and downloads (default ~/.cache/apron).")
-@click.option("--keep-run-dir", is_flag=True, help="Leave the run folder on the target (debugging).")
-@click.option(
+@option(
     "--retries",
+    group="Targets",
     type=click.IntRange(0, 10),
     default=2,
     show_default=True,
     help="Further attempts after a host fault, on the next --on target.",
 )
-@click.option("--identity", "identity_file", type=click.Path(exists=True, dir_okay=False), help="ssh: private key.")
-@click.option(
+@option(
+    "--identity",
+    "identity_file",
+    group="Targets",
+    type=click.Path(exists=True, dir_okay=False),
+    help="ssh: private key.",
+)
+@option(
     "--known-hosts",
     "known_hosts_file",
+    group="Targets",
     type=click.Path(exists=True, dir_okay=False),
     help="ssh: known_hosts file to check the host key against.",
 )
-@click.option("--ssh-option", "ssh_options", multiple=True, help="ssh: an extra -o Key=Value (repeatable).")
-@click.option(
+@option("--ssh-option", "ssh_options", group="Targets", multiple=True, help="ssh: an extra -o Key=Value (repeatable).")
+@gpu_options
+@settings_options
+@option(
+    "--vllm",
+    "vllm_path",
+    group="Engine on the target",
+    help="The vllm executable on the target (default: vllm on PATH).",
+)
+@option("--venv", group="Engine on the target", help="A venv on the target that holds vllm (DIR/bin/vllm).")
+@option(
+    "--profile",
+    group="Engine on the target",
+    type=click.Choice(["gpu", "cpu"]),
+    default="gpu",
+    show_default=True,
+    help="cpu adds the vLLM CPU build's flags: a 64 MiB KV cache, one process.",
+)
+@option(
+    "--extra-args",
+    group="Engine on the target",
+    help='More vllm serve arguments, appended last (e.g. "--kv-cache-memory-bytes 1e8").',
+)
+@option(
+    "--env",
+    "env_pairs",
+    group="Engine on the target",
+    multiple=True,
+    help="KEY=VALUE for the engine's environment (repeatable).",
+)
+@option(
+    "--log-level",
+    group="Engine on the target",
+    type=click.Choice(["INFO", "DEBUG"], case_sensitive=False),
+    default="INFO",
+    show_default=True,
+    help="The engine's VLLM_LOGGING_LEVEL.",
+)
+@option(
+    "--health-timeout",
+    group="Engine on the target",
+    type=float,
+    default=1800,
+    show_default=True,
+    help="Seconds to wait for /health.",
+)
+@option(
+    "--weights", group="Engine on the target", help="A local checkpoint folder to boot instead of the plan's source."
+)
+@option("--served-model-name", group="Engine on the target", help="Default: the repo id or the folder name.")
+@option(
+    "--workdir",
+    group="Engine on the target",
+    help="Folder on the target for runs and downloads (default ~/.cache/apron).",
+)
+@option(
+    "--keep-run-dir", group="Engine on the target", is_flag=True, help="Leave the run folder on the target (debugging)."
+)
+@option(
     "--suite",
+    group="Checks",
     type=click.Choice(["short", "deploy", "none"]),
     help="Checks after /health (default: short on one GPU, deploy on several).",
 )
-@click.option(
+@reasoning_effort_option
+@option(
     "--serve-test/--no-serve-test",
+    group="Serving test",
     default=True,
     show_default=True,
     help="Run vllm bench serve next to the engine after the checks.",
 )
-@click.option("--serve-prompts", type=int, default=50, show_default=True)
-@click.option("--serve-input-len", type=int, default=512, show_default=True)
-@click.option("--serve-output-len", type=int, default=128, show_default=True)
-@click.option("--serve-concurrency", type=int, default=4, show_default=True)
-@click.option("--reasoning-effort", help="Sent with the checks where the chat template reads it (e.g. low).")
-@click.option("--fix", is_flag=True, help="On a model failure, apply the matching correction rule and boot again.")
-@click.option(
-    "--fix-attempts", type=click.IntRange(1, 5), default=2, show_default=True, help="Corrected boots at most."
+@serving_options("Serving test", (50, 512, 128, 4), old=True)
+@option(
+    "--fix",
+    group="Corrections",
+    is_flag=True,
+    help="On a model failure, apply the matching correction rule and boot again.",
 )
-@click.option("--records", type=click.Path(file_okay=False), help="Record store folder (default: Apron's data dir).")
-@click.option("--json", "as_json", is_flag=True, help="Print the boot record as JSON.")
+@option(
+    "--fix-attempts",
+    group="Corrections",
+    type=click.IntRange(1, 5),
+    default=2,
+    show_default=True,
+    help="Corrected boots at most.",
+)
+@records_option
+@json_option("Print the boot record as JSON.")
 def boot_command(
-    source_or_plan,
-    from_file,
-    targets,
-    gpu,
-    vllm_path,
-    venv,
-    profile,
-    extra_args,
-    env_pairs,
-    log_level,
-    health_timeout,
-    weights,
-    served_model_name,
-    workdir,
-    keep_run_dir,
-    retries,
-    identity_file,
-    known_hosts_file,
-    ssh_options,
-    suite,
-    serve_test,
-    serve_prompts,
-    serve_input_len,
-    serve_output_len,
-    serve_concurrency,
-    reasoning_effort,
-    fix,
-    fix_attempts,
-    records,
-    as_json,
-    **settings,
+    source_or_plan: str | None,
+    from_file: str | None,
+    targets: tuple[str, ...],
+    gpu: str | None,
+    as_json: bool,
+    **opts: Any,
 ) -> None:
     """Boot a plan on a real engine, measure it, and record prediction beside measurement.
 
     SOURCE_OR_PLAN: a saved plan (apron.plan/1 JSON, a plan record file or id) or a model SOURCE,
     which is planned first (then --gpu is needed)."""
+    from apron.boot.answers import AnswerSettings
     from apron.boot.command import parse_extra_args
-    from apron.boot.runner import SshSettings, load_plan_input
+    from apron.boot.request import BootRequest, failure, parse_env, run_boot
+    from apron.boot.runner import SshSettings
     from apron.boot.session import BootOptions
-    from apron.boot.targets import parse_target
 
-    store = _store(records)
-    specs = [parse_target(t) for t in targets]
+    plan = None
     if from_file:
-        say(f"planning the deployment in {from_file}")
-        plan = _candidate_plan(from_file, source_or_plan, gpu, settings).to_json()
+        say(f"apron: planning the deployment in {from_file}")
+        plan = _candidate_plan(from_file, source_or_plan, gpu, opts, use_catalog=not opts["no_catalog"]).plan
     elif not source_or_plan:
         raise BadInput("give SOURCE_OR_PLAN, or --from FILE (a deployment to boot)")
-    else:
-        plan = load_plan_input(source_or_plan, store)
-    if plan is None:
-        if not gpu:
-            raise BadInput(f"{source_or_plan} is a model, not a saved plan: give --gpu to plan it first")
-        from apron.hardware import resolve_gpu
+    request = BootRequest(
+        source_or_plan=source_or_plan or str(from_file),
+        plan=plan,
+        targets=targets,
+        options=BootOptions(
+            vllm=opts["vllm_path"],
+            venv=opts["venv"],
+            profile=opts["profile"],
+            extra_args=parse_extra_args(opts["extra_args"]),
+            extra_env=parse_env(opts["env_pairs"]),
+            log_level=opts["log_level"].upper(),
+            health_timeout_seconds=opts["health_timeout"],
+            workdir=opts["workdir"],
+            weights=opts["weights"],
+            served_model_name=opts["served_model_name"],
+            keep_run_dir=opts["keep_run_dir"],
+            retries=opts["retries"],
+        ),
+        answers=AnswerSettings(
+            opts["suite"],
+            opts["serve_test"],
+            opts["num_prompts"],
+            opts["input_len"],
+            opts["output_len"],
+            opts["concurrency"],
+            opts["reasoning_effort"],
+        ),
+        ssh=SshSettings(opts["identity_file"], opts["known_hosts_file"], tuple(opts["ssh_options"])),
+        fix_attempts=opts["fix_attempts"] if opts["fix"] else 0,
+        records=opts["records"],
+    )
+
+    def planner(source: str) -> Plan:
         from apron.plan.planner import make_plan
 
-        say(f"planning {source_or_plan} for {gpu}")
-        plan = make_plan(plan_request(source_or_plan, resolve_gpu(gpu), settings)).to_json()
-    env = {}
-    for pair in env_pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise BadInput(f"--env '{pair}' must be KEY=VALUE")
-        env[key] = value
-    options = BootOptions(
-        vllm=vllm_path,
-        venv=venv,
-        profile=profile,
-        extra_args=parse_extra_args(extra_args),
-        extra_env=env,
-        log_level=log_level.upper(),
-        health_timeout_seconds=health_timeout,
-        workdir=workdir,
-        weights=weights,
-        served_model_name=served_model_name,
-        keep_run_dir=keep_run_dir,
-        retries=retries,
-        hf_token=os.environ.get("HF_TOKEN"),
-    )
-    from apron.boot.answers import AnswerSettings
-    from apron.boot.fix import boot_with_fix, replan_from_plan
+        return make_plan(plan_request(source, resolve_gpu_option(str(gpu), opts), opts))
 
-    answers = AnswerSettings(
-        suite, serve_test, serve_prompts, serve_input_len, serve_output_len, serve_concurrency, reasoning_effort
-    )
-    outcome = boot_with_fix(
-        plan,
-        specs,
-        options,
-        store,
-        answers,
-        replan_from_plan,
-        ssh=SshSettings(identity_file, known_hosts_file, tuple(ssh_options)),
-        max_attempts=fix_attempts if fix else 0,
-        progress=lambda m: say(f"apron: {m}"),
-    )
-    if fix:
-        say(
-            f"apron: --fix: {len(outcome.boots)} boot(s); {outcome.stopped_because}"
-            + (f"; fix records {', '.join(f[:12] for f in outcome.fixes)}" if outcome.fixes else "")
-        )
+    outcome = run_boot(request, planner if gpu else None, progress=lambda m: say(f"apron: {m}"))
     result = outcome.final
     if as_json:
-        emit_json({"id": result.record_id, **result.record})
+        emit_json({"id": result.record_id, **result.record.to_json()})
     else:
         from apron.records.report import render_boot
-        from apron.records.store import StoredRecord
 
-        click.echo(render_boot(StoredRecord(result.record_id, result.record)))
-    fault = result.record.get("fault")
-    if result.record["outcome"] != "healthy" or fault:
-        what = "healthy, but" if result.record["outcome"] == "healthy" else result.record["outcome"]
-        raise Failed(
-            f"boot {what}: {fault.get('reason')}: {str(fault.get('evidence'))[:300]} (record {result.record_id[:12]})"
-        )
-    verdicts = (result.record.get("after_healthy") or {}).get("verdicts") or {}
-    missed = [name for name, value in verdicts.items() if value is False]
-    if missed:
-        raise Failed(f"booted, but not {' / '.join(missed)}: see the checks in record {result.record_id[:12]}")
+        click.echo(render_boot(result.record_id, result.record))
+    problem = failure(result)
+    if problem:
+        raise Failed(problem)
 
 
 @cli.group("log")
@@ -543,8 +741,8 @@ def log_group() -> None:
 
 @log_group.command("parse")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False))
-@click.option("--json", "as_json", is_flag=True, help="Print every field as JSON.")
-def log_parse_command(file, as_json) -> None:
+@json_option("Print every field as JSON.")
+def log_parse_command(file: str, as_json: bool) -> None:
     """What a vLLM start-up log says: memory accounting, timings, config, errors (null when not printed)."""
     from apron.measure.logparse import parse_file
 
@@ -564,14 +762,14 @@ def log_parse_command(file, as_json) -> None:
 
 @cli.group("records")
 def records_group() -> None:
-    """Plans and boots kept side by side (content-addressed JSON)."""
+    """Plans, boots and fixes kept side by side (content-addressed JSON)."""
 
 
 @records_group.command("list")
-@click.option("--records", type=click.Path(file_okay=False), help="Record store folder.")
-@click.option("--kind", type=click.Choice(["plan", "boot", "fix"]))
-@click.option("--json", "as_json", is_flag=True)
-def records_list_command(records, kind, as_json) -> None:
+@option("--kind", group="Options", type=click.Choice(["plan", "boot", "fix"]))
+@records_option
+@json_option()
+def records_list_command(kind: str | None, records: str | None, as_json: bool) -> None:
     """Every record in the store, newest boots last."""
     from apron.records.report import render_list
     from apron.records.views import list_rows
@@ -585,14 +783,22 @@ def records_list_command(records, kind, as_json) -> None:
 
 @records_group.command("show")
 @click.argument("record_id")
-@click.option("--records", type=click.Path(file_okay=False))
-@click.option("--log", "with_log", is_flag=True, help="Print the engine log stored with a boot record.")
-@click.option("--json", "as_json", is_flag=True)
-@click.option(
-    "--html", "html_file", is_flag=False, flag_value="", help="Write the record's page (default ./apron-ID.html)."
+@option("--log", "with_log", group="Options", is_flag=True, help="Print the engine log stored with a boot record.")
+@option(
+    "--html",
+    "html_file",
+    group="Output",
+    is_flag=False,
+    flag_value="",
+    help="Write the record's page (default ./apron-ID.html).",
 )
-def records_show_command(record_id, records, with_log, as_json, html_file) -> None:
+@records_option
+@json_option()
+def records_show_command(
+    record_id: str, with_log: bool, html_file: str | None, records: str | None, as_json: bool
+) -> None:
     """One record (a unique id prefix is enough)."""
+    from apron.records.documents import BootRecord
     from apron.records.report import render_boot
 
     store = _store(records)
@@ -604,25 +810,25 @@ def records_show_command(record_id, records, with_log, as_json, html_file) -> No
         click.echo(write_record_page(store, record_id, Path(html_file) if html_file else None))
         return
     record = store.get(record_id)
+    document = record.document
     if with_log:
-        sha = record.document.get("log", {}).get("sha256")
-        if not sha:
-            raise BadInput(f"record {record.id[:12]} has no log")
-        sys.stdout.write(store.get_blob(sha).decode("utf-8", errors="replace"))
+        if not isinstance(document, BootRecord):
+            raise BadInput(f"record {record.id[:12]} is a {record.kind}: only boot records keep a log")
+        sys.stdout.write(store.get_blob(document.log.sha256).decode("utf-8", errors="replace"))
         return
-    if as_json or record.kind in ("plan", "fix"):
+    if as_json or not isinstance(document, BootRecord):
         from apron.records.views import show_document
 
         emit_json(show_document(store, record.id))
     else:
-        click.echo(render_boot(record))
+        click.echo(render_boot(record.id, document))
 
 
 @records_group.command("compare")
 @click.argument("record_id")
-@click.option("--records", type=click.Path(file_okay=False))
-@click.option("--json", "as_json", is_flag=True)
-def records_compare_command(record_id, records, as_json) -> None:
+@records_option
+@json_option()
+def records_compare_command(record_id: str, records: str | None, as_json: bool) -> None:
     """Predicted (the linked plan) beside measured (the boot), with the error per quantity."""
     from apron.records.report import render_compare
     from apron.records.views import compare_document
@@ -662,21 +868,36 @@ def report_command(record_ids, select_all, out_dir, open_page, records, as_json)
 
 @cli.command("diagnose")
 @click.argument("logfile", type=click.Path(dir_okay=False))
-@click.option("--plan", "plan_ref", help="The plan the boot ran: a plan JSON file (apron plan --json) or a record id.")
-@click.option(
+@option(
+    "--plan",
+    "plan_ref",
+    group="Options",
+    help="The plan the boot ran: a plan JSON file (apron plan --json) or a plan record id.",
+)
+@option(
     "--engine",
     "engine",
+    group="Options",
     help="vLLM release of the boot, e.g. vllm==0.32.0 (default: the plan's, else the log's banner).",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the apron.diagnosis/1 JSON document.")
-def diagnose_command(logfile, plan_ref, engine, as_json) -> None:
+@records_option
+@json_option("Print the apron.diagnosis/1 JSON document.")
+def diagnose_command(
+    logfile: str, plan_ref: str | None, engine: str | None, records: str | None, as_json: bool
+) -> None:
     """Find the decisive error in a failed boot's LOGFILE, the rule that corrects it, and whether the plan knew."""
+    from apron.records.saved import not_a_plan, saved_plan
     from apron.report.diagnosis import render_diagnosis
-    from apron.rules import diagnose
-    from apron.rules.plans import load_plan_ref, read_log
+    from apron.rules import StatusStore, diagnose
+    from apron.rules.diagnose import read_log
 
-    plan = load_plan_ref(plan_ref) if plan_ref else None
-    diagnosis = diagnose(read_log(logfile), plan_json=plan, engine_version=_engine_option(engine))
+    store = _store(records)
+    plan = saved_plan(plan_ref, store) if plan_ref else None
+    if plan_ref and plan is None:
+        raise not_a_plan(f"--plan {plan_ref}")
+    diagnosis = diagnose(
+        read_log(logfile), plan=plan, engine_version=_engine_option(engine), store=StatusStore(store.rules_dir)
+    )
     if as_json:
         emit_json(diagnosis.to_json())
         return
@@ -688,20 +909,18 @@ def rules_group() -> None:
     """Correction rules and their status (hypothesis or proven) per vLLM release."""
 
 
-def _status_store(records: str | None):
+def _status_store(records: str | None) -> StatusStore:
     """Rule statuses live beside the boot records that prove them (RECORDS/rules)."""
-    from pathlib import Path
-
     from apron.rules import StatusStore
 
-    return StatusStore(Path(records) / "rules" if records else None)
+    return StatusStore(_store(records).rules_dir)
 
 
 @rules_group.command("list")
-@click.option("--engine", "engine", help="Show each rule's status on this release, e.g. vllm==0.32.0.")
-@click.option("--records", type=click.Path(file_okay=False), help="Record store folder (default: Apron's data dir).")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def rules_list_command(engine, records, as_json) -> None:
+@option("--engine", "engine", group="Options", help="Show each rule's status on this release, e.g. vllm==0.32.0.")
+@records_option
+@json_option()
+def rules_list_command(engine: str | None, records: str | None, as_json: bool) -> None:
     """Every correction rule, the failure families it answers, and where it is proven."""
     from apron.report.diagnosis import render_rules, rule_json
     from apron.rules import all_rules
@@ -718,9 +937,9 @@ def rules_list_command(engine, records, as_json) -> None:
 
 @rules_group.command("show")
 @click.argument("rule_id")
-@click.option("--records", type=click.Path(file_okay=False), help="Record store folder (default: Apron's data dir).")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def rules_show_command(rule_id, records, as_json) -> None:
+@records_option
+@json_option()
+def rules_show_command(rule_id: str, records: str | None, as_json: bool) -> None:
     """One rule: what it changes, why, and its status and evidence on every release."""
     from apron.report.diagnosis import render_rule, rule_json
     from apron.rules import get_rule
@@ -747,7 +966,7 @@ def engine_group() -> None:
     help="Write the facts file here instead of Apron's cache.",
 )
 @click.option("--jobs", type=click.IntRange(min=1), default=None, help="Parser processes (default: CPUs).")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@json_option()
 def engine_sync_command(spec: str, out_dir: str | None, jobs: int | None, as_json: bool) -> None:
     """Read a release's facts from its wheel (pip download) or a local wheel or source tree."""
     from pathlib import Path
@@ -770,7 +989,7 @@ def engine_sync_command(spec: str, out_dir: str | None, jobs: int | None, as_jso
 
 
 @engine_group.command("list")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@json_option()
 def engine_list_command(as_json: bool) -> None:
     """List the releases Apron has facts for (shipped and synced)."""
     from apron.engine.summary import list_rows
@@ -788,7 +1007,7 @@ def engine_list_command(as_json: bool) -> None:
 
 @engine_group.command("show")
 @click.argument("version", metavar="X")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON (a summary; --full for everything).")
+@json_option("Print JSON (a summary; --full for everything).")
 @click.option("--full", is_flag=True, help="With --json: the whole facts document.")
 def engine_show_command(version: str, as_json: bool, full: bool) -> None:
     """Show one release's facts: counts, pins, defaults and gaps."""
@@ -806,7 +1025,7 @@ def engine_show_command(version: str, as_json: bool, full: bool) -> None:
 @engine_group.command("diff")
 @click.argument("old", metavar="X")
 @click.argument("new", metavar="Y")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@json_option()
 def engine_diff_command(old: str, new: str, as_json: bool) -> None:
     """What changed from release X to release Y, and which mirrored functions need re-checking."""
     from apron.engine.diff import diff_facts
@@ -823,75 +1042,66 @@ def engine_diff_command(old: str, new: str, as_json: bool) -> None:
 
 @cli.command("check")
 @click.argument("url")
-@click.option("--model", required=True, help="The served model name (as /v1/models lists it).")
-@click.option(
+@option("--model", group="Endpoint", required=True, help="The served model name (as /v1/models lists it).")
+@option(
+    "--timeout",
+    "timeout_seconds",
+    group="Endpoint",
+    type=float,
+    default=600,
+    show_default=True,
+    help="Seconds per request.",
+)
+@option(
     "--suite",
+    group="Checks",
     type=click.Choice(["short", "deploy"]),
     default="short",
     show_default=True,
     help="short: three exact questions; deploy: needle, tool call, JSON schema, image, reasoning.",
 )
-@click.option("--only", multiple=True, help="Run only this check (repeatable), e.g. --only tool_call.")
-@click.option("--multimodal", is_flag=True, help="The model takes images: run the image check.")
-@click.option(
-    "--reasoning-effort",
-    type=click.Choice(["none", "minimal", "low", "medium", "high", "xhigh", "max"]),
-    help="Send reasoning_effort (for chat templates that read it; low keeps answers short).",
-)
-@click.option(
+@option("--only", group="Checks", multiple=True, help="Run only this check (repeatable), e.g. --only tool_call.")
+@option("--multimodal", group="Checks", is_flag=True, help="The model takes images: run the image check.")
+@reasoning_effort_option
+@option(
     "--reasoning/--no-reasoning",
+    group="Checks",
     default=None,
     help="The model thinks before answering (default: judge from its replies).",
 )
-@click.option("--reasoning-parser", help="The model's reasoning parser, named in fixes.")
-@click.option("--tool-parser", help="The model's tool-call parser, named in fixes.")
-@click.option(
+@option("--reasoning-parser", group="Checks", help="The model's reasoning parser, named in fixes.")
+@option(
+    "--tool-call-parser",
+    "tool_parser",
+    group="Checks",
+    old=("--tool-parser",),
+    help="The model's tool-call parser (vLLM's --tool-call-parser), named in fixes.",
+)
+@option(
     "--tool-choice",
+    group="Checks",
     type=click.Choice(["auto", "required", "named"]),
     default="auto",
     show_default=True,
     help="auto goes through the server's tool parser; required/named are constrained by the server.",
 )
-@click.option("--answer-budget-tokens", type=int, default=64, show_default=True, help="max_tokens for a short answer.")
-@click.option("--seed", type=int, help="Seed for the needle, its depth and the image colour (default: random).")
-@click.option("--timeout", "timeout_seconds", type=float, default=600, show_default=True, help="Seconds per request.")
-@click.option("--json", "as_json", is_flag=True, help="Print the apron.check/1 JSON document.")
-def check_command(
-    url,
-    model,
-    suite,
-    only,
-    multimodal,
-    reasoning_effort,
-    reasoning,
-    reasoning_parser,
-    tool_parser,
-    tool_choice,
-    answer_budget_tokens,
-    seed,
-    timeout_seconds,
-    as_json,
-) -> None:
+@option(
+    "--answer-budget-tokens",
+    group="Checks",
+    type=int,
+    default=64,
+    show_default=True,
+    help="max_tokens for a short answer.",
+)
+@option(
+    "--seed", group="Checks", type=int, help="Seed for the needle, its depth and the image colour (default: random)."
+)
+@json_option("Print the apron.check/1 JSON document.")
+def check_command(url: str, model: str, as_json: bool, only: tuple[str, ...], **opts: Any) -> None:
     """Will the model at URL answer the way users ask? Exit 1 if a check fails."""
-    from apron.errors import Failed
     from apron.measure.checks import run_checks
 
-    report = run_checks(
-        url,
-        model,
-        suite,
-        multimodal=multimodal,
-        reasoning_effort=reasoning_effort,
-        reasoning=reasoning,
-        reasoning_parser=reasoning_parser,
-        tool_parser=tool_parser,
-        tool_choice=tool_choice,
-        answer_budget_tokens=answer_budget_tokens,
-        seed=seed,
-        timeout_seconds=timeout_seconds,
-        only=tuple(only) or None,
-        progress=say,
-    )
+    report = run_checks(url, model, only=only or None, progress=say, **opts)
     if as_json:
         emit_json(report.to_json())
     else:
@@ -905,51 +1115,36 @@ def check_command(
 
 @cli.command("serve-test")
 @click.argument("url")
-@click.option("--model", required=True, help="The served model name (as /v1/models lists it).")
-@click.option("--vllm", "vllm_executable", help="The `vllm` executable (default: the one on PATH).")
-@click.option("--num-prompts", type=int, default=50, show_default=True)
-@click.option("--input-len", type=int, default=512, show_default=True, help="Tokens in per request.")
-@click.option("--output-len", type=int, default=128, show_default=True, help="Tokens out per request.")
-@click.option("--concurrency", type=int, default=4, show_default=True, help="Requests in flight at once.")
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--tokenizer", help="Tokenizer for the prompts (default: the served model's root from /v1/models).")
-@click.option(
-    "--result-dir", type=click.Path(file_okay=False), help="Where the result JSON goes (default: Apron's data dir)."
+@option("--model", group="Endpoint", required=True, help="The served model name (as /v1/models lists it).")
+@option(
+    "--timeout",
+    "timeout_seconds",
+    group="Endpoint",
+    type=float,
+    default=1800,
+    show_default=True,
+    help="Seconds for the whole test.",
 )
-@click.option("--timeout", "timeout_seconds", type=float, default=1800, show_default=True)
-@click.option("--json", "as_json", is_flag=True, help="Print the apron.serve_test/1 JSON document.")
-def serve_test_command(
-    url,
-    model,
-    vllm_executable,
-    num_prompts,
-    input_len,
-    output_len,
-    concurrency,
-    seed,
-    tokenizer,
-    result_dir,
-    timeout_seconds,
-    as_json,
-) -> None:
+@option("--vllm", "vllm_executable", group="Serving test", help="The `vllm` executable (default: the one on PATH).")
+@serving_options("Serving test", (50, 512, 128, 4))
+@option("--seed", group="Serving test", type=int, default=0, show_default=True)
+@option(
+    "--tokenizer",
+    group="Serving test",
+    help="Tokenizer for the prompts (default: the served model's root from /v1/models).",
+)
+@option(
+    "--result-dir",
+    group="Output",
+    type=click.Path(file_okay=False),
+    help="Where the result JSON goes (default: Apron's data dir).",
+)
+@json_option("Print the apron.serve_test/1 JSON document.")
+def serve_test_command(url: str, model: str, as_json: bool, **opts: Any) -> None:
     """How fast does the model at URL serve? vLLM's own `vllm bench serve`; exit 1 if requests fail."""
-    from apron.errors import Failed
     from apron.measure.servetest import run_serve_test
 
-    report = run_serve_test(
-        url,
-        model,
-        vllm_executable=vllm_executable,
-        num_prompts=num_prompts,
-        input_len=input_len,
-        output_len=output_len,
-        concurrency=concurrency,
-        seed=seed,
-        tokenizer=tokenizer,
-        result_dir=result_dir,
-        timeout_seconds=timeout_seconds,
-        progress=say,
-    )
+    report = run_serve_test(url, model, progress=say, **opts)
     if as_json:
         emit_json(report.to_json())
     else:

@@ -40,8 +40,3 @@ class HostFault(Failed):
 
 class HarnessFault(Failed):
     """Apron's own harness failed around a boot (download, tooling), not the model."""
-
-
-def gib(num_bytes: int | float) -> str:
-    """Bytes as GiB with two decimals, the way vLLM prints them in its messages."""
-    return f"{num_bytes / 2**30:.2f} GiB"

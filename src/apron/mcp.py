@@ -141,16 +141,22 @@ def fit(
     )
 
 
-def diagnose(log_text: str, plan: str | None = None, engine: str | None = None) -> Any:
+def diagnose(log_text: str, plan: str | None = None, engine: str | None = None, records: str | None = None) -> Any:
     """The decisive error in a failed vLLM boot's log text, the correction rule that answers it, and
-    whether the plan knew. plan: a plan JSON file or a plan record id. Returns apron.diagnosis/1."""
+    whether the plan knew. plan: a plan JSON file or a plan record id (records: the store folder).
+    Returns apron.diagnosis/1."""
 
-    def build() -> dict:
+    def build() -> dict[str, Any]:
+        from apron.records.saved import not_a_plan, saved_plan
+        from apron.records.store import RecordStore
+        from apron.rules import StatusStore
         from apron.rules import diagnose as run
-        from apron.rules.plans import load_plan_ref
 
-        plan_json = load_plan_ref(plan) if plan else None
-        return run(log_text, plan_json=plan_json, engine_version=_engine(engine)).to_json()
+        store = RecordStore(records)
+        known = saved_plan(plan, store) if plan else None
+        if plan and known is None:
+            raise not_a_plan(f"plan {plan}")
+        return run(log_text, plan=known, engine_version=_engine(engine), store=StatusStore(store.rules_dir)).to_json()
 
     return _document(build)
 

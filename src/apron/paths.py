@@ -1,4 +1,5 @@
-"""Where Apron keeps its cache and data on this machine (APRON_HOME overrides both)."""
+"""Where Apron keeps its cache and data on this machine (APRON_HOME overrides both), and the one way
+it writes a file there."""
 
 from __future__ import annotations
 
@@ -29,3 +30,55 @@ def engine_facts_dir() -> Path:
 
 def records_dir() -> Path:
     return data_dir() / "records"
+
+
+def write_atomic(path: Path, data: bytes, *, overwrite: bool = True, temp_dir: Path | None = None) -> bool:
+    """Write every file Apron keeps (records, blobs, rule statuses, engine facts, header cache) the
+    same way: a temp file in TEMP_DIR (default: the target's folder) with the permissions an ordinary
+    file gets under the user's umask (mkstemp's 0600 would hide records kept in a shared repo), synced,
+    then moved into place, so a reader never sees half a file. With overwrite=False an existing file is
+    kept (a content-addressed record never changes) and False is returned; True when PATH was written.
+    """
+    import tempfile
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    folder = temp_dir or path.parent
+    folder.mkdir(parents=True, exist_ok=True)
+    fd, temp = tempfile.mkstemp(dir=folder, prefix=f".{path.name[:40]}.")
+    try:
+        os.fchmod(fd, 0o666 & ~_umask())
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        if overwrite:
+            os.replace(temp, path)
+            written = True
+        else:
+            written = _link_once(temp, path)
+        _fsync_dir(path.parent)
+        return written
+    finally:
+        Path(temp).unlink(missing_ok=True)
+
+
+def _link_once(temp: str, path: Path) -> bool:
+    try:
+        os.link(temp, path)  # atomic, and refuses to replace an existing file
+    except FileExistsError:
+        return False
+    return True
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -9,12 +9,17 @@ record keeps all three with a verdict per part: booted / responded / answered / 
 from __future__ import annotations
 
 import json
-import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from apron.boot.session import AfterHealthy, Endpoint
+from apron.boot.session import AfterHealthy, Progress, ServedEngine
+from apron.errors import Failed
+from apron.measure.endpoint import Endpoint
+from apron.plan.result import Plan
+
+if TYPE_CHECKING:
+    from apron.measure.servetest import ServeTestSettings
 
 SMOKE_TOKENS = 8
 
@@ -30,16 +35,16 @@ class AnswerSettings:
     reasoning_effort: str | None = None
 
 
-def suite_for(plan: dict, settings: AnswerSettings) -> str | None:
+def suite_for(plan: Plan, settings: AnswerSettings) -> str | None:
     if settings.suite == "none":
         return None
     if settings.suite:
         return settings.suite
-    return "deploy" if int((plan.get("hardware") or {}).get("count") or 1) > 1 else "short"
+    return "deploy" if plan.gpu_count > 1 else "short"
 
 
-def after_healthy_hook(plan: dict, settings: AnswerSettings, progress=lambda m: None) -> AfterHealthy:
-    def hook(endpoint: Endpoint) -> dict:
+def after_healthy_hook(plan: Plan, settings: AnswerSettings, progress: Progress = lambda m: None) -> AfterHealthy:
+    def hook(endpoint: ServedEngine) -> dict[str, Any]:
         out = {"responded": smoke_answer(endpoint.url, endpoint.served_model_name)}
         progress(f"smoke request: {'answered' if out['responded']['ok'] else out['responded']['error']}")
         suite = suite_for(plan, settings)
@@ -53,7 +58,7 @@ def after_healthy_hook(plan: dict, settings: AnswerSettings, progress=lambda m: 
     return hook
 
 
-def verdicts(out: dict) -> dict:
+def verdicts(out: dict[str, Any]) -> dict[str, bool | None]:
     answers, serving = out.get("answers") or {}, out.get("serving") or {}
     return {
         "booted": True,
@@ -63,48 +68,39 @@ def verdicts(out: dict) -> dict:
     }
 
 
-def smoke_answer(url: str, model: str, timeout_seconds: float = 300) -> dict:
+def smoke_answer(url: str, model: str, timeout_seconds: float = 300) -> dict[str, Any]:
     """One chat request of a few tokens: the endpoint returns tokens (what the text is, the checks judge)."""
-    body = {
-        "model": model,
-        "messages": [{"role": "user", "content": "Say hello."}],
-        "max_tokens": SMOKE_TOKENS,
-        "temperature": 0,
-    }
-    request = urllib.request.Request(
-        url.rstrip("/") + "/v1/chat/completions",
-        data=json.dumps(body).encode(),
-        headers={"Content-Type": "application/json"},
-        method="POST",
-    )
-    started = time.monotonic()
+    body = {"messages": [{"role": "user", "content": "Say hello."}], "max_tokens": SMOKE_TOKENS, "temperature": 0}
     try:
-        with urllib.request.urlopen(request, timeout=timeout_seconds) as response:
-            reply = json.loads(response.read())
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        return {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:300], "latency_seconds": None}
-    tokens = (reply.get("usage") or {}).get("completion_tokens") or 0
+        with Endpoint(url, model, timeout_seconds=timeout_seconds) as endpoint:
+            reply = endpoint.chat(body)
+    except Failed as exc:
+        return {"ok": False, "error": exc.message[:300], "latency_seconds": None}
+    if not reply.is_ok:
+        return {"ok": False, "error": (reply.error or f"HTTP {reply.status_code}")[:300], "latency_seconds": None}
+    tokens = (reply.body.get("usage") or {}).get("completion_tokens") or 0
     return {
         "ok": tokens > 0,
         "error": None if tokens else "no tokens in the reply",
         "completion_tokens": tokens,
-        "latency_seconds": round(time.monotonic() - started, 3),
+        "latency_seconds": round(reply.latency_seconds, 3),
     }
 
 
-def _checks(endpoint: Endpoint, plan: dict, suite: str, settings: AnswerSettings, progress) -> dict:
+def _checks(
+    endpoint: ServedEngine, plan: Plan, suite: str, settings: AnswerSettings, progress: Progress
+) -> dict[str, Any]:
     from apron.measure.checks import run_checks
 
-    flags = " ".join(plan.get("flags") or [])
     try:
         report = run_checks(
             endpoint.url,
             endpoint.served_model_name,
             suite,
-            multimodal=_is_multimodal(plan),
+            multimodal=plan.sends_images,
             reasoning_effort=settings.reasoning_effort,
-            reasoning_parser=_flag_value(flags, "--reasoning-parser"),
-            tool_parser=_flag_value(flags, "--tool-call-parser"),
+            reasoning_parser=plan.flag_value("--reasoning-parser"),
+            tool_parser=plan.flag_value("--tool-call-parser"),
             progress=progress,
         )
     except Exception as exc:  # noqa: BLE001 - a broken check run is recorded, the boot record still lands
@@ -112,9 +108,9 @@ def _checks(endpoint: Endpoint, plan: dict, suite: str, settings: AnswerSettings
     return report.to_json()
 
 
-def _serving(endpoint: Endpoint, settings: AnswerSettings, progress) -> dict:
+def _serving(endpoint: ServedEngine, settings: AnswerSettings, progress: Progress) -> dict[str, Any]:
     """vllm bench serve runs on the target, next to the engine (its tokenizer is there too)."""
-    from apron.measure.servetest import ServeReport, ServeTestSettings
+    from apron.measure.servetest import ServeTestSettings
 
     test = ServeTestSettings(
         settings.num_prompts, settings.input_len, settings.output_len, settings.concurrency, 0
@@ -135,13 +131,13 @@ def _serving(endpoint: Endpoint, settings: AnswerSettings, progress) -> dict:
                 concurrency=test.concurrency,
                 progress=progress,
             ).to_json()
-        return _remote_serving(endpoint, test, ServeReport, progress)
+        return _remote_serving(endpoint, test, progress)
     except Exception as exc:  # noqa: BLE001 - recorded as a failed serving test, not a lost boot
         return {"verdict": "not_served", "error": f"{type(exc).__name__}: {exc}"[:500]}
 
 
-def _remote_serving(endpoint: Endpoint, test, report_type, progress) -> dict:
-    from apron.measure.servetest import bench_command, first_request_error, parse_bench_result
+def _remote_serving(endpoint: ServedEngine, test: ServeTestSettings, progress: Progress) -> dict[str, Any]:
+    from apron.measure.servetest import ServeReport, bench_command, first_request_error, parse_bench_result
 
     model_root = _served_root(endpoint)
     command = bench_command(
@@ -150,14 +146,14 @@ def _remote_serving(endpoint: Endpoint, test, report_type, progress) -> dict:
         endpoint.served_model_name,
         model_root,
         test,
-        endpoint.run_dir,
+        Path(endpoint.run_dir),
         "serve-test.json",
     )
     progress(f"serve test on the target: {test.num_prompts} requests (vllm bench serve)")
     result = endpoint.run(command, timeout=3600)
     document = json.loads(endpoint.run(["cat", f"{endpoint.run_dir}/serve-test.json"]).stdout)
     figures = parse_bench_result(document)
-    report = report_type(
+    report = ServeReport(
         endpoint.target_url,
         endpoint.served_model_name,
         test,
@@ -169,24 +165,7 @@ def _remote_serving(endpoint: Endpoint, test, report_type, progress) -> dict:
     return report.to_json()
 
 
-def _served_root(endpoint: Endpoint) -> str:
-    with urllib.request.urlopen(endpoint.url.rstrip("/") + "/v1/models", timeout=60) as response:
-        models = json.loads(response.read()).get("data") or [{}]
-    return models[0].get("root") or endpoint.served_model_name
-
-
-def _flag_value(flags: str, name: str) -> str | None:
-    words = flags.split()
-    return words[words.index(name) + 1] if name in words and words.index(name) + 1 < len(words) else None
-
-
-def _is_multimodal(plan: dict) -> bool:
-    if "--language-model-only" in (plan.get("flags") or []):
-        return False
-    encoder = (plan.get("details") or {}).get("encoder")
-    if encoder is not None:  # plan/memory.py: the encoder the plan modelled (or why it runs none)
-        return not encoder.get("skipped")
-    unknown = " ".join(plan.get("unknowns") or []) + str(
-        (plan.get("quantities") or {}).get("activation_peak_bytes", {}).get("basis", "")
-    )
-    return "encoder" in unknown
+def _served_root(endpoint: ServedEngine) -> str:
+    with Endpoint(endpoint.url, timeout_seconds=60) as engine:
+        models = engine.served_models()
+    return (models[0].root if models else None) or endpoint.served_model_name

@@ -13,9 +13,13 @@ the last lines of its log, and the harness's own message for the stage that fail
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from typing import Final
 
-HOST, HARNESS, MODEL = "host", "harness", "model"
+from apron.records.documents import Fault
+
+HOST: Final = "host"
+HARNESS: Final = "harness"
+MODEL: Final = "model"
 
 # (reason, pattern). Order matters only between kinds: host patterns are tried first because an
 # NCCL or ECC failure surfaces as an engine exception too.
@@ -74,21 +78,6 @@ HARNESS_PATTERNS: tuple[tuple[str, re.Pattern], ...] = tuple(
 )
 # Stages run by Apron itself: a failure there with no host evidence is the harness's.
 HARNESS_STAGES = ("connect", "prepare", "identity", "copy", "download", "launch", "after_healthy", "teardown")
-
-
-@dataclass(frozen=True)
-class Fault:
-    kind: str  # "host" | "harness" | "model"
-    reason: str  # short and stable: what kind of failure, for people and for grouping
-    evidence: str  # the line that decided it
-    stage: str = ""
-
-    @property
-    def is_host(self) -> bool:
-        return self.kind == HOST
-
-    def to_json(self) -> dict:
-        return {"kind": self.kind, "reason": self.reason, "evidence": self.evidence[:1000], "stage": self.stage}
 
 
 def classify(

@@ -19,6 +19,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from apron.errors import BadInput, HostFault
 
@@ -90,7 +91,7 @@ class StreamFollower(LogFollower):
         received = self._offset
         while not self._closed:
             self._proc = self._start(received)
-            fd = self._proc.stdout.fileno()
+            fd = _pipe(self._proc.stdout).fileno()
             while True:
                 chunk = os.read(fd, 1 << 16)
                 if not chunk:
@@ -347,11 +348,12 @@ class SshHost(Host):
             stderr=subprocess.PIPE,
             start_new_session=True,
         )
-        tar.stdout.close()
+        _pipe(tar.stdout).close()
         _, err = ssh.communicate()
         tar.wait()
         if ssh.returncode != 0 or tar.returncode != 0:
-            message = err.decode(errors="replace").strip() or tar.stderr.read().decode(errors="replace").strip()
+            tar_err = _pipe(tar.stderr).read().decode(errors="replace").strip()
+            message = err.decode(errors="replace").strip() or tar_err
             exc = HostFault if ssh.returncode == 255 else RuntimeError
             raise exc(f"copying {local_dir} to {self.address}:{target} failed: {message}")
         return target
@@ -375,5 +377,8 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def scratch_dir(prefix: str) -> Path:
-    return Path(tempfile.mkdtemp(prefix=prefix))
+def _pipe(stream: IO[bytes] | None) -> IO[bytes]:
+    """A stream Popen opened with PIPE (None only when it was not asked for)."""
+    if stream is None:
+        raise RuntimeError("the subprocess was started without this pipe")
+    return stream

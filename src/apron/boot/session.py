@@ -14,20 +14,22 @@ import shlex
 import signal
 import time
 import traceback
-import urllib.error
-import urllib.request
 import uuid
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from apron.boot.command import ServeCommand, build_command
-from apron.boot.faults import Fault, classify
+from apron.boot.faults import classify
 from apron.boot.hosts import Host, LogFollower, Result
 from apron.boot.probe import DOWNLOAD, IDENTITY
 from apron.errors import ApronError, BadInput, HarnessFault, HostFault
 from apron.measure import logparse
+from apron.measure.endpoint import Endpoint
+from apron.plan.result import Plan
+from apron.records.documents import Fault
 
 Progress = Callable[[str], None]
 
@@ -51,7 +53,7 @@ class BootOptions:
 
 
 @dataclass(frozen=True)
-class Endpoint:
+class ServedEngine:
     """What after_healthy gets: the engine's API from this machine, and a way to run on the target
     (`vllm bench serve` runs there, next to the engine)."""
 
@@ -66,7 +68,7 @@ class Endpoint:
         return self.host.run(" ".join(shlex.quote(a) for a in argv), timeout=timeout)
 
 
-AfterHealthy = Callable[[Endpoint], dict]
+AfterHealthy = Callable[[ServedEngine], dict[str, Any]]
 
 
 class EngineExited(Exception):
@@ -76,7 +78,7 @@ class EngineExited(Exception):
 
 
 class Stopwatch:
-    def __init__(self):
+    def __init__(self) -> None:
         self.marks: dict[str, float] = {}
 
     @contextmanager
@@ -115,7 +117,7 @@ class BootRun:
     def __init__(
         self,
         host: Host,
-        plan: dict,
+        plan: Plan,
         options: BootOptions,
         local_dir: Path,
         after_healthy: AfterHealthy | None = None,
@@ -124,8 +126,9 @@ class BootRun:
         self.host, self.plan, self.options = host, plan, options
         self.after_healthy, self.progress = after_healthy, progress
         self.local_dir = local_dir
-        self.attempt = Attempt(target=host.address, started_at=now_iso(), log_path=local_dir / "engine.log")
-        self.run_dir: str | None = None
+        self.log_path = local_dir / "engine.log"
+        self.attempt = Attempt(target=host.address, started_at=now_iso(), log_path=self.log_path)
+        self.run_dir = ""  # on the target, once prepared
         self.tmp_dir: str | None = None
         self.pgid: int | None = None
         self.follower: LogFollower | None = None
@@ -135,7 +138,7 @@ class BootRun:
     # -- the sequence ----------------------------------------------------------------------------
     def execute(self) -> Attempt:
         self.local_dir.mkdir(parents=True, exist_ok=True)
-        self.attempt.log_path.write_bytes(b"")
+        self.log_path.write_bytes(b"")
         try:
             with _terminate_as_interrupt():
                 self._boot()
@@ -177,7 +180,7 @@ class BootRun:
         self._stage = "launch"
         port = self._free_port(python)
         command = build_command(
-            self.plan["command"],
+            self.plan.command,
             vllm=vllm,
             model_path=model_path,
             port=port,
@@ -200,7 +203,7 @@ class BootRun:
         self.progress(f"healthy after {self.attempt.timings.marks['engine_start_seconds']:.1f} s")
         self._stage = "after_healthy"
         if self.after_healthy is not None:
-            endpoint = Endpoint(
+            endpoint = ServedEngine(
                 url=url,
                 target_url=f"http://127.0.0.1:{port}",
                 served_model_name=self._served_name(),
@@ -211,7 +214,9 @@ class BootRun:
             with self.attempt.timings.time("after_healthy_seconds"):
                 self._call_hook(endpoint)
 
-    def _call_hook(self, endpoint: Endpoint) -> None:
+    def _call_hook(self, endpoint: ServedEngine) -> None:
+        if self.after_healthy is None:
+            return
         try:
             result = self.after_healthy(endpoint)
         except Exception as exc:  # noqa: BLE001 - the boot was healthy; the checks' own failure is the harness's
@@ -242,8 +247,8 @@ class BootRun:
         return json.loads(result.stdout.strip().splitlines()[-1])
 
     def _weights(self, python: str, workdir: str) -> str:
-        o, model = self.options, self.plan["model"]
-        local = o.weights or (model["source"] if model.get("source_kind") == "local" else None)
+        o, model = self.options, self.plan.model
+        local = o.weights or (model.source if model.source_kind == "local" else None)
         if local:
             folder = Path(local)
             if not (folder / "config.json").is_file():
@@ -252,16 +257,16 @@ class BootRun:
             if self.host.kind != "local":
                 self.progress(f"copying {folder} to {self.host.address}")
             return self.host.put_dir(folder, f"{self.run_dir}/model")
-        if not model.get("repo_id"):
+        if not model.repo_id:
             raise BadInput(
-                f"the plan's source {model['source']} has no weights to boot (a snapshot holds headers "
+                f"the plan's source {model.source} has no weights to boot (a snapshot holds headers "
                 "only): plan the Hub repo or a local folder, or pass --weights DIR"
             )
-        revision = model.get("revision")
-        local_dir = f"{workdir}/models/{model['repo_id'].replace('/', '--')}@{revision or 'main'}"
-        self.progress(f"downloading {model['repo_id']}@{revision or 'main'} on {self.host.address}")
+        revision = model.revision
+        local_dir = f"{workdir}/models/{model.repo_id.replace('/', '--')}@{revision or 'main'}"
+        self.progress(f"downloading {model.repo_id}@{revision or 'main'} on {self.host.address}")
         request = json.dumps(
-            {"repo_id": model["repo_id"], "revision": revision, "local_dir": local_dir, "token": o.hf_token}
+            {"repo_id": model.repo_id, "revision": revision, "local_dir": local_dir, "token": o.hf_token}
         ).encode()
         env = "HF_HUB_DISABLE_PROGRESS_BARS=1 "
         result = self._check(self.host.run(f"{env}{q(python)} -c {q(DOWNLOAD)}", 6 * 3600, stdin=request), "download")
@@ -289,12 +294,16 @@ class BootRun:
         self.follower = self.host.follow(f"{self.run_dir}/engine.log", 0)
 
     def _wait_healthy(self, url: str, started: float) -> None:
+        with Endpoint(url) as engine:
+            self._poll_health(engine, started)
+
+    def _poll_health(self, engine: Endpoint, started: float) -> None:
         deadline = started + self.options.health_timeout_seconds
         status_every = 0.5 if self.host.kind == "local" else 2.0
         next_status = 0.0
         while True:
             self._pump_log()
-            if _healthy(url):
+            if engine.is_healthy():
                 self._pump_log()
                 return
             now = time.monotonic()
@@ -326,12 +335,13 @@ class BootRun:
     def _pump_log(self) -> None:
         if self.follower is None:
             return
-        if getattr(self.follower, "error", None):
-            raise HostFault(f"{self.host.address}: {self.follower.error}")
+        error = getattr(self.follower, "error", None)  # a follower over ssh reports a lost connection
+        if error:
+            raise HostFault(f"{self.host.address}: {error}")
         data = self.follower.drain()
         if not data:
             return
-        with open(self.attempt.log_path, "ab") as handle:
+        with open(self.log_path, "ab") as handle:
             handle.write(data)
         lines = (self._partial + data).split(b"\n")
         self._partial = lines.pop()
@@ -398,13 +408,12 @@ class BootRun:
 
     def _engine_fault(self, stage: str, message: str) -> Fault:
         self._pump_log()
-        text = self.attempt.log_path.read_text(errors="replace") if self.attempt.log_path.exists() else ""
+        text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
         parsed = logparse.parse_log(text)
         return classify(stage, message, parsed.errors or parsed.errors_after_shutdown, text[-20000:])
 
     def _served_name(self) -> str:
-        model = self.plan["model"]
-        return self.options.served_model_name or model.get("repo_id") or Path(model["source"]).name
+        return self.options.served_model_name or self.plan.served_model_name
 
 
 def engine_phase(line: str) -> str | None:
@@ -437,16 +446,6 @@ PHASES = (
     ("init engine (profile, create kv cache, warmup model)", ""),
     ("Starting vLLM server on", "API server"),
 )
-
-
-def _healthy(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url + "/health", timeout=3) as response:
-            return response.status == 200
-    except (urllib.error.URLError, OSError, ValueError):
-        return False
-    except Exception:  # noqa: BLE001 - http.client raises RemoteDisconnected etc. while the tunnel has no peer
-        return False
 
 
 def q(text: str) -> str:

@@ -4,7 +4,8 @@ The task is built with SkyPilot's own Task/Resources API: the accelerator named 
 count = tensor-parallel size, a disk sized from the checkpoint, a setup that installs the pinned vLLM
 in a venv. Apron then reaches the cluster over SSH (SkyPilot writes a `Host <cluster>` entry to the
 user's SSH config) and boots it like any ssh target. Autostop (down) is the safety net if Apron
-dies; `down()` runs in every outcome. SkyPilot is imported only here, only when used.
+dies; `down()` runs in every outcome. SkyPilot is imported only here, only when used; from 0.10 its
+client calls return a request id, awaited with sky.stream_and_get.
 """
 
 from __future__ import annotations
@@ -13,8 +14,15 @@ import math
 import shlex
 import uuid
 from dataclasses import dataclass
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
+from apron.boot.hosts import SshHost, SshTarget
 from apron.errors import BadInput, HostFault
+from apron.plan.result import Plan
+
+if TYPE_CHECKING:
+    from apron.boot.runner import SshSettings
 
 GIB = 2**30
 # PyTorch device name (the plan's GPU) -> SkyPilot accelerator name.
@@ -44,7 +52,7 @@ VENV = "$HOME/apron-vllm"
 AUTOSTOP_MINUTES = 30
 
 
-def import_sky():
+def import_sky() -> ModuleType:
     try:
         import sky  # noqa: PLC0415 - optional, heavy: only when a sky target is used
     except ImportError:
@@ -59,29 +67,29 @@ def accelerator_for(gpu_name: str) -> str:
         raise BadInput(f"no SkyPilot accelerator name is known for '{gpu_name}'; boot it over ssh:// instead") from None
 
 
-def disk_gib_for(plan: dict) -> int:
+def disk_gib_for(plan: Plan) -> int:
     """The checkpoint (downloaded once), the vLLM venv and compile caches, with room to spare."""
-    checkpoint = (plan.get("details", {}).get("weights", {}) or {}).get("checkpoint_bytes") or 0
+    checkpoint = plan.checkpoint_bytes or 0
     return max(100, int(math.ceil(checkpoint * 1.2 / GIB)) + 80)
 
 
 @dataclass
 class SkyCluster:
     name: str
-    plan: dict
+    plan: Plan
     cloud: str | None = None
     launched: bool = False
 
     @classmethod
-    def for_plan(cls, plan: dict, cloud: str | None = None) -> SkyCluster:
+    def for_plan(cls, plan: Plan, cloud: str | None = None) -> SkyCluster:
         return cls(name=f"apron-{uuid.uuid4().hex[:8]}", plan=plan, cloud=cloud)
 
     def describe(self) -> str:
-        hw = self.plan["hardware"]
-        return f"{hw['count']} x {accelerator_for(hw['gpu'])}, {disk_gib_for(self.plan)} GiB disk, {self.cloud or 'any cloud'}"
+        accelerator = accelerator_for(self.plan.gpu_name)
+        return f"{self.plan.gpu_count} x {accelerator}, {disk_gib_for(self.plan)} GiB disk, {self.cloud or 'any cloud'}"
 
     def setup_script(self) -> str:
-        version = self.plan["engine"]["version"]
+        version = self.plan.engine_version
         return "\n".join(
             [
                 "set -e",
@@ -91,31 +99,25 @@ class SkyCluster:
             ]
         )
 
-    def task(self, sky=None):
+    def task(self, sky: ModuleType | None = None) -> Any:
         """The SkyPilot Task for this plan (built, not launched)."""
         sky = sky or import_sky()
-        hw = self.plan["hardware"]
-        cloud = None
-        if self.cloud:
-            cloud = sky.CLOUD_REGISTRY.from_str(self.cloud) if hasattr(sky, "CLOUD_REGISTRY") else None
         resources = sky.Resources(
-            cloud=cloud, accelerators={accelerator_for(hw["gpu"]): int(hw["count"])}, disk_size=disk_gib_for(self.plan)
+            infra=self.cloud,
+            accelerators={accelerator_for(self.plan.gpu_name): self.plan.gpu_count},
+            disk_size=disk_gib_for(self.plan),
         )
         task = sky.Task(name=self.name, setup=self.setup_script(), run=None)
         task.set_resources(resources)
         return task
 
-    def launch(self, ssh_settings):
-        from apron.boot.hosts import SshHost, SshTarget
-
+    def launch(self, ssh_settings: SshSettings) -> SshHost:
         sky = import_sky()
         try:
-            _wait(
-                sky,
-                sky.launch(
-                    self.task(sky), cluster_name=self.name, idle_minutes_to_autostop=AUTOSTOP_MINUTES, down=True
-                ),
+            request = sky.launch(
+                self.task(sky), cluster_name=self.name, idle_minutes_to_autostop=AUTOSTOP_MINUTES, down=True
             )
+            sky.stream_and_get(request)
         except Exception as exc:  # noqa: BLE001 - any provisioning failure is the machine's, not the model's
             self.launched = True  # a half-made cluster must still be taken down
             raise HostFault(f"SkyPilot could not start {self.name}: {type(exc).__name__}: {exc}") from None
@@ -127,13 +129,4 @@ class SkyCluster:
         if not self.launched:
             return
         sky = import_sky()
-        _wait(sky, sky.down(self.name))
-
-
-def _wait(sky, request):
-    """SkyPilot >= 0.10 returns a request id from its client calls; older versions the result."""
-    if hasattr(sky, "stream_and_get") and isinstance(request, str):
-        return sky.stream_and_get(request)
-    if hasattr(sky, "get") and request is not None and type(request).__name__ == "RequestId":
-        return sky.get(request)
-    return request
+        sky.stream_and_get(sky.down(self.name))

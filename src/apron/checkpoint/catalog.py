@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 from apron.checkpoint import files as cf
 from apron.checkpoint.model import Checkpoint
@@ -19,9 +20,9 @@ CATALOG = Path(__file__).parent / "catalog"
 
 
 @lru_cache(maxsize=1)
-def catalog_index() -> dict[str, dict]:
-    text = (CATALOG / "index.json").read_text()
-    return json.loads(text)
+def catalog_index() -> dict[str, dict[str, Any]]:
+    index: dict[str, dict[str, Any]] = json.loads((CATALOG / "index.json").read_text())
+    return index
 
 
 def in_catalog(repo_id: str, revision: str | None = None) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from apron.checkpoint.safetensors import TensorInfo
 from apron.errors import BadInput
@@ -20,7 +21,7 @@ PROCESSOR_FILES = ("preprocessor_config.json", "processor_config.json", "video_p
 OPTIONAL_FILES = (GENERATION_CONFIG, TOKENIZER_CONFIG, CHAT_TEMPLATE, *PROCESSOR_FILES)
 
 
-def parse_json(raw: bytes | str, label: str) -> dict:
+def parse_json(raw: bytes | str, label: str) -> dict[str, Any]:
     try:
         value = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -35,14 +36,14 @@ def parse_json(raw: bytes | str, label: str) -> dict:
     return value
 
 
-def check_config(config: dict, label: str) -> dict:
+def check_config(config: dict[str, Any], label: str) -> dict[str, Any]:
     archs = config.get("architectures")
     if archs is not None and (not isinstance(archs, list) or not all(isinstance(a, str) for a in archs)):
         raise BadInput(f"{label}: field 'architectures' must be a list of class names, got {archs!r}")
     return config
 
 
-def weight_files_from_index(index: dict, label: str) -> list[str]:
+def weight_files_from_index(index: dict[str, Any], label: str) -> list[str]:
     """The files an index names, in first-seen order; vLLM loads only these when an index exists."""
     weight_map = index.get("weight_map")
     if not isinstance(weight_map, dict) or not weight_map:
@@ -62,17 +63,17 @@ def weight_files_from_index(index: dict, label: str) -> list[str]:
 class SmallFiles:
     """The parsed config files of a checkpoint, whatever the source."""
 
-    config: dict
-    generation_config: dict | None
-    tokenizer_config: dict | None
+    config: dict[str, Any]
+    generation_config: dict[str, Any] | None
+    tokenizer_config: dict[str, Any] | None
     chat_template: str | None
-    processor_configs: dict[str, dict]
+    processor_configs: dict[str, dict[str, Any]]
 
 
 def parse_small_files(texts: dict[str, bytes], label_of: Callable[[str], str]) -> SmallFiles:
     """Parse config.json and the optional files present in `texts` (file name -> raw bytes)."""
 
-    def optional_json(name: str) -> dict | None:
+    def optional_json(name: str) -> dict[str, Any] | None:
         return parse_json(texts[name], label_of(name)) if name in texts else None
 
     config = check_config(parse_json(texts[CONFIG], label_of(CONFIG)), label_of(CONFIG))
@@ -104,7 +105,7 @@ def merge_shards(shards: Iterable[tuple[str, list[TensorInfo]]], label: str) -> 
     return tensors
 
 
-def chat_template_of(tokenizer_config: dict | None, template_file: str | None) -> str | None:
+def chat_template_of(tokenizer_config: dict[str, Any] | None, template_file: str | None) -> str | None:
     if template_file:
         return template_file
     if tokenizer_config:

@@ -18,6 +18,7 @@ import sys
 import threading
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass
+from typing import Any
 
 from apron.checkpoint import files as cf
 from apron.checkpoint import hub_cache
@@ -70,7 +71,7 @@ def resolve_listing(repo_id: str, revision: str | None, settings: HubSettings, s
     if constants.is_offline_mode():
         sha = revision if revision and COMMIT_SHA.match(revision) else hub_cache.read_ref(repo_id, wanted)
         sizes = hub_cache.read_listing(repo_id, sha) if sha else None
-        if sizes is None:
+        if sha is None or sizes is None:
             raise offline_error(where, "no file list")
         return Listing(repo_id, sha, sizes)
     if revision and COMMIT_SHA.match(revision):  # a commit never changes: a cached listing is the truth
@@ -108,7 +109,7 @@ def fetch_small_files(listing: Listing, settings: HubSettings) -> dict[str, byte
     names = [name for name in SMALL_FILES if name in listing.sizes]
     with ThreadPoolExecutor(max_workers=min(settings.max_workers, len(names))) as pool:
         contents = _all_or_first_error(pool, [pool.submit(_download, listing, name, settings) for name in names])
-    return dict(zip(names, contents))
+    return dict(zip(names, contents, strict=True))
 
 
 def _download(listing: Listing, name: str, settings: HubSettings) -> bytes:
@@ -163,10 +164,11 @@ def fetch_headers(listing: Listing, names: list[str], settings: HubSettings, sta
             Where(listing.repo_id, listing.sha[:12]), f"no headers for {len(missing)} of {len(names)} shard(s)"
         )
     fetched = _fetch_concurrently(listing, missing, settings, stats) if missing else {}
-    return [
-        fetched[name] if name in fetched else ShardBytes(name, cached[name], listing.sizes.get(name), from_cache=True)
-        for name in names
-    ]
+    out = []
+    for name in names:
+        raw = cached[name]
+        out.append(fetched[name] if raw is None else ShardBytes(name, raw, listing.sizes.get(name), from_cache=True))
+    return out
 
 
 def _fetch_concurrently(
@@ -191,7 +193,7 @@ def _fetch_concurrently(
     return {shard.file: shard for shard in shards}
 
 
-def _all_or_first_error(pool: ThreadPoolExecutor, futures: list) -> list:
+def _all_or_first_error(pool: ThreadPoolExecutor, futures: list[Any]) -> list[Any]:
     """Results in submission order; on the first failure, cancel what has not started and raise it."""
     done, _ = wait(futures, return_when=FIRST_EXCEPTION)
     for future in futures:

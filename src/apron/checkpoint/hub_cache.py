@@ -14,14 +14,12 @@ Layout under apron.paths.cache_dir():
 from __future__ import annotations
 
 import json
-import os
 import struct
-import tempfile
 from pathlib import Path
 from urllib.parse import quote
 
 from apron.checkpoint.safetensors import LENGTH_PREFIX_BYTES
-from apron.paths import cache_dir
+from apron.paths import cache_dir, write_atomic
 
 CACHE_NAME = "hub-headers"
 
@@ -80,17 +78,9 @@ def _header_path(repo_id: str, sha: str, file: str) -> Path:
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
-    """Write then rename, so a concurrent plan never reads half an entry. Best effort: a cache that
-    cannot be written (read-only home, full disk) costs a refetch next time, not this plan."""
+    """Best effort: a cache that cannot be written (read-only home, full disk) costs a refetch next
+    time, not this plan."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_atomic(path, data)
     except OSError:
         pass

@@ -18,10 +18,10 @@ import os
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from apron.checkpoint.safetensors import LENGTH_PREFIX_BYTES, header_length
 from apron.errors import ApronError, BadInput, Failed
@@ -59,7 +59,7 @@ class HubSettings:
 
     def backoff_seconds(self, attempt: int) -> float:
         """Exponential, capped, with a little jitter so concurrent shards do not retry in lockstep."""
-        delay = min(self.retry_max_seconds, self.retry_base_seconds * 2 ** (attempt - 1))
+        delay: float = min(self.retry_max_seconds, self.retry_base_seconds * 2.0 ** (attempt - 1))
         return delay * (1 + 0.1 * random.random())
 
 
@@ -157,7 +157,7 @@ def _retry_delay(exc: BaseException, attempt: int, settings: HubSettings) -> flo
     return max(retry_after, settings.backoff_seconds(attempt))
 
 
-def retry_after_seconds(headers) -> float | None:
+def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
     """Retry-After as seconds: delay-seconds or an HTTP date (RFC 9110 section 10.2.3)."""
     value = (headers.get("Retry-After") or "").strip()
     if not value:
@@ -243,7 +243,7 @@ def to_apron_error(exc: BaseException, where: Where, attempts: int, settings: Hu
     return None
 
 
-def _http_error(exc, status: int, where: Where, attempts: int) -> ApronError:
+def _http_error(exc: BaseException, status: int, where: Where, attempts: int) -> ApronError:
     from huggingface_hub import constants
     from huggingface_hub import errors as hf
 
@@ -285,7 +285,8 @@ def _http_error(exc, status: int, where: Where, attempts: int) -> ApronError:
             f"'{where.repo_id}' exists either; check the repo id (org/name) and revision"
         )
     if status == 429:
-        wait = retry_after_seconds(exc.response.headers)
+        response = getattr(exc, "response", None)
+        wait = retry_after_seconds(response.headers) if response is not None else None
         asked = f" and asks to wait {wait:.0f} s" if wait is not None else ""
         return Failed(
             f"{where.describe()}: the Hub is rate limiting requests (HTTP 429){asked}, after {attempts} "
@@ -299,7 +300,7 @@ def _http_error(exc, status: int, where: Where, attempts: int) -> ApronError:
     return Failed(f"{where.describe()}: the Hub answered HTTP {status} ({_first_line(exc)[:120]})")
 
 
-def _sent_token(exc) -> bool:
+def _sent_token(exc: BaseException) -> bool:
     """Whether the failed request carried a token (asked of the request, so the token is never read)."""
     request = getattr(getattr(exc, "response", None), "request", None)
     return request is not None and "authorization" in request.headers
@@ -327,7 +328,7 @@ class _Body:
     """A streamed response body read exactly: no byte past what is asked is pulled off the socket
     beyond the chunk already in flight."""
 
-    def __init__(self, response, stats: FetchStats):
+    def __init__(self, response: Any, stats: FetchStats):
         self._chunks: Iterator[bytes] = response.iter_raw()
         self._buffer = bytearray()  # headers of MoE checkpoints reach megabytes: append, do not re-copy
         self._stats = stats
@@ -353,7 +354,7 @@ class _Part:
 
 @contextmanager
 def _open_range(
-    url: str, headers: dict, start: int, length: int, settings: HubSettings, stats: FetchStats
+    url: str, headers: dict[str, Any], start: int, length: int, settings: HubSettings, stats: FetchStats
 ) -> Iterator[_Part]:
     """GET bytes [start, start + length) of `url`, following redirects (the Hub sends LFS files to a
     CDN; httpx keeps Range across the hop and drops Authorization when the host changes)."""
@@ -385,11 +386,11 @@ def _open_range(
 
 
 class _EmptyResponse:
-    def iter_raw(self):
+    def iter_raw(self) -> Iterator[bytes]:
         return iter(())
 
 
-def _check_content_range(headers, start: int, url: str) -> None:
+def _check_content_range(headers: Mapping[str, str], start: int, url: str) -> None:
     value = headers.get("Content-Range", "")
     try:
         first = int(value.split()[1].split("-")[0])
@@ -405,7 +406,7 @@ def _check_content_range(headers, start: int, url: str) -> None:
         )
 
 
-def _total_from_content_range(headers) -> int | None:
+def _total_from_content_range(headers: Mapping[str, str]) -> int | None:
     total = (headers.get("Content-Range") or "").rpartition("/")[2]
     return int(total) if total.isdigit() else None
 
@@ -415,7 +416,7 @@ def _int_or_none(value: str | None) -> int | None:
 
 
 def fetch_shard_header(
-    url: str, headers: dict, file: str, label: str, settings: HubSettings, stats: FetchStats, where: Where
+    url: str, headers: dict[str, Any], file: str, label: str, settings: HubSettings, stats: FetchStats, where: Where
 ) -> ShardBytes:
     """Two Range requests: the 8-byte length, then exactly the header. A server that ignores Range
     gets one request, read up to the end of the header and then closed: the data region is never read."""

@@ -11,7 +11,7 @@ from apron.checkpoint.safetensors import LENGTH_PREFIX_BYTES, TensorInfo, header
 from apron.errors import BadInput
 
 
-def load_local(folder: str | os.PathLike) -> Checkpoint:
+def load_local(folder: str | os.PathLike[str]) -> Checkpoint:
     root = Path(folder)
     config_path = root / cf.CONFIG
     if not config_path.is_file():

@@ -4,28 +4,32 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any, Literal, get_args
 
 from apron.checkpoint.safetensors import TensorInfo
 from apron.errors import BadInput
+
+SourceKind = Literal["local", "hub", "snapshot", "catalog"]
+SOURCE_KINDS: tuple[SourceKind, ...] = get_args(SourceKind)
 
 
 @dataclass(frozen=True)
 class Checkpoint:
     source: str  # what the user gave: a path, a repo id, a snapshot file
-    source_kind: str  # "local" | "hub" | "snapshot" | "catalog"
+    source_kind: SourceKind
     repo_id: str | None
     revision: str | None  # a commit sha where known
-    config: dict
+    config: dict[str, Any]
     tensors: tuple[TensorInfo, ...]  # the tensors vLLM would read (indexed files only)
     files: tuple[str, ...]  # the safetensors files read
-    generation_config: dict | None = None
-    tokenizer_config: dict | None = None
+    generation_config: dict[str, Any] | None = None
+    tokenizer_config: dict[str, Any] | None = None
     chat_template: str | None = None
     header_bytes_read: int = 0  # bytes of headers and config files read, for the byte budget
     notes: tuple[str, ...] = ()  # facts about the source worth showing (e.g. "from the catalog")
     # preprocessor_config.json / processor_config.json / video_preprocessor_config.json, by file name
-    processor_configs: dict = field(default_factory=dict, compare=False)
-    extra: dict = field(default_factory=dict, compare=False)
+    processor_configs: dict[str, Any] = field(default_factory=dict, compare=False)
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     @cached_property
     def tensors_by_name(self) -> dict[str, TensorInfo]:

@@ -11,6 +11,7 @@ import json
 import math
 import struct
 from dataclasses import dataclass
+from typing import Any
 
 from apron.errors import BadInput
 
@@ -72,7 +73,7 @@ def header_length(prefix: bytes, file_label: str, file_size: int | None = None) 
             f"{file_label}: truncated safetensors file ({len(prefix)} bytes, the 8-byte "
             "header length is missing); re-download the file"
         )
-    (length,) = struct.unpack("<Q", prefix[:LENGTH_PREFIX_BYTES])
+    length: int = struct.unpack("<Q", prefix[:LENGTH_PREFIX_BYTES])[0]
     if length > MAX_HEADER_BYTES:
         raise BadInput(
             f"{file_label}: safetensors header length {length:,} bytes is over the 100 MB "
@@ -100,7 +101,7 @@ def parse_header(raw: bytes, file_label: str, data_bytes: int | None = None) -> 
     return validate_header(header, file_label, data_bytes)
 
 
-def _decode(raw: bytes, file_label: str) -> dict:
+def _decode(raw: bytes, file_label: str) -> dict[str, Any]:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -119,7 +120,7 @@ def _decode(raw: bytes, file_label: str) -> dict:
     return header
 
 
-def validate_header(header: dict, file_label: str, data_bytes: int | None = None) -> list[TensorInfo]:
+def validate_header(header: dict[str, Any], file_label: str, data_bytes: int | None = None) -> list[TensorInfo]:
     metadata = header.get("__metadata__", {})
     if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
         raise BadInput(f"{file_label}: field '__metadata__' must map strings to strings")

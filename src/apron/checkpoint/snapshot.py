@@ -8,17 +8,17 @@ Files the repo ships but its index does not list are skipped, as vLLM skips them
 from __future__ import annotations
 
 import gzip
-import json
 import os
 from pathlib import Path
+from typing import Any
 
 from apron.checkpoint import files as cf
-from apron.checkpoint.model import Checkpoint
+from apron.checkpoint.model import Checkpoint, SourceKind
 from apron.checkpoint.safetensors import TensorInfo, validate_header
 from apron.errors import BadInput
 
 
-def read_snapshot_document(path: str | os.PathLike) -> dict:
+def read_snapshot_document(path: str | os.PathLike[str]) -> dict[str, Any]:
     path = Path(path)
     try:
         raw = path.read_bytes()
@@ -32,7 +32,11 @@ def read_snapshot_document(path: str | os.PathLike) -> dict:
 
 
 def load_snapshot(
-    path: str | os.PathLike, *, source_kind: str = "snapshot", source: str | None = None, document: dict | None = None
+    path: str | os.PathLike[str],
+    *,
+    source_kind: SourceKind = "snapshot",
+    source: str | None = None,
+    document: dict[str, Any] | None = None,
 ) -> Checkpoint:
     label = str(path)
     doc = document if document is not None else read_snapshot_document(path)
@@ -78,7 +82,7 @@ def load_snapshot(
     )
 
 
-def _json_file(files: dict, name: str, label: str) -> dict:
+def _json_file(files: dict[str, Any], name: str, label: str) -> dict[str, Any]:
     value = files[name]
     if isinstance(value, str):
         return cf.parse_json(value, f"{label}: files.{name}")
@@ -87,35 +91,8 @@ def _json_file(files: dict, name: str, label: str) -> dict:
     return value
 
 
-def _optional_str(doc: dict, key: str, label: str) -> str | None:
+def _optional_str(doc: dict[str, Any], key: str, label: str) -> str | None:
     value = doc.get(key)
     if value is not None and not isinstance(value, str):
         raise BadInput(f"{label}: field '{key}' must be a string")
     return value
-
-
-def dump_snapshot(checkpoint: Checkpoint) -> dict:
-    """A snapshot document for a checkpoint (used to record what a plan read, and by the catalog tools)."""
-    headers: dict[str, dict] = {name: {"__metadata__": {"format": "pt"}} for name in checkpoint.files}
-    offsets = {name: 0 for name in checkpoint.files}
-    for t in checkpoint.tensors:
-        begin = offsets[t.file]
-        offsets[t.file] = begin + t.num_bytes
-        headers[t.file][t.name] = {"dtype": t.dtype, "shape": list(t.shape), "data_offsets": [begin, offsets[t.file]]}
-    files: dict[str, object] = {cf.CONFIG: checkpoint.config}
-    if checkpoint.generation_config is not None:
-        files[cf.GENERATION_CONFIG] = checkpoint.generation_config
-    if checkpoint.tokenizer_config is not None:
-        files[cf.TOKENIZER_CONFIG] = checkpoint.tokenizer_config
-    files.update(checkpoint.processor_configs)
-    return {
-        "repo_id": checkpoint.repo_id,
-        "revision": checkpoint.revision,
-        "files": files,
-        "safetensors": headers,
-        "unindexed": [],
-    }
-
-
-def to_json_bytes(document: dict) -> bytes:
-    return json.dumps(document, separators=(",", ":"), sort_keys=False).encode("utf-8")

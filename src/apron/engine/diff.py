@@ -3,10 +3,12 @@ whose source changed (plans that rely on them need re-checking)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 RECHECK_NOTE = "plans for these layouts need re-checking"
 
 
-def flatten(value, prefix: str = "") -> dict[str, object]:
+def flatten(value: Any, prefix: str = "") -> dict[str, object]:
     """{"a.b": leaf} for nested dicts (and lists of dicts, by index); other lists are leaves."""
     if isinstance(value, list) and value and all(isinstance(item, dict) for item in value):
         value = {str(i): item for i, item in enumerate(value)}
@@ -18,7 +20,7 @@ def flatten(value, prefix: str = "") -> dict[str, object]:
     return out
 
 
-def _keyed(old: dict | None, new: dict | None) -> dict:
+def _keyed(old: dict[str, Any] | None, new: dict[str, Any] | None) -> dict[str, Any]:
     old, new = old or {}, new or {}
     changed = {}
     for key in sorted(set(old) & set(new)):
@@ -28,7 +30,7 @@ def _keyed(old: dict | None, new: dict | None) -> dict:
     return {"added": sorted(set(new) - set(old)), "removed": sorted(set(old) - set(new)), "changed": changed}
 
 
-def _leaves(old, new) -> dict[str, list]:
+def _leaves(old: Any, new: Any) -> dict[str, list[object]]:
     a, b = flatten(old or {}), flatten(new or {})
     return {k: [a.get(k), b.get(k)] for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)}
 
@@ -38,10 +40,10 @@ def _split_key(key: str) -> tuple[str, str]:
     return path, qual
 
 
-def mirrored_changes(old: dict, new: dict) -> dict:
+def mirrored_changes(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     """Functions matched by qualified name across files, so a move is a move, not add + remove."""
 
-    def by_qual(table: dict) -> dict[str, dict[str, str]]:
+    def by_qual(table: dict[str, Any]) -> dict[str, dict[str, str]]:
         out: dict[str, dict[str, str]] = {}
         for key, digest in (table or {}).items():
             path, qual = _split_key(key)
@@ -65,17 +67,20 @@ def mirrored_changes(old: dict, new: dict) -> dict:
     }
 
 
-def _entries(facts: dict, key: str, fields: tuple[str, ...]) -> set[tuple]:
+def _entries(facts: dict[str, Any], key: str, fields: tuple[str, ...]) -> set[tuple[Any, ...]]:
     return {tuple(item[f] for f in fields) for item in facts.get(key) or []}
 
 
-def _list_changes(old: dict, new: dict, key: str, fields: tuple[str, ...]) -> dict:
+def _list_changes(old: dict[str, Any], new: dict[str, Any], key: str, fields: tuple[str, ...]) -> dict[str, Any]:
     a, b = _entries(old, key, fields), _entries(new, key, fields)
-    as_dicts = lambda items: [dict(zip(fields, item)) for item in sorted(items)]  # noqa: E731
+
+    def as_dicts(items: set[tuple[Any, ...]]) -> list[dict[str, Any]]:
+        return [dict(zip(fields, item, strict=True)) for item in sorted(items)]
+
     return {"added": as_dicts(b - a), "removed": as_dicts(a - b)}
 
 
-def diff_facts(old: dict, new: dict) -> dict:
+def diff_facts(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     registry_old, registry_new = old["registry"], new["registry"]
     return {
         "from": old["version"],
@@ -96,7 +101,9 @@ def diff_facts(old: dict, new: dict) -> dict:
             for kind in ("reasoning", "tool")
         },
         "tokenizer": _leaves(old.get("tokenizer"), new.get("tokenizer")),
-        "mirrored_functions": mirrored_changes(old.get("mirrored_functions"), new.get("mirrored_functions")),
+        "mirrored_functions": mirrored_changes(
+            old.get("mirrored_functions") or {}, new.get("mirrored_functions") or {}
+        ),
         "log_formats": _list_changes(old, new, "log_formats", ("file", "function", "level", "format")),
         "refusals": _list_changes(old, new, "refusals", ("file", "function", "exception", "template")),
     }

@@ -14,6 +14,9 @@ import re
 from dataclasses import dataclass
 from functools import cache, cached_property, lru_cache
 from pathlib import Path
+from typing import Any, cast
+
+from packaging.version import InvalidVersion, Version
 
 from apron.engine import templates
 from apron.errors import BadInput
@@ -26,11 +29,20 @@ REGISTRY_FUNCTION = "_ModelRegistry._raise_for_unsupported"
 QUANT_FUNCTION = "VllmConfig._get_quantization_config"
 
 
-def _version_key(version: str) -> tuple[int, ...]:
-    return tuple(int(x) for x in re.findall(r"\d+", version)[:4])
+@lru_cache(maxsize=256)
+def version_key(version: str) -> Version:
+    """Releases in PEP 440 order (0.34.0rc1 before 0.34.0, 0.10.0 after 0.9.1)."""
+    try:
+        return Version(version)
+    except InvalidVersion:
+        raise BadInput(f"vLLM version {version!r} is not a release number (e.g. 0.33.0)") from None
 
 
-def capability_int(capability) -> int:
+# A compute capability as the catalog, a plan or the engine's facts write it.
+Capability = tuple[int, int] | list[int] | str | int
+
+
+def capability_int(capability: Capability) -> int:
     """(8, 9), "8.9" or 89 -> 89, as vLLM's DeviceCapability.to_int()."""
     if isinstance(capability, str):
         major, _, minor = capability.partition(".")
@@ -72,71 +84,69 @@ MESSAGE_KEYS = ("log_formats", "refusals")
 
 @dataclass(frozen=True)
 class EngineFacts:
-    data: dict
+    data: dict[str, Any]
     full_path: str | None = None  # where the full file is, when `data` is the core companion
+    is_shipped: bool = False  # read from the facts that ship with Apron (a validated release)
 
     @cached_property
-    def _messages(self) -> dict:
+    def _messages(self) -> dict[str, Any]:
         if all(key in self.data for key in MESSAGE_KEYS) or self.full_path is None:
             return self.data
         return _read_facts(self.full_path)
 
     @property
-    def full_data(self) -> dict:
+    def full_data(self) -> dict[str, Any]:
         """The whole facts file, message tables included (for show --full, diff and summaries)."""
         return {**self.data, **{key: self._messages.get(key) for key in MESSAGE_KEYS}}
 
     @property
     def version(self) -> str:
-        return self.data["version"]
+        return cast(str, self.data["version"])
 
     @property
-    def version_key(self) -> tuple[int, ...]:
-        return _version_key(self.version)
+    def version_key(self) -> Version:
+        return version_key(self.version)
 
     def at_least(self, version: str) -> bool:
-        return self.version_key >= _version_key(version)
+        return self.version_key >= version_key(version)
 
     @property
-    def defaults(self) -> dict:
-        return self.data["defaults"]
+    def defaults(self) -> dict[str, Any]:
+        return cast(dict[str, Any], self.data["defaults"])
 
     @property
-    def architectures(self) -> dict[str, dict]:
-        return self.data["registry"]["architectures"]
+    def architectures(self) -> dict[str, dict[str, Any]]:
+        return cast(dict[str, dict[str, Any]], self.data["registry"]["architectures"])
 
-    def architecture(self, arch: str) -> dict | None:
+    def architecture(self, arch: str) -> dict[str, Any] | None:
         return self.architectures.get(arch)
 
     def previously_supported(self, arch: str) -> str | None:
-        return self.data["registry"].get("previously_supported", {}).get(arch)
+        return cast(str | None, self.data["registry"].get("previously_supported", {}).get(arch))
 
     def out_of_tree(self, arch: str) -> str | None:
-        return self.data["registry"].get("out_of_tree", {}).get(arch)
+        return cast(str | None, self.data["registry"].get("out_of_tree", {}).get(arch))
 
-    def config_hook(self, arch: str) -> str | None:
-        return (self.data.get("config_hooks") or {}).get(arch)
-
-    def quantization(self, method: str) -> dict | None:
-        return (self.data.get("quantization") or {}).get(method)
+    def quantization(self, method: str) -> dict[str, Any] | None:
+        return cast(dict[str, Any] | None, (self.data.get("quantization") or {}).get(method))
 
     @property
-    def reasoning_parsers(self) -> dict[str, dict]:
-        return (self.data.get("parsers") or {}).get("reasoning") or {}
+    def reasoning_parsers(self) -> dict[str, dict[str, Any]]:
+        return cast(dict[str, dict[str, Any]], (self.data.get("parsers") or {}).get("reasoning") or {})
 
     @property
-    def tool_parsers(self) -> dict[str, dict]:
-        return (self.data.get("parsers") or {}).get("tool") or {}
+    def tool_parsers(self) -> dict[str, dict[str, Any]]:
+        return cast(dict[str, dict[str, Any]], (self.data.get("parsers") or {}).get("tool") or {})
 
-    def reasoning_parser(self, name: str) -> dict | None:
+    def reasoning_parser(self, name: str) -> dict[str, Any] | None:
         return self.reasoning_parsers.get(name)
 
-    def tool_parser(self, name: str) -> dict | None:
+    def tool_parser(self, name: str) -> dict[str, Any] | None:
         return self.tool_parsers.get(name)
 
     @property
-    def tokenizer_modes(self) -> dict[str, dict]:
-        return (self.data.get("tokenizer") or {}).get("modes") or {}
+    def tokenizer_modes(self) -> dict[str, dict[str, Any]]:
+        return cast(dict[str, dict[str, Any]], (self.data.get("tokenizer") or {}).get("modes") or {})
 
     def has_tokenizer_mode(self, mode: str) -> bool:
         """Whether `--tokenizer-mode mode` names a tokenizer this release has."""
@@ -145,24 +155,28 @@ class EngineFacts:
 
     def default_tokenizer_mode(self, arch: str) -> str | None:
         """The mode `tokenizer_mode="auto"` becomes for this architecture, None if it stays auto."""
-        return ((self.data.get("tokenizer") or {}).get("arch_defaults") or {}).get(arch)
+        return cast(str | None, ((self.data.get("tokenizer") or {}).get("arch_defaults") or {}).get(arch))
 
-    def env_default(self, name: str, fallback=None):
+    def env_default(self, name: str, fallback: Any = None) -> Any:
         return self.defaults.get("env", {}).get(name, fallback)
 
-    def attention_backend(self, name: str) -> dict | None:
-        return (self.data.get("attention_backends") or {}).get(name)
+    def attention_backend(self, name: str) -> dict[str, Any] | None:
+        return cast(dict[str, Any] | None, (self.data.get("attention_backends") or {}).get(name))
 
-    def backend_priority(self, compute_capability, use_mla: bool = False) -> list[str] | None:
+    def backend_priority(self, compute_capability: Capability, use_mla: bool = False) -> list[str] | None:
         """Backends in the order platforms/cuda.py tries them for this GPU (unconditional entries)."""
         table = (self.data.get("backend_priority") or {}).get("mla" if use_mla else "default") or {}
         major = str(capability_int(compute_capability) // 10)
-        return table.get(major, table.get("default"))
+        return cast(list[str] | None, table.get(major, table.get("default")))
 
     # ------------------------------------------------------------ batch and graph defaults
 
     def batch_defaults(
-        self, device_total_bytes: int, device_name: str, compute_capability, usage_context: str = "OPENAI_API_SERVER"
+        self,
+        device_total_bytes: int,
+        device_name: str,
+        compute_capability: Capability,
+        usage_context: str = "OPENAI_API_SERVER",
     ) -> BatchDefaults | None:
         """max_num_seqs / max_num_batched_tokens as EngineArgs.get_batch_defaults picks them for this
         GPU (before the post rules that cap them by max_model_len); None if the tiers are not static."""
@@ -187,7 +201,7 @@ class EngineFacts:
                 return BatchDefaults(seqs, tokens, index, _tier_basis(self.version, tier, usage_context))
         return None
 
-    def cudagraph_default_max_size(self, compute_capability) -> int | None:
+    def cudagraph_default_max_size(self, compute_capability: Capability) -> int | None:
         """`default_max_graph_size` of VllmConfig._set_cudagraph_sizes for this GPU."""
         rules = self.defaults.get("cudagraph")
         if not rules:
@@ -195,21 +209,21 @@ class EngineFacts:
         capability = capability_int(compute_capability)
         for family, size in rules.get("max_graph_size_by_capability_family", {}).items():
             if capability // 10 == int(family) // 10:
-                return size
+                return cast(int, size)
         for exact, size in rules.get("max_graph_size_by_capability", {}).items():
             if capability == int(exact):
-                return size
-        return rules.get("default_max_graph_size")
+                return cast(int, size)
+        return cast(int | None, rules.get("default_max_graph_size"))
 
     # ------------------------------------------------------------ log lines and refusals
 
     @property
-    def log_formats(self) -> list[dict]:
+    def log_formats(self) -> list[dict[str, Any]]:
         """[{file, function, level, format}] of every logger call (see docs/engine-facts.md)."""
         return self._messages.get("log_formats") or []
 
     @property
-    def refusals(self) -> list[dict]:
+    def refusals(self) -> list[dict[str, Any]]:
         """[{file, function, exception, template}] of every raise with a message."""
         return self._messages.get("refusals") or []
 
@@ -217,10 +231,10 @@ class EngineFacts:
     def mirrored_functions(self) -> dict[str, str]:
         return self.data.get("mirrored_functions") or {}
 
-    def refusals_in(self, function: str) -> list[dict]:
+    def refusals_in(self, function: str) -> list[dict[str, Any]]:
         return [r for r in self.refusals if r["function"] == function]
 
-    def _render(self, function: str, values: dict, required: str) -> Refusal | None:
+    def _render(self, function: str, values: dict[str, Any], required: str) -> Refusal | None:
         """Render the template in `function` that uses the field `required`."""
         for refusal in self.refusals_in(function):
             if required in templates.fields(refusal["template"]):
@@ -240,12 +254,12 @@ class EngineFacts:
             url = self.out_of_tree(arch)
             if url is not None:
                 return self._render(REGISTRY_FUNCTION, {"arch": arch, "plugin_url": url}, "plugin_url")
-        values = {"architectures": list(architectures)}
+        values: dict[str, object] = {"architectures": list(architectures)}
         if self.data["registry"].get("supported_archs_expr") == "self.models.keys()":
             values["all_supported_archs"] = dict.fromkeys(self.data["registry"]["order"]).keys()
         return self._render(REGISTRY_FUNCTION, values, "all_supported_archs")
 
-    def quantization_capability_refusal(self, method: str, compute_capability) -> Refusal | None:
+    def quantization_capability_refusal(self, method: str, compute_capability: Capability) -> Refusal | None:
         """The "not supported for the current GPU. Minimum capability" refusal, if this GPU is below
         the method's minimum; None if it is not (or the minimum is not static)."""
         minimum = (self.quantization(method) or {}).get("min_capability")
@@ -260,10 +274,10 @@ class EngineFacts:
         return self._render(QUANT_FUNCTION, values, "quant_config.get_min_capability()")
 
 
-def _tier_basis(version: str, tier: dict, usage_context: str) -> str:
+def _tier_basis(version: str, tier: dict[str, Any], usage_context: str) -> str:
     parts = [f"device memory >= {tier['min_device_memory_bytes'] / 2**30:g} GiB"]
     parts += [f"{word!r} not in device name" for word in tier["name_excludes"]]
-    parts += ["compute capability != %d.%d" % tuple(c) for c in tier["excluded_capabilities"]]
+    parts += [f"compute capability != {c[0]}.{c[1]}" for c in tier["excluded_capabilities"]]
     return f"vllm {version} EngineArgs.get_batch_defaults ({' and '.join(parts)}; {usage_context})"
 
 
@@ -280,7 +294,7 @@ def facts_dirs() -> list[Path]:
 @cache
 def _shipped_files() -> dict[str, str]:
     root = DATA_DIR
-    out = {}
+    out: dict[str, str] = {}
     for entry in root.iterdir() if root.is_dir() else []:
         match = _FILE_NAME.fullmatch(entry.name)
         if match:
@@ -297,7 +311,7 @@ def _synced_files() -> dict[str, Path]:
 def _synced_listing(folders: tuple[tuple[Path, int], ...]) -> tuple[tuple[str, Path], ...]:
     """Keyed by each folder's mtime: a sync (a rename into the folder) changes it, so the listing is
     re-read exactly when it can have changed, not on every plan."""
-    out = {}
+    out: dict[str, Path] = {}
     for folder, _ in folders:
         if folder.is_dir():
             for path in sorted(folder.glob("vllm-*.json*")):
@@ -309,7 +323,7 @@ def _synced_listing(folders: tuple[tuple[Path, int], ...]) -> tuple[tuple[str, P
 
 def known_versions() -> list[str]:
     versions = set(_shipped_files()) | set(_synced_files())
-    return sorted(versions, key=_version_key)
+    return sorted(versions, key=version_key)
 
 
 def facts_origin(version: str) -> str | None:
@@ -319,22 +333,23 @@ def facts_origin(version: str) -> str | None:
     return "shipped" if version in _shipped_files() else None
 
 
-def _decode(name: str, raw: bytes) -> dict:
+def _decode(name: str, raw: bytes) -> dict[str, Any]:
     if name.endswith(".gz"):
         raw = gzip.decompress(raw)
-    return json.loads(raw.decode("utf-8"))
+    return cast(dict[str, Any], json.loads(raw.decode("utf-8")))
 
 
 def core_path(path: Path) -> Path:
-    return path.parent / "core" / (_FILE_NAME.fullmatch(path.name).group(0).split(".json")[0] + ".json")
+    """core/vllm-X.json beside vllm-X.json(.gz)."""
+    return path.parent / "core" / (path.name.split(".json")[0] + ".json")
 
 
-def core_bytes(facts: dict) -> bytes:
+def core_bytes(facts: dict[str, Any]) -> bytes:
     core = {key: value for key, value in facts.items() if key not in MESSAGE_KEYS}
     return (json.dumps(core, sort_keys=True, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
 
 
-def _read_facts(path: str) -> dict:
+def _read_facts(path: str) -> dict[str, Any]:
     try:
         data = _decode(path, Path(path).read_bytes())
     except (OSError, ValueError, EOFError) as exc:
@@ -350,9 +365,10 @@ def _read_facts(path: str) -> dict:
 @cache
 def _load(version: str, path: str, mtime_ns: int = 0) -> EngineFacts:
     core = core_path(Path(path))
+    shipped = Path(path).parent == DATA_DIR
     if core.is_file() and core.stat().st_mtime_ns >= mtime_ns:
-        return EngineFacts(_read_facts(str(core)), full_path=path)
-    return EngineFacts(_read_facts(path))
+        return EngineFacts(_read_facts(str(core)), full_path=path, is_shipped=shipped)
+    return EngineFacts(_read_facts(path), is_shipped=shipped)
 
 
 def _shipped_path(version: str) -> str:
@@ -383,7 +399,7 @@ def parse_engine_spec(spec: str) -> str:
 
 def choose_version(architecture: str, versions: list[str] | None = None) -> VersionChoice:
     """The newest known release whose registry holds `architecture`, and why."""
-    ordered = sorted(versions if versions is not None else known_versions(), key=_version_key)
+    ordered = sorted(versions if versions is not None else known_versions(), key=version_key)
     if not ordered:
         return VersionChoice(None, "no engine facts are known; run `apron engine sync vllm==X`")
     newest = load_facts(ordered[-1])
@@ -412,3 +428,73 @@ def _absence(facts: EngineFacts, arch: str) -> str:
     if url is not None:
         return f"its registry points to the out-of-tree plugin at {url}"
     return "not in its registry"
+
+
+# ------------------------------------------------------------------ releases the tests cover
+
+
+@dataclass(frozen=True)
+class EngineChange:
+    """The mirrored engine functions of a release that differ from every release Apron is validated on."""
+
+    version: str
+    validated: tuple[str, ...]  # the releases whose facts ship with Apron: its tests plan against each
+    changed: tuple[str, ...]  # a source hash no validated release has
+    added: tuple[str, ...]  # mirrored names no validated release has
+    removed: tuple[str, ...]  # mirrored in the nearest validated release, absent here
+
+    @property
+    def functions(self) -> tuple[str, ...]:
+        return self.changed + self.added + self.removed
+
+    @property
+    def nearest(self) -> str:
+        return nearest_validated(self.version, self.validated)
+
+
+def validated_versions() -> tuple[str, ...]:
+    return tuple(sorted(_shipped_files(), key=version_key))
+
+
+def nearest_validated(version: str, validated: tuple[str, ...]) -> str:
+    """The validated release to compare with: the newest one at or below VERSION (else the oldest)."""
+    key = version_key(version)
+    below = [v for v in validated if version_key(v) <= key]
+    return below[-1] if below else validated[0]
+
+
+@cache
+def _validated_hashes() -> dict[str, frozenset[str]]:
+    """Qualified name -> every source hash it has in a validated release."""
+    out: dict[str, set[str]] = {}
+    for version in validated_versions():
+        for qual, digest in _by_qualname(_load(version, _shipped_path(version)).mirrored_functions):
+            out.setdefault(qual, set()).add(digest)
+    return {qual: frozenset(digests) for qual, digests in out.items()}
+
+
+def _by_qualname(table: dict[str, str]) -> list[tuple[str, str]]:
+    """("path:Qual.name", digest) -> (Qual.name, digest): a function that moved file is the same function."""
+    return [(key.partition(":")[2] or key, digest) for key, digest in table.items()]
+
+
+def engine_change(facts: EngineFacts) -> EngineChange | None:
+    """None for a validated release (its facts ship with Apron) or one whose mirrored functions all have
+    the source of a validated release; else what differs, for the plan to say so."""
+    if facts.is_shipped:
+        return None
+    validated = _validated_hashes()
+    if not validated:
+        return None
+    mine: dict[str, set[str]] = {}
+    for qual, digest in _by_qualname(facts.mirrored_functions):
+        mine.setdefault(qual, set()).add(digest)
+    versions = validated_versions()
+    nearest = nearest_validated(facts.version, versions)
+    nearest_names = {q for q, _ in _by_qualname(_load(nearest, _shipped_path(nearest)).mirrored_functions)}
+    changed = sorted(q for q, digests in mine.items() if q in validated and not digests <= validated[q])
+    added = sorted(set(mine) - set(validated))
+    removed = sorted(nearest_names - set(mine))
+    if not (changed or added or removed):
+        return None
+    return EngineChange(facts.version, versions, tuple(changed), tuple(added), tuple(removed))

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from apron.engine.facts import EngineFacts, facts_origin, known_versions, load_facts
 
 
-def summary(facts: EngineFacts) -> dict:
+def summary(facts: EngineFacts) -> dict[str, Any]:
     data = facts.full_data
     registry = data["registry"]
     archs = registry["architectures"]
     defaults = data["defaults"]
-    count = lambda trait: sum(1 for a in archs.values() if a.get(trait) is True)  # noqa: E731
+
+    def count(trait: str) -> int:
+        return sum(1 for a in archs.values() if a.get(trait) is True)
+
     return {
         "version": facts.version,
         "origin": facts_origin(facts.version),
@@ -52,7 +57,7 @@ def summary(facts: EngineFacts) -> dict:
     }
 
 
-def list_rows() -> list[dict]:
+def list_rows() -> list[dict[str, Any]]:
     rows = []
     for version in known_versions():
         data = load_facts(version).data
@@ -69,7 +74,7 @@ def list_rows() -> list[dict]:
     return rows
 
 
-def render_summary(info: dict) -> list[str]:
+def render_summary(info: dict[str, Any]) -> list[str]:
     d = info["defaults"]
     lines = [
         f"vllm {info['version']} ({info['origin']}; {info['source']['filename']} sha256 "
@@ -106,7 +111,7 @@ def _names(label: str, names: list[str], limit: int = 12) -> list[str]:
     return [f"  {label} ({len(names)}): {shown}"]
 
 
-def render_diff(diff: dict) -> list[str]:
+def render_diff(diff: dict[str, Any]) -> list[str]:
     lines = [f"vllm {diff['from']} -> {diff['to']}"]
     for key, (a, b) in diff["pins"].items():
         lines.append(f"  pin {key}: {a} -> {b}")

@@ -5,28 +5,28 @@ from __future__ import annotations
 import gzip
 import io
 import json
-import os
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from apron.engine.extract import extract_facts
 from apron.engine.facts import core_bytes, core_path
 from apron.engine.source import EngineSource, download_wheel, open_local, parse_spec
+from apron.paths import write_atomic
 
 
 @dataclass(frozen=True)
 class SyncResult:
     version: str
     path: Path
-    facts: dict
+    facts: dict[str, Any]
     extract_seconds: float
     download_seconds: float
 
 
-def facts_bytes(facts: dict) -> bytes:
+def facts_bytes(facts: dict[str, Any]) -> bytes:
     """The facts file's bytes: sorted keys, compact JSON, gzip with no name or time stamp, so the
     same input always gives the same bytes."""
     text = json.dumps(facts, sort_keys=True, ensure_ascii=False, separators=(",", ":")) + "\n"
@@ -36,26 +36,17 @@ def facts_bytes(facts: dict) -> bytes:
     return buffer.getvalue()
 
 
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write to a temp file in the same folder, then rename: readers never see half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    umask = os.umask(0)
-    os.umask(umask)
-    try:
-        os.chmod(temp, 0o666 & ~umask)  # mkstemp makes it private; a facts file is ordinary data
-        with os.fdopen(handle, "wb") as out:
-            out.write(data)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
-
-
 def facts_path(out_dir: Path, version: str) -> Path:
     return out_dir / f"vllm-{version}.json.gz"
+
+
+def write_facts(facts: dict[str, Any], out_dir: Path) -> Path:
+    """The facts file and its core companion, each written whole."""
+    path = facts_path(out_dir, facts["version"])
+    write_atomic(path, facts_bytes(facts))
+    write_atomic(core_path(path), core_bytes(facts))
+    path.with_suffix("").with_suffix(".json").unlink(missing_ok=True)  # an older uncompressed copy would shadow it
+    return path
 
 
 def resolve_source(spec: str, wheel_dir: Path, say: Callable[[str], None]) -> tuple[EngineSource, str | None]:
@@ -76,10 +67,7 @@ def sync(
     source, version = resolve_source(spec, cache_dir() / "wheels", say)
     downloaded = time.perf_counter()
     facts = extract_facts(source, say=say, expected_version=version, jobs=jobs)
-    path = facts_path(out_dir or engine_facts_dir(), facts["version"])
-    write_atomic(path, facts_bytes(facts))
-    write_atomic(core_path(path), core_bytes(facts))
-    path.with_suffix("").with_suffix(".json").unlink(missing_ok=True)  # an older uncompressed copy would shadow it
+    path = write_facts(facts, out_dir or engine_facts_dir())
     finished = time.perf_counter()
     say(
         f"wrote {path} ({len(facts['registry']['architectures'])} architectures, "

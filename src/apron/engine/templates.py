@@ -8,9 +8,10 @@ is marked inexact.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
-_CONVERSIONS = {"r": repr, "s": str, "a": ascii}
+_CONVERSIONS: dict[str, Callable[[object], str]] = {"r": repr, "s": str, "a": ascii}
 _OPEN = "([{"
 _CLOSE = ")]}"
 

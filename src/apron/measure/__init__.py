@@ -1,8 +1,8 @@
 """Measure a served model: deployment checks (will it answer) and the serving test (how fast), and
 read what the engine logged (apron.measure.logparse).
 
-The names below load on first use: `checks` imports the openai client (~1 s), which `apron log parse`
-and `apron boot` should not pay for.
+The names below load on first use: `apron log parse` and `apron boot` need neither the checks nor the
+serving test until a boot is healthy.
 """
 
 from __future__ import annotations

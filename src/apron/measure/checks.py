@@ -17,6 +17,7 @@ import re
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from apron.errors import BadInput
 from apron.measure.endpoint import Endpoint, Reply, ServedModel
@@ -86,7 +87,7 @@ WEATHER_PARAMETERS = {
     "required": ["city", "unit"],
     "additionalProperties": False,
 }
-WEATHER_TOOL = {
+WEATHER_TOOL: dict[str, Any] = {
     "type": "function",
     "function": {
         "name": "get_weather",
@@ -170,10 +171,6 @@ class CheckResult:
     latency_seconds: float | None
     excerpt: str
     details: dict = field(default_factory=dict)
-
-    @property
-    def is_pass(self) -> bool:
-        return self.status == "pass"
 
     def to_json(self) -> dict:
         return {
@@ -325,7 +322,7 @@ def score_reasoning(reply: Reply, question: Question, options: CheckOptions, bud
     if outcome.status != "pass":
         return outcome
     answer = read_answer(reply.body)
-    if answer.reasoning.strip():
+    if answer is not None and answer.reasoning.strip():
         return _pass(
             f"reasoning in its own channel ({len(answer.reasoning)} characters) and the right answer "
             f"{question.expected}",
@@ -400,7 +397,7 @@ def score_tool_call(reply: Reply, options: CheckOptions, budget_tokens: int) -> 
     if not answer.tool_calls:
         return _no_tool_call(answer, options, budget_tokens)
     function = answer.tool_calls[0].get("function") or {}
-    details = {
+    details: dict[str, Any] = {
         "num_tool_calls": len(answer.tool_calls),
         "name": function.get("name"),
         "arguments": function.get("arguments"),
@@ -592,7 +589,7 @@ CHECKS: dict[str, Callable[[_Context], CheckResult]] = {
 
 def template_reads_reasoning_effort(chat_template: str | None) -> bool:
     """Send reasoning_effort only to templates that read it (others ignore it, some servers refuse it)."""
-    return bool(chat_template) and "reasoning_effort" in chat_template
+    return chat_template is not None and "reasoning_effort" in chat_template
 
 
 def run_checks(

@@ -1,4 +1,5 @@
-"""Talking to an OpenAI-compatible endpoint: fetch raw response bodies, time them, keep errors as data.
+"""Talking to a served engine (an OpenAI-compatible endpoint): fetch raw response bodies, time them,
+keep errors as data. The one HTTP client for every call Apron makes to a served model.
 
 Fetching is kept apart from scoring: a check scores the raw JSON body the server sent, so the same
 scoring code runs on live replies and on recorded ones (tests/fixtures/responses/).
@@ -10,8 +11,7 @@ import json
 import os
 import time
 from dataclasses import dataclass
-
-import openai
+from typing import Any
 
 from apron.errors import BadInput, Failed
 
@@ -67,52 +67,68 @@ def error_message(body: dict, fallback: str) -> str:
 
 
 class Endpoint:
-    """An OpenAI-compatible server and the model under test."""
+    """An OpenAI-compatible server (and the model under test): every call Apron makes to a served
+    engine goes through here (health, models, chat, tokenize). httpx2 is imported on first use."""
 
-    def __init__(self, url: str, model: str, *, api_key: str | None = None, timeout_seconds: float = 600):
+    def __init__(self, url: str, model: str = "", *, api_key: str | None = None, timeout_seconds: float = 600):
         if not url.startswith(("http://", "https://")):
             raise BadInput(f"URL {url!r} is not an http(s) URL: give the server's address, e.g. http://127.0.0.1:8000")
-        self.url, self.model = url.rstrip("/"), model
+        import httpx2
+
+        self.url, self.model, self.timeout_seconds = url.rstrip("/"), model, timeout_seconds
+        self._http = httpx2
         # No retries: a check measures the first answer, and a retried request would hide a crash.
-        self.client = openai.OpenAI(
-            base_url=api_base(url),
-            max_retries=0,
+        self.client = httpx2.Client(
             timeout=timeout_seconds,
-            api_key=api_key or os.environ.get("OPENAI_API_KEY") or "EMPTY",
+            headers={"Authorization": f"Bearer {api_key or os.environ.get('OPENAI_API_KEY') or 'EMPTY'}"},
         )
 
-    def post(self, path: str, body: dict) -> Reply:
+    def close(self) -> None:
+        self.client.close()
+
+    def __enter__(self) -> Endpoint:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def is_healthy(self, timeout_seconds: float = 3) -> bool:
+        """GET /health answered 200 (anything else, a refused connection included, is not healthy)."""
+        try:
+            return self.client.get(server_root(self.url) + "/health", timeout=timeout_seconds).status_code == 200
+        except (self._http.HTTPError, OSError, ValueError):
+            return False
+
+    def post(self, path: str, body: dict[str, Any]) -> Reply:
         """POST a JSON body; path is relative to /v1 ('/chat/completions') or absolute."""
         started = time.monotonic()
         try:
-            answer = self.client.post(path, body=body, cast_to=object)
-        except openai.APIStatusError as exc:
-            elapsed = time.monotonic() - started
-            parsed = _parse_body(exc.response.text)
-            return Reply(exc.status_code, parsed, elapsed, error_message(parsed, exc.response.text[:300]))
-        except openai.APITimeoutError:
-            elapsed = time.monotonic() - started
-            return Reply(0, {}, elapsed, f"no answer within {self.client.timeout} s")
-        except openai.APIConnectionError as exc:
-            raise Failed(f"cannot reach {self.url}: {exc.__cause__ or exc}; is the server running?") from exc
+            response = self.client.post(self._url(path), json=body)
+        except self._http.TimeoutException:
+            return Reply(0, {}, time.monotonic() - started, f"no answer within {self.timeout_seconds} s")
+        except self._http.HTTPError as exc:
+            raise Failed(f"cannot reach {self.url}: {exc}; is the server running?") from exc
         elapsed = time.monotonic() - started
-        if not isinstance(answer, dict):
-            return Reply(200, {"raw": answer}, elapsed, "the answer is not a JSON object")
-        return Reply(200, answer, elapsed)
+        parsed, is_object = _decode(response.text)
+        if not response.is_success:
+            return Reply(response.status_code, parsed, elapsed, error_message(parsed, response.text[:300]))
+        if not is_object:
+            return Reply(response.status_code, parsed, elapsed, "the answer is not a JSON object")
+        return Reply(response.status_code, parsed, elapsed)
 
-    def chat(self, body: dict) -> Reply:
+    def chat(self, body: dict[str, Any]) -> Reply:
         return self.post("/chat/completions", {"model": self.model, **body})
 
     def served_models(self) -> list[ServedModel]:
         try:
-            document = self.client.get("/models", cast_to=object)
-        except openai.APIConnectionError as exc:
-            raise Failed(f"cannot reach {self.url}: {exc.__cause__ or exc}; is the server running?") from exc
-        except openai.APIStatusError as exc:
-            raise Failed(f"{self.url}/v1/models answered HTTP {exc.status_code}: {exc.response.text[:200]}") from exc
+            response = self.client.get(self._url("/models"))
+        except self._http.HTTPError as exc:
+            raise Failed(f"cannot reach {self.url}: {exc}; is the server running?") from exc
+        if not response.is_success:
+            raise Failed(f"{self.url}/v1/models answered HTTP {response.status_code}: {response.text[:200]}")
         return [
             ServedModel(str(m.get("id")), m.get("root"), m.get("max_model_len"))
-            for m in (document or {}).get("data", [])
+            for m in _decode(response.text)[0].get("data", [])
             if isinstance(m, dict)
         ]
 
@@ -126,7 +142,7 @@ class Endpoint:
             f"model {self.model!r} is not served at {self.url}: it serves {names}; pass --model with one of them"
         )
 
-    def count_tokens(self, messages: list[dict]) -> int | None:
+    def count_tokens(self, messages: list[dict[str, Any]]) -> int | None:
         """Prompt tokens of a chat request as the server's own tokenizer and template count them
         (vLLM's /tokenize); None where the server has no such endpoint."""
         reply = self.post(
@@ -136,10 +152,14 @@ class Endpoint:
         count = reply.body.get("count") if reply.is_ok else None
         return count if isinstance(count, int) else None
 
+    def _url(self, path: str) -> str:
+        return path if path.startswith(("http://", "https://")) else api_base(self.url) + path
 
-def _parse_body(text: str) -> dict:
+
+def _decode(text: str) -> tuple[dict[str, Any], bool]:
+    """The body as a dict, and whether it was a JSON object (anything else is kept under "raw")."""
     try:
         parsed = json.loads(text)
     except ValueError:
-        return {"raw": text[:2000]}
-    return parsed if isinstance(parsed, dict) else {"raw": parsed}
+        return {"raw": text[:2000]}, False
+    return (parsed, True) if isinstance(parsed, dict) else ({"raw": parsed}, False)

@@ -15,7 +15,9 @@ releases' strings are quoted from their source next to each pattern.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
+from typing import Any
 
 GIB = 2**30
 ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
@@ -91,7 +93,8 @@ def split_line(number: int, raw: str) -> LogLine:
         else None
     )
     if header is None:
-        return LogLine(number, process, None, None, text[proc_match.end() :].lstrip() if process else text)
+        message = text[proc_match.end() :].lstrip() if process and proc_match else text
+        return LogLine(number, process, None, None, message)
     return LogLine(number, process, header["level"], f"{header['file']}:{header['line']}", header["msg"])
 
 
@@ -115,7 +118,7 @@ def seconds(text: str) -> float:
 # (field, regex, group, converter) - the first matching pattern of a field in a line wins; a later
 # line overrides an earlier one from the same process (V2 prints the graph line twice: profiling,
 # then the real capture).
-PATTERNS: tuple[tuple[str, re.Pattern, int, object], ...] = tuple(
+PATTERNS: tuple[tuple[str, re.Pattern[str], int, Callable[[str], Any]], ...] = tuple(
     (name, re.compile(regex), group, conv)
     for name, regex, group, conv in (
         # core.py: "Initializing a V1 LLM engine (v%s) with config: %s"; V0 "Initializing an LLM engine".
@@ -267,13 +270,15 @@ def extract(lines: list[LogLine]) -> tuple[dict, dict]:
     return observed, sources
 
 
-def combine(observed: dict[str, dict[str, object]]) -> tuple[dict, dict]:
+def combine(observed: dict[str, dict[str, object]]) -> tuple[dict[str, Any], dict[str, dict[str, object]]]:
     """One value per field: the minimum over ranks for numbers, and the per-rank table where they differ."""
-    values, per_rank = {}, {}
+    values: dict[str, Any] = {}
+    per_rank: dict[str, dict[str, object]] = {}
     for name, by_process in observed.items():
         distinct = set(by_process.values())
-        if all(isinstance(v, (int, float)) for v in distinct):
-            values[name] = min(distinct)
+        numbers = [v for v in distinct if isinstance(v, (int, float))]
+        if len(numbers) == len(distinct):
+            values[name] = min(numbers)
         else:
             values[name] = list(by_process.values())[-1]
         if len(by_process) > 1 and len(distinct) > 1:
@@ -332,7 +337,9 @@ def _errors(lines: list[LogLine]) -> tuple[str, ...]:
         message = line.message.strip()
         if not message or FRAME.match(line.message) or message.startswith('File "'):
             continue
-        is_error = ERROR_LINE.match(message) or (line.level in ("ERROR", "CRITICAL") and ERROR_WORDS.search(message))
+        is_error = bool(
+            ERROR_LINE.match(message) or (line.level in ("ERROR", "CRITICAL") and ERROR_WORDS.search(message))
+        )
         if line.level is None and not is_error and ERROR_WORDS.search(message) and "Warning" not in message:
             is_error = True
         if not is_error:
@@ -370,6 +377,5 @@ def parse_file(path) -> ParsedLog:
         return parse_log(handle.read().decode("utf-8", errors="replace"))
 
 
-# Fields that are byte quantities, with the resolution of vLLM's printing (round to 0.01 GiB).
-BYTE_FIELDS = tuple(f.name for f in fields(ParsedLog) if f.name.endswith("_bytes"))
+# vLLM prints GiB with two decimals: a printed byte figure is exact to half a hundredth of a GiB.
 GIB_RESOLUTION_BYTES = round(0.005 * GIB)

@@ -306,7 +306,7 @@ def _default_tokenizer(url: str, model: str, api_key: str | None) -> str:
 
 def _pump(process: subprocess.Popen, log, progress: Callable[[str], None] | None) -> None:
     """Read the tool's output as it comes (a full pipe would stall it), into the log and to progress."""
-    for line in process.stdout:
+    for line in process.stdout or ():
         log.write(line)
         log.flush()
         if progress is not None and line.strip():
@@ -350,7 +350,9 @@ def run_bench(
             process.wait(timeout_seconds)
         except subprocess.TimeoutExpired:
             _stop(process)
-            raise Failed(f"vllm bench serve ran past {timeout_seconds:.0f} s and was stopped; log: {log_path}")
+            raise Failed(
+                f"vllm bench serve ran past {timeout_seconds:.0f} s and was stopped; log: {log_path}"
+            ) from None
         finally:
             reader.join(10)
     if process.returncode != 0:

@@ -136,7 +136,7 @@ class FitRow:
             "tried": [t.to_json() for t in self.tried],
             "command": self.plan.command,
             "apron_plan": ["apron", "plan", self.plan.model.source, *self.plan_args()],
-            "settings": self.plan.settings,
+            "settings": self.plan.settings.to_json(),
         }
 
 
@@ -228,7 +228,7 @@ def search(
 
     plan = plan_for(user)
     changes: list[str] = []
-    default_seqs = int(plan.settings["max_num_seqs"])
+    default_seqs = plan.settings.max_num_seqs
     if request.base.max_num_seqs is None and default_seqs < users:
         user = replace(user, max_num_seqs=users)
         plan = plan_for(user)
@@ -348,7 +348,7 @@ def is_tight(plan: Plan, users: int) -> bool:
 
 def effective_max_num_seqs(plan: Plan) -> int:
     """The batch the engine will run: the plan's own `--max-num-seqs K` (hybrids) wins over the setting."""
-    seqs = int(plan.settings["max_num_seqs"])
+    seqs = plan.settings.max_num_seqs
     for flag in plan.flags:
         words = flag.split()
         if words[0] == "--max-num-seqs" and len(words) == 2:

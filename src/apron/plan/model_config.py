@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Any
 
 # Aliases vLLM / transformers accept for the same quantity, in the order they are tried.
 _LAYERS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
@@ -34,7 +35,7 @@ MAX_LEN_KEYS = (
 )
 
 
-def _first(config: dict, keys: tuple[str, ...], default=None):
+def _first(config: dict[str, Any], keys: tuple[str, ...], default: Any = None) -> Any:
     for key in keys:
         value = config.get(key)
         if value is not None:
@@ -44,15 +45,15 @@ def _first(config: dict, keys: tuple[str, ...], default=None):
 
 @dataclass(frozen=True)
 class ModelConfig:
-    raw: dict  # the whole config.json
-    text: dict  # the language-model part (text_config for multimodal models)
+    raw: dict[str, Any]  # the whole config.json
+    text: dict[str, Any]  # the language-model part (text_config for multimodal models)
 
     @classmethod
-    def from_config(cls, config: dict) -> ModelConfig:
+    def from_config(cls, config: dict[str, Any]) -> ModelConfig:
         text = config.get("text_config") or config.get("llm_config") or config.get("language_config")
         return cls(raw=config, text=text if isinstance(text, dict) else config)
 
-    def get(self, key: str, default=None):
+    def get(self, key: str, default: Any = None) -> Any:
         value = self.text.get(key)
         return self.raw.get(key, default) if value is None else value
 
@@ -136,7 +137,7 @@ class ModelConfig:
         return int(self.text.get("num_nextn_predict_layers") or self.text.get("mtp_num_hidden_layers") or 0)
 
     @property
-    def quantization_config(self) -> dict | None:
+    def quantization_config(self) -> dict[str, Any] | None:
         q = self.raw.get("quantization_config") or self.raw.get("compression_config")
         return q if isinstance(q, dict) else None
 
@@ -160,7 +161,7 @@ class ModelConfig:
         return None if value is None else bool(value)
 
     @cached_property
-    def rope_parameters(self) -> dict:
+    def rope_parameters(self) -> dict[str, Any]:
         """rope_scaling / rope_parameters merged, as vLLM's get_rope reads them."""
         params = dict(self.text.get("rope_parameters") or {})
         scaling = self.text.get("rope_scaling") or {}

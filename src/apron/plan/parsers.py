@@ -9,6 +9,7 @@ when the pinned release registers them (its facts file's parser registries).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from apron.checkpoint import Checkpoint
 from apron.engine.facts import EngineFacts
@@ -153,9 +154,9 @@ def parser_flags(checkpoint: Checkpoint, facts: EngineFacts) -> tuple[list[str],
     return flags, problems, f"parsers: {parsers.why}"
 
 
-def _missing(kind: str, name: str, facts: EngineFacts) -> Problem:
+def _missing(kind: Literal["reasoning", "tool"], name: str, facts: EngineFacts) -> Problem:
     return Problem(
-        f"{kind}_parser_missing",
+        "reasoning_parser_missing" if kind == "reasoning" else "tool_parser_missing",
         f"this model needs the {name!r} {kind} parser, which vLLM "
         f"{facts.version} does not register; pick a newer --engine",
         "proven_constraint",

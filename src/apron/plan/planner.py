@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-import math
 import shlex
 from dataclasses import dataclass
+from typing import Any
 
 from apron.checkpoint import Checkpoint, load_checkpoint
-from apron.engine.facts import EngineFacts, choose_version, known_versions, load_facts
+from apron.engine.facts import EngineFacts, choose_version, engine_change, known_versions, load_facts
 from apron.errors import BadInput
 from apron.hardware import Gpu
 from apron.plan import memory
 from apron.plan.model_config import ModelConfig
 from apron.plan.parsers import parser_flags, tokenizer_note
-from apron.plan.quantity import Problem, Quantity
-from apron.plan.result import ModelIdentity, Plan
+from apron.plan.quantity import Problem, Quantity, one_of
+from apron.plan.result import VERDICTS, ModelIdentity, Plan, PlanSettings, Verdict
 from apron.plan.settings import EngineSettings, UserSettings, resolve_settings, user_flags
 from apron.plan.weights import WeightsEstimate, WeightSettings, estimate_weights
 
@@ -75,13 +75,14 @@ def plan_checkpoint(checkpoint: Checkpoint, gpu: Gpu, user: UserSettings, engine
             architecture=checkpoint.architecture,
             model_type=checkpoint.model_type,
             source_kind=checkpoint.source_kind,
+            is_multimodal=memory.model_traits(checkpoint, config, facts).is_multimodal,
         ),
         engine_version=facts.version,
         gpu_name=gpu.name,
         gpu_count=settings.tensor_parallel_size,
         total_bytes_per_gpu=gpu.total_bytes,
-        settings=settings.to_json(),
-        compute_capability="%d.%d" % gpu.compute_capability,
+        settings=PlanSettings.from_json(settings.to_json()),
+        compute_capability="{}.{}".format(*gpu.compute_capability),
         verdict=verdict(problems, budget.verdict),
         quantities=quantities,
         flags=tuple(flags),
@@ -107,8 +108,9 @@ def choose_engine(architecture: str, requested: str | None) -> tuple[EngineFacts
 
 
 def registry_problems(checkpoint: Checkpoint, config: ModelConfig, gpu: Gpu, facts: EngineFacts) -> list[Problem]:
-    """Refusals the release raises before any memory is touched, in the release's own words."""
-    problems = []
+    """Refusals the release raises before any memory is touched, in the release's own words; and
+    whether the release runs engine code Apron's tests have not covered."""
+    problems = engine_changed_problems(facts)
     refusal = facts.unregistered_architecture_refusal(checkpoint.architectures or [checkpoint.architecture])
     if refusal is not None:
         problems.append(Problem("architecture_not_supported", _short(refusal.message), "proven_constraint"))
@@ -118,6 +120,24 @@ def registry_problems(checkpoint: Checkpoint, config: ModelConfig, gpu: Gpu, fac
         if refusal is not None:
             problems.append(Problem("quantization_capability", refusal.message, "proven_constraint"))
     return problems
+
+
+def engine_changed_problems(facts: EngineFacts) -> list[Problem]:
+    """A release whose mirrored functions differ from every validated release is planned with the
+    logic validated on the nearest one: its numbers are predictions until a boot measures them."""
+    change = engine_change(facts)
+    if change is None:
+        return []
+    shown = ", ".join(change.functions[:6]) + (
+        f" and {len(change.functions) - 6} more" if len(change.functions) > 6 else ""
+    )
+    message = (
+        f"vLLM {change.version} is not a release Apron is validated on ({', '.join(change.validated)}): "
+        f"{len(change.functions)} engine functions Apron mirrors differ from every validated release ({shown}); "
+        f"the numbers that depend on them follow vLLM {change.nearest}'s logic. "
+        f"See `apron engine diff {change.nearest} {change.version}`."
+    )
+    return [Problem("engine_changed", message, "predicted")]
 
 
 def _short(message: str, limit: int = 600) -> str:
@@ -131,7 +151,7 @@ def _facts_quant_name(method: str) -> str:
     return {"gpt_oss_mxfp4": "mxfp4"}.get(method, method)
 
 
-def model_shape(config: ModelConfig) -> dict:
+def model_shape(config: ModelConfig) -> dict[str, Any]:
     """What correction rules need to pick a tensor-parallel size the engine accepts."""
     return {
         "num_attention_heads": config.num_heads,
@@ -141,11 +161,11 @@ def model_shape(config: ModelConfig) -> dict:
 
 
 def weights_quantity(weights: WeightsEstimate) -> Quantity:
-    label = "predicted" if weights.unknown_layout_tensors else "derived"
-    return Quantity(weights.bytes_per_gpu, "bytes", "predicted" if weights.notes else label, weights.basis)
+    known = not (weights.unknown_layout_tensors or weights.notes)
+    return Quantity(weights.bytes_per_gpu, "bytes", "derived" if known else "predicted", weights.basis)
 
 
-def weights_details(weights: WeightsEstimate) -> dict:
+def weights_details(weights: WeightsEstimate) -> dict[str, Any]:
     return {
         "runtime_dtype": weights.runtime_dtype,
         "checkpoint_bytes": weights.checkpoint_bytes,
@@ -158,10 +178,10 @@ def weights_details(weights: WeightsEstimate) -> dict:
     }
 
 
-def verdict(problems: list[Problem], memory_verdict: str) -> str:
+def verdict(problems: list[Problem], memory_verdict: str) -> Verdict:
     if any(p.label == "proven_constraint" and p.kind not in _ADVISORY for p in problems):
         return "does_not_fit"
-    return memory_verdict
+    return one_of(memory_verdict, VERDICTS, "the memory budget's verdict")
 
 
 # Problems the plan already works around with a flag, or that do not stop the engine from booting.
@@ -192,12 +212,7 @@ def serve_command(checkpoint: Checkpoint, flags: list[str], env: dict[str, str] 
     return " ".join(parts + flags)
 
 
-def ceil_util(total_bytes: int, utilization: float) -> int:
-    """v1/worker/utils.py request_memory: math.ceil(total * gpu_memory_utilization)."""
-    return math.ceil(total_bytes * utilization)
-
-
-def engine_diff(plan: Plan, other: Plan) -> dict:
+def engine_diff(plan: Plan, other: Plan) -> dict[str, Any]:
     """How a plan's numbers move between two releases (`apron plan ... --engine-diff X`)."""
     rows = {}
     for name, mine in plan.quantities.items():

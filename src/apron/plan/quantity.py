@@ -10,49 +10,92 @@ unknown           the layout or term is not modelled; the value is null
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Literal, TypeVar, get_args
 
-LABELS = ("derived", "proven_constraint", "predicted", "measured", "unknown")
-UNITS = ("bytes", "tokens", "sequences", "blocks")
+Label = Literal["derived", "proven_constraint", "predicted", "measured", "unknown"]
+Unit = Literal["bytes", "tokens", "sequences", "blocks"]
+# Every kind of problem a plan can carry; a new kind is added here first.
+ProblemKind = Literal[
+    "architecture_not_supported",
+    "quantization_capability",
+    "engine_changed",
+    "dtype",
+    "max_model_len",
+    "scheduler",
+    "tensor_parallel_heads",
+    "tensor_parallel_vocab",
+    "tensor_parallel_intermediate",
+    "weights_exceed_request",
+    "no_kv_memory",
+    "kv_cache_too_small",
+    "fix",
+    "tight",
+    "max_num_seqs_exceeds_state_blocks",
+    "reasoning_parser_missing",
+    "tool_parser_missing",
+    # the KV layout's kernels refuse the configuration (plan/kv/families: Refusal kinds)
+    "block_size",
+    "compute_capability",
+    "kv_cache_dtype",
+    "host_ram_exceeded",
+    "unrecognized_argument",
+]
+LABELS: tuple[Label, ...] = get_args(Label)
+UNITS: tuple[Unit, ...] = get_args(Unit)
+PROBLEM_KINDS: tuple[ProblemKind, ...] = get_args(ProblemKind)
+
+
+T = TypeVar("T", bound=str)
+
+
+def one_of(value: object, allowed: tuple[T, ...], what: str) -> T:
+    """VALUE as one of the Literal's values (ValueError naming WHAT otherwise)."""
+    for option in allowed:
+        if value == option:
+            return option
+    raise ValueError(f"{what} {value!r} is not one of {allowed}")
 
 
 @dataclass(frozen=True)
 class Quantity:
     value: int | float | None
-    unit: str
-    label: str
+    unit: Unit
+    label: Label
     basis: str
 
     def __post_init__(self) -> None:
-        if self.label not in LABELS:
-            raise ValueError(f"label {self.label!r} is not one of {LABELS}")
-        if self.unit not in UNITS:
-            raise ValueError(f"unit {self.unit!r} is not one of {UNITS}")
+        one_of(self.label, LABELS, "label")
+        one_of(self.unit, UNITS, "unit")
         if self.label == "unknown" and self.value is not None:
             raise ValueError("an unknown quantity has no value")
 
     @classmethod
-    def unknown(cls, unit: str, basis: str) -> Quantity:
+    def unknown(cls, unit: Unit, basis: str) -> Quantity:
         return cls(None, unit, "unknown", basis)
 
-    @property
-    def is_known(self) -> bool:
-        return self.value is not None
-
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"value": self.value, "unit": self.unit, "label": self.label, "basis": self.basis}
 
-
-def weakest(*labels: str) -> str:
-    """The label of a number computed from others: as weak as its weakest input."""
-    order = {"measured": 0, "derived": 1, "proven_constraint": 1, "predicted": 2, "unknown": 3}
-    return max(labels, key=lambda label: order[label])
+    @classmethod
+    def from_json(cls, document: dict[str, Any]) -> Quantity:
+        unit, label = one_of(document["unit"], UNITS, "unit"), one_of(document["label"], LABELS, "label")
+        return cls(document["value"], unit, label, str(document["basis"]))
 
 
 @dataclass(frozen=True)
 class Problem:
-    kind: str
+    kind: ProblemKind
     message: str
-    label: str
+    label: Label
 
-    def to_json(self) -> dict:
+    def __post_init__(self) -> None:
+        one_of(self.kind, PROBLEM_KINDS, "problem kind (add a new one to ProblemKind in apron.plan.quantity)")
+        one_of(self.label, LABELS, "label")
+
+    def to_json(self) -> dict[str, Any]:
         return {"kind": self.kind, "message": self.message, "label": self.label}
+
+    @classmethod
+    def from_json(cls, document: dict[str, Any]) -> Problem:
+        kind = one_of(document["kind"], PROBLEM_KINDS, "problem kind")
+        return cls(kind, str(document["message"]), one_of(document["label"], LABELS, "label"))

@@ -1,13 +1,24 @@
-"""The plan value and its `apron.plan/1` JSON form (brief: "The apron plan --json contract")."""
+"""The plan value and its `apron.plan/1` JSON form (README, "What a plan says").
+
+Every stage after the planner (boot, records, rules, reports) takes a `Plan`, never the dict: a saved
+plan is read back with `Plan.from_json`, and `to_json` writes the document `apron plan --json` prints.
+The contract changes only by adding fields; a document saved before a field existed reads with the
+field's default.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import PurePath
+from typing import Any, Literal, get_args
 
-from apron.plan.quantity import Problem, Quantity
+from apron.checkpoint.model import SOURCE_KINDS, SourceKind
+from apron.errors import BadInput
+from apron.plan.quantity import Problem, Quantity, one_of
 
 SCHEMA = "apron.plan/1"
-VERDICTS = ("fits", "does_not_fit", "unknown")
+Verdict = Literal["fits", "does_not_fit", "unknown"]
+VERDICTS: tuple[Verdict, ...] = get_args(Verdict)
 # The quantities every plan carries, in display order.
 REQUIRED_QUANTITIES = (
     "weights_bytes_per_gpu",
@@ -32,7 +43,94 @@ class ModelIdentity:
     revision: str | None
     architecture: str
     model_type: str
-    source_kind: str = "local"
+    source_kind: SourceKind = "local"
+    # The release registers the architecture as multimodal (or, where its registry cannot say, the
+    # config carries a vision or audio tower): the checks send it an image.
+    is_multimodal: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "repo_id": self.repo_id,
+            "revision": self.revision,
+            "architecture": self.architecture,
+            "model_type": self.model_type,
+            "source_kind": self.source_kind,
+            "is_multimodal": self.is_multimodal,
+        }
+
+    @classmethod
+    def from_json(cls, document: dict[str, Any]) -> ModelIdentity:
+        return cls(
+            document["source"],
+            document.get("repo_id"),
+            document.get("revision"),
+            document["architecture"],
+            document["model_type"],
+            one_of(document.get("source_kind", "local"), SOURCE_KINDS, "source_kind"),
+            bool(document.get("is_multimodal", False)),
+        )
+
+
+@dataclass(frozen=True)
+class PlanSettings:
+    """The engine settings the plan was made for, as the engine will run them (defaults resolved)."""
+
+    tensor_parallel_size: int
+    max_model_len: int
+    gpu_memory_utilization: float
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    kv_cache_dtype: str
+    dtype: str
+    enforce_eager: bool
+    language_model_only: bool = False
+    # --limit-mm-per-prompt as (modality, count) pairs; unlisted modalities keep vLLM's default
+    limit_mm_per_prompt: tuple[tuple[str, int], ...] = ()
+    mm_encoder_tp_mode: str = "weights"
+    cudagraph_capture_sizes: tuple[int, ...] = ()
+    extra_flags: tuple[str, ...] = ()  # `vllm serve` arguments with no field of their own
+    env: tuple[tuple[str, str], ...] = ()  # the engine's environment, in the document's order
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "tensor_parallel_size": self.tensor_parallel_size,
+            "max_model_len": self.max_model_len,
+            "gpu_memory_utilization": self.gpu_memory_utilization,
+            "max_num_seqs": self.max_num_seqs,
+            "max_num_batched_tokens": self.max_num_batched_tokens,
+            "kv_cache_dtype": self.kv_cache_dtype,
+            "dtype": self.dtype,
+            "enforce_eager": self.enforce_eager,
+            "language_model_only": self.language_model_only,
+            "limit_mm_per_prompt": dict(self.limit_mm_per_prompt),
+            "mm_encoder_tp_mode": self.mm_encoder_tp_mode,
+            "cudagraph_capture_sizes": list(self.cudagraph_capture_sizes),
+            "extra_flags": list(self.extra_flags),
+            "env": dict(self.env),
+        }
+
+    @classmethod
+    def from_json(cls, document: dict[str, Any]) -> PlanSettings:
+        unknown = set(document) - set(cls.__dataclass_fields__)
+        if unknown:  # a setting the document has and the type lacks would be lost on the way back
+            raise ValueError(f"settings {sorted(unknown)} are not fields of PlanSettings (apron.plan.result)")
+        return cls(
+            tensor_parallel_size=int(document["tensor_parallel_size"]),
+            max_model_len=document["max_model_len"],
+            gpu_memory_utilization=document["gpu_memory_utilization"],
+            max_num_seqs=document["max_num_seqs"],
+            max_num_batched_tokens=document["max_num_batched_tokens"],
+            kv_cache_dtype=document["kv_cache_dtype"],
+            dtype=document["dtype"],
+            enforce_eager=bool(document["enforce_eager"]),
+            language_model_only=bool(document.get("language_model_only", False)),
+            limit_mm_per_prompt=tuple((str(k), int(v)) for k, v in (document.get("limit_mm_per_prompt") or {}).items()),
+            mm_encoder_tp_mode=str(document.get("mm_encoder_tp_mode") or "weights"),
+            cudagraph_capture_sizes=tuple(document.get("cudagraph_capture_sizes") or ()),
+            extra_flags=tuple(document.get("extra_flags") or ()),
+            env=tuple((str(k), str(v)) for k, v in (document.get("env") or {}).items()),
+        )
 
 
 @dataclass(frozen=True)
@@ -42,15 +140,16 @@ class Plan:
     gpu_name: str
     gpu_count: int
     total_bytes_per_gpu: int
-    settings: dict
-    verdict: str
+    settings: PlanSettings
+    verdict: Verdict
     quantities: dict[str, Quantity]
     flags: tuple[str, ...]
     command: str
     problems: tuple[Problem, ...]
     unknowns: tuple[str, ...]
     notes: tuple[str, ...] = ()
-    details: dict = field(default_factory=dict, compare=False)  # --explain material, extra JSON fields
+    # --explain material and the shapes rules read (free-form: it grows with the calculator)
+    details: dict[str, Any] = field(default_factory=dict, compare=False)
     compute_capability: str | None = None
 
     def __post_init__(self) -> None:
@@ -60,17 +159,50 @@ class Plan:
         if missing:
             raise ValueError(f"plan lacks quantities {missing}")
 
-    def to_json(self) -> dict:
+    # -- what later stages ask of a plan ---------------------------------------------------------
+    @property
+    def sends_images(self) -> bool:
+        """The served model takes images (a multimodal model not cut to its language model)."""
+        limits = dict(self.settings.limit_mm_per_prompt)
+        return self.model.is_multimodal and not self.settings.language_model_only and limits.get("image") != 0
+
+    @property
+    def served_model_name(self) -> str:
+        """The name `vllm serve` gives the model by default: the repo id, else the folder name."""
+        return self.model.repo_id or PurePath(self.model.source).name
+
+    def flag_value(self, option: str) -> str | None:
+        """`--reasoning-parser qwen3` among the flags -> "qwen3" (None when the option is absent)."""
+        for flag in self.flags:
+            words = flag.split()
+            if option in words and words.index(option) + 1 < len(words):
+                return words[words.index(option) + 1]
+        return None
+
+    def has_problem(self, *kinds: str) -> bool:
+        return any(p.kind in kinds for p in self.problems)
+
+    def quantity_value(self, name: str) -> int | float | None:
+        quantity = self.quantities.get(name)
+        return quantity.value if quantity is not None else None
+
+    @property
+    def model_shape(self) -> dict[str, Any]:
+        """Heads and vocabulary, for rules that pick a tensor-parallel size the engine accepts."""
+        shape = self.details.get("model_shape")
+        return shape if isinstance(shape, dict) else {}
+
+    @property
+    def checkpoint_bytes(self) -> int | None:
+        weights = self.details.get("weights")
+        value = weights.get("checkpoint_bytes") if isinstance(weights, dict) else None
+        return value if isinstance(value, int) else None
+
+    # -- the document ----------------------------------------------------------------------------
+    def to_json(self) -> dict[str, Any]:
         return {
             "schema": SCHEMA,
-            "model": {
-                "source": self.model.source,
-                "repo_id": self.model.repo_id,
-                "revision": self.model.revision,
-                "architecture": self.model.architecture,
-                "model_type": self.model.model_type,
-                "source_kind": self.model.source_kind,
-            },
+            "model": self.model.to_json(),
             "engine": {"name": "vllm", "version": self.engine_version},
             "hardware": {
                 "gpu": self.gpu_name,
@@ -78,7 +210,7 @@ class Plan:
                 "total_bytes_per_gpu": self.total_bytes_per_gpu,
                 "compute_capability": self.compute_capability,
             },
-            "settings": self.settings,
+            "settings": self.settings.to_json(),
             "verdict": self.verdict,
             "quantities": {name: q.to_json() for name, q in self.quantities.items()},
             "flags": list(self.flags),
@@ -88,3 +220,34 @@ class Plan:
             "notes": list(self.notes),
             "details": self.details,
         }
+
+    @classmethod
+    def from_json(cls, document: object, where: str = "the plan") -> Plan:
+        """The plan of an `apron.plan/1` document; BadInput naming WHERE when it is not one."""
+        if not isinstance(document, dict) or document.get("schema") != SCHEMA:
+            raise BadInput(f"{where} is not an {SCHEMA} document; write one with `apron plan ... --json > plan.json`")
+        try:
+            return cls._from_document(document)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise BadInput(f"{where}: a damaged {SCHEMA} document ({type(exc).__name__}: {exc})") from None
+
+    @classmethod
+    def _from_document(cls, document: dict[str, Any]) -> Plan:
+        hardware = document["hardware"]
+        return cls(
+            model=ModelIdentity.from_json(document["model"]),
+            engine_version=str(document["engine"]["version"]),
+            gpu_name=hardware["gpu"],
+            gpu_count=int(hardware["count"]),
+            total_bytes_per_gpu=int(hardware["total_bytes_per_gpu"]),
+            settings=PlanSettings.from_json(document["settings"]),
+            verdict=one_of(document["verdict"], VERDICTS, "verdict"),
+            quantities={name: Quantity.from_json(q) for name, q in document["quantities"].items()},
+            flags=tuple(document["flags"]),
+            command=document["command"],
+            problems=tuple(Problem.from_json(p) for p in document["problems"]),
+            unknowns=tuple(document["unknowns"]),
+            notes=tuple(document.get("notes") or ()),
+            details=dict(document.get("details") or {}),
+            compute_capability=hardware.get("compute_capability"),
+        )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 from apron.checkpoint import Checkpoint
 from apron.engine.facts import EngineFacts
@@ -149,7 +150,7 @@ class EngineSettings:
     def uses_cudagraphs(self) -> bool:
         return bool(self.cudagraph_capture_sizes)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "tensor_parallel_size": self.tensor_parallel_size,
             "max_model_len": self.max_model_len,
@@ -298,7 +299,7 @@ def derived_max_model_len(checkpoint: Checkpoint, config: ModelConfig, facts: En
     return int(derived)
 
 
-def _rope_scaled(derived: float, params: dict, facts: EngineFacts) -> float:
+def _rope_scaled(derived: float, params: dict[str, Any], facts: EngineFacts) -> float:
     rope_type = params.get("rope_type", "default")
     unscaled = _UNSCALED_ROPE_030 if facts.at_least("0.30.0") else _UNSCALED_ROPE_029
     if rope_type in unscaled:

@@ -1,128 +1,494 @@
-"""The documents Apron stores: a plan record and a boot record, and how they compare.
+"""The documents Apron stores, one frozen dataclass per kind: a plan record, a boot record, a fix
+record (and any later kind: subclass `RecordDocument` with its own KIND, to_json and from_json, and
+the store reads and writes it).
 
 A boot record holds only what was observed: every number under "measured" comes from a line of the
 engine's log (its basis names the line) and is labelled measured; a number the log did not print is
 absent, never estimated. Host faults are kept as what they are (outcome "host_fault") and are never
-counted against the model.
+counted against the model. The stage that owns the data builds each document (the boot builds the
+boot record, the fix loop the fix record); this module only says what a document is.
 """
 
 from __future__ import annotations
 
-from apron.measure.logparse import GIB, GIB_RESOLUTION_BYTES, ParsedLog
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal, get_args
 
-GIB_PRINTED = "printed by vLLM in GiB with two decimals: exact to +-0.005 GiB"
-# Parsed log field -> (name in the record, unit). Names shared with the plan use the plan's names,
-# so `compare` lines them up.
-MEASURED_FIELDS: dict[str, tuple[str, str]] = {
-    "weights_bytes": ("weights_bytes_per_gpu", "bytes"),
-    "activation_peak_bytes": ("activation_peak_bytes", "bytes"),
-    "cudagraph_estimate_bytes": ("cudagraph_bytes", "bytes"),
-    "cudagraph_bytes": ("cudagraph_actual_bytes", "bytes"),
-    "non_torch_bytes": ("non_torch_bytes", "bytes"),
-    "requested_bytes": ("requested_bytes", "bytes"),
-    "available_kv_bytes": ("available_kv_bytes", "bytes"),
-    "num_gpu_blocks": ("num_kv_blocks", "blocks"),
-    "kv_tokens": ("kv_tokens", "tokens"),
-    "max_concurrency": ("max_concurrency", "sequences"),
-    "total_memory_bytes": ("total_memory_bytes", "bytes"),
-    "consumed_bytes": ("consumed_bytes", "bytes"),
-    "non_kv_bytes": ("non_kv_bytes", "bytes"),
-    "max_model_len": ("max_model_len", "tokens"),
-    "block_size": ("block_size", "tokens"),
-}
-TIMING_FIELDS = (
-    "weights_load_seconds",
-    "model_load_seconds",
-    "torch_compile_seconds",
-    "graph_capture_seconds",
-    "init_engine_seconds",
-)
-OUTCOMES = ("healthy", "failed", "host_fault", "harness_fault")
+from apron.plan.quantity import UNITS, Unit, one_of
+from apron.plan.result import SCHEMA as PLAN_SCHEMA
+from apron.plan.result import Plan
+
+Json = dict[str, Any]
+GIB = 2**30
+Outcome = Literal["healthy", "failed", "host_fault", "harness_fault"]
+OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
+FaultKind = Literal["host", "harness", "model"]
+FAULT_KINDS: tuple[FaultKind, ...] = get_args(FaultKind)
+FixStatus = Literal["hypothesis", "proven"]
+FIX_STATUSES: tuple[FixStatus, ...] = get_args(FixStatus)
 
 
-def plan_record(plan: dict) -> dict:
+class RecordDocument:
+    """One kind of record. Subclasses are frozen dataclasses; each registers its KIND here."""
+
+    KIND: ClassVar[str]
+    kinds: ClassVar[dict[str, type[RecordDocument]]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.KIND:  # UnreadRecord stands in for kinds this Apron does not know: never registered
+            RecordDocument.kinds[cls.KIND] = cls
+
+    def to_json(self) -> Json:
+        raise NotImplementedError
+
+    @classmethod
+    def from_json(cls, document: Json) -> RecordDocument:
+        raise NotImplementedError
+
+    @classmethod
+    def unread_reason(cls, document: Json) -> str | None:
+        """Why this Apron cannot read a record of its kind (a newer inner schema), or None."""
+        return None
+
+    def field_value(self, name: str) -> object:
+        """A top-level field, for lookups by field (RecordStore.find)."""
+        return getattr(self, name, None)
+
+
+@dataclass(frozen=True)
+class UnreadRecord(RecordDocument):
+    """A record this Apron does not read: a kind it does not know or a schema newer than its own (a
+    newer Apron wrote it). Listed and skipped with this reason, never a failure of the whole store."""
+
+    KIND: ClassVar[str] = ""
+    kind: str
+    schema_version: object
+    reason: str
+
+    def to_json(self) -> Json:
+        raise TypeError(f"an unread {self.kind} record is never written again: {self.reason}")
+
+
+def document_from_json(document: Json, schema_version: int) -> RecordDocument:
+    """The typed document of a stored record (KeyError, TypeError, ValueError when it is damaged);
+    an UnreadRecord for a kind or schema this Apron does not read."""
+    kind, version = document.get("kind"), document.get("schema_version", schema_version)
+    if not isinstance(version, int) or version > schema_version:
+        return UnreadRecord(str(kind), version, f"schema {version} is newer than this Apron's ({schema_version})")
+    if kind not in RecordDocument.kinds:
+        return UnreadRecord(str(kind), version, f"this Apron does not read {kind!r} records")
+    cls = RecordDocument.kinds[str(kind)]
+    reason = cls.unread_reason(document)
+    return UnreadRecord(str(kind), version, reason) if reason else cls.from_json(document)
+
+
+# -------------------------------------------------------------------------------------------- plan
+
+
+@dataclass(frozen=True)
+class PlanRecord(RecordDocument):
     """A plan as a record. No timestamp: the same plan is the same record."""
-    return {"kind": "plan", "plan": plan}
+
+    KIND: ClassVar[str] = "plan"
+    plan: Plan
+
+    def to_json(self) -> Json:
+        return {"kind": self.KIND, "plan": self.plan.to_json()}
+
+    @classmethod
+    def from_json(cls, document: Json) -> PlanRecord:
+        return cls(Plan.from_json(document["plan"], "the plan record"))
+
+    @classmethod
+    def unread_reason(cls, document: Json) -> str | None:
+        plan = document.get("plan")
+        schema = plan.get("schema") if isinstance(plan, dict) else None
+        return None if schema == PLAN_SCHEMA else f"a plan of schema {schema}: this Apron reads {PLAN_SCHEMA}"
 
 
-def measured_quantities(parsed: ParsedLog) -> dict:
-    out = {}
-    for name, (record_name, unit) in MEASURED_FIELDS.items():
-        value = getattr(parsed, name)
-        if value is None:
-            continue
-        if record_name == "cudagraph_bytes" and parsed.cudagraph_estimate_bytes is None:
-            continue
-        basis = "vLLM log " + parsed.sources.get(name, "(derived from logged lines)")
-        entry = {"value": value, "unit": unit, "label": "measured", "basis": basis[:400]}
-        if unit == "bytes":
-            entry["resolution_bytes"] = GIB_RESOLUTION_BYTES
-        if name in parsed.per_rank:
-            entry["per_rank"] = parsed.per_rank[name]
-        out[record_name] = entry
-    return out
+# -------------------------------------------------------------------------------------------- boot
 
 
-def log_timings(parsed: ParsedLog) -> dict:
-    return {name: getattr(parsed, name) for name in TIMING_FIELDS if getattr(parsed, name) is not None}
+@dataclass(frozen=True)
+class Fault:
+    """Whose failure it was (apron.boot.faults decides), in a few stable words and the deciding line."""
 
+    kind: FaultKind
+    reason: str  # short and stable: what kind of failure, for people and for grouping
+    evidence: str  # the line that decided it
+    stage: str = ""
 
-def compare(plan_doc: dict, boot_doc: dict) -> dict:
-    """Predicted beside measured, with the error (predicted - measured) in GiB and in % of measured."""
-    predicted = plan_doc.get("quantities", {})
-    measured = boot_doc.get("measured", {})
-    rows = []
-    for name in sorted(set(predicted) | set(measured), key=_order(predicted)):
-        p, m = predicted.get(name), measured.get(name)
-        if m is None and (p is None or p.get("value") is None):
-            continue
-        rows.append(_row(name, p, m))
-    warnings = []
-    hardware = boot_doc.get("hardware", {})
-    planned_gpu = plan_doc.get("hardware", {}).get("gpu")
-    if hardware.get("platform") == "cpu":
-        warnings.append(
-            f"this boot ran on a CPU ({hardware.get('cpu_model') or 'unknown model'}), the plan on "
-            f"{planned_gpu}: memory numbers are not comparable, only the way they are read"
+    @property
+    def is_host(self) -> bool:
+        return self.kind == "host"
+
+    def to_json(self) -> Json:
+        return {"kind": self.kind, "reason": self.reason, "evidence": self.evidence[:1000], "stage": self.stage}
+
+    @classmethod
+    def from_json(cls, document: Json) -> Fault:
+        return cls(
+            one_of(document["kind"], FAULT_KINDS, "fault kind"),
+            str(document["reason"]),
+            str(document.get("evidence", "")),
+            str(document.get("stage", "")),
         )
-    elif hardware.get("gpu_name") and planned_gpu and hardware["gpu_name"] != planned_gpu:
-        warnings.append(f"the plan was for {planned_gpu}, the boot ran on {hardware['gpu_name']}")
-    if boot_doc.get("outcome") == "host_fault":
-        warnings.append("a host fault: nothing here is counted against the model")
+
+
+@dataclass(frozen=True)
+class Measured:
+    """One number read from the engine's log."""
+
+    value: int | float
+    unit: Unit
+    basis: str
+    resolution_bytes: int | None = None  # a GiB figure printed with two decimals is exact to this
+    per_rank: list[Any] | None = None  # where each tensor-parallel rank printed its own
+
+    def to_json(self) -> Json:
+        out: Json = {"value": self.value, "unit": self.unit, "label": "measured", "basis": self.basis}
+        if self.resolution_bytes is not None:
+            out["resolution_bytes"] = self.resolution_bytes
+        if self.per_rank is not None:
+            out["per_rank"] = self.per_rank
+        return out
+
+    @classmethod
+    def from_json(cls, document: Json) -> Measured:
+        return cls(
+            document["value"],
+            one_of(document["unit"], UNITS, "unit"),
+            str(document.get("basis", "")),
+            document.get("resolution_bytes"),
+            document.get("per_rank"),
+        )
+
+
+@dataclass(frozen=True)
+class EngineIdentity:
+    version: str | None
+    logged_version: str | None = None
+    distributions: Any = None
+    wheel: str | None = None
+    image_digest: str | None = None
+    packages_sha256: str | None = None
+    num_packages: int | None = None
+    torch: str | None = None
+    python: str | None = None
+
+    def to_json(self) -> Json:
+        return {"name": "vllm", **{name: getattr(self, name) for name in _ENGINE_FIELDS}}
+
+    @classmethod
+    def from_json(cls, document: Json) -> EngineIdentity:
+        return cls(**{name: document.get(name) for name in _ENGINE_FIELDS})
+
+
+_ENGINE_FIELDS = tuple(EngineIdentity.__dataclass_fields__)
+
+
+@dataclass(frozen=True)
+class HardwareIdentity:
+    """The machine as its probe saw it; the GPU fields only where it has GPUs."""
+
+    platform: str | None
+    hostname: str | None = None
+    cpu_model: str | None = None
+    cpu_cores: int | None = None
+    ram_bytes: int | None = None
+    machine: str | None = None
+    gpu_name: str | None = None
+    gpu_count: int | None = None
+    gpu_total_bytes: int | None = None
+    gpu_total_bytes_basis: str | None = None
+    driver_version: str | None = None
+    cuda_version: str | None = None
+    gpu_probe_error: str | None = None
+
+    def to_json(self) -> Json:
+        out: Json = {name: getattr(self, name) for name in _HOST_FIELDS}
+        if self.gpu_count:
+            out.update({name: getattr(self, name) for name in _GPU_FIELDS})
+        elif self.gpu_probe_error:
+            out["gpu_probe_error"] = self.gpu_probe_error
+        return out
+
+    @classmethod
+    def from_json(cls, document: Json) -> HardwareIdentity:
+        return cls(**{name: document.get(name) for name in (*_HOST_FIELDS, *_GPU_FIELDS, "gpu_probe_error")})
+
+    def describe(self) -> str:
+        if self.gpu_name:
+            return f"{self.gpu_count} x {self.gpu_name}"
+        return f"CPU {self.cpu_model or '?'}" if self.platform == "cpu" else "?"
+
+
+_HOST_FIELDS = ("platform", "hostname", "cpu_model", "cpu_cores", "ram_bytes", "machine")
+_GPU_FIELDS = (
+    "gpu_name",
+    "gpu_count",
+    "gpu_total_bytes",
+    "gpu_total_bytes_basis",
+    "driver_version",
+    "cuda_version",
+)
+
+
+@dataclass(frozen=True)
+class EarlierAttempt:
+    """A try that ended in a host fault and was retried on the next target."""
+
+    target: str
+    started_at: str
+    fault: Fault
+    log_sha256: str
+
+    def to_json(self) -> Json:
+        return {
+            "target": self.target,
+            "started_at": self.started_at,
+            "fault": self.fault.to_json(),
+            "log_sha256": self.log_sha256,
+        }
+
+    @classmethod
+    def from_json(cls, document: Json) -> EarlierAttempt:
+        return cls(
+            str(document["target"]),
+            str(document["started_at"]),
+            Fault.from_json(document["fault"]),
+            str(document["log_sha256"]),
+        )
+
+
+@dataclass(frozen=True)
+class LogRef:
+    """The engine log, kept as a blob, and what was read from it."""
+
+    sha256: str
+    bytes: int
+    parsed: Json = field(default_factory=dict, compare=False)
+
+    def to_json(self) -> Json:
+        return {"sha256": self.sha256, "bytes": self.bytes, "parsed": self.parsed}
+
+    @classmethod
+    def from_json(cls, document: Json) -> LogRef:
+        return cls(str(document["sha256"]), int(document["bytes"]), dict(document.get("parsed") or {}))
+
+
+@dataclass(frozen=True)
+class BootRecord(RecordDocument):
+    KIND: ClassVar[str] = "boot"
+    created_at: str
+    plan_id: str
+    outcome: Outcome
+    target: str
+    engine: EngineIdentity
+    hardware: HardwareIdentity
+    log: LogRef
+    fault: Fault | None = None
+    command: Json | None = None  # argv, env, shell line, profile (apron.boot.command.ServeCommand)
+    model_path: str | None = None
+    timings: dict[str, float] = field(default_factory=dict)
+    measured: dict[str, Measured] = field(default_factory=dict)
+    answers: Json | None = None  # the check report (apron.measure.checks)
+    serving: Json | None = None  # the serving test (apron.measure.servetest)
+    attempts: tuple[EarlierAttempt, ...] = ()
+    notes: tuple[str, ...] = ()
+    after_healthy: Json | None = None  # the rest of what ran after /health (smoke reply, verdicts)
+
+    @property
+    def counts_against_model(self) -> bool:
+        return self.outcome == "failed"
+
+    @property
+    def verdicts(self) -> dict[str, bool | None]:
+        """booted / responded / answered / served, where the checks ran."""
+        return dict((self.after_healthy or {}).get("verdicts") or {})
+
+    @property
+    def responded(self) -> bool:
+        """Healthy, and the endpoint produced tokens (whether they are right, the checks say)."""
+        reply = (self.after_healthy or {}).get("responded") or {}
+        return self.outcome == "healthy" and bool(reply.get("ok"))
+
+    @property
+    def served_model(self) -> str | None:
+        """The model argument of the `vllm serve` command the boot ran."""
+        argv = (self.command or {}).get("argv") or []
+        return str(argv[2]) if len(argv) > 2 else None
+
+    def to_json(self) -> Json:
+        out: Json = {
+            "kind": self.KIND,
+            "created_at": self.created_at,
+            "plan_id": self.plan_id,
+            "outcome": self.outcome,
+            "counts_against_model": self.counts_against_model,
+            "fault": self.fault.to_json() if self.fault else None,
+            "target": self.target,
+            "engine": self.engine.to_json(),
+            "hardware": self.hardware.to_json(),
+            "command": self.command,
+            "model_path": self.model_path,
+            "timings": dict(self.timings),
+            "measured": {name: m.to_json() for name, m in self.measured.items()},
+            "log": self.log.to_json(),
+            "answers": self.answers,
+            "serving": self.serving,
+            "attempts": [a.to_json() for a in self.attempts],
+            "notes": list(self.notes),
+        }
+        if self.after_healthy:
+            out["after_healthy"] = self.after_healthy
+        return out
+
+    @classmethod
+    def from_json(cls, document: Json) -> BootRecord:
+        fault = document.get("fault")
+        return cls(
+            created_at=str(document.get("created_at") or ""),
+            plan_id=str(document["plan_id"]),
+            outcome=one_of(document["outcome"], OUTCOMES, "outcome"),
+            target=str(document.get("target") or ""),
+            engine=EngineIdentity.from_json(document.get("engine") or {}),
+            hardware=HardwareIdentity.from_json(document.get("hardware") or {}),
+            log=LogRef.from_json(document["log"]),
+            fault=Fault.from_json(fault) if fault else None,
+            command=document.get("command"),
+            model_path=document.get("model_path"),
+            timings=dict(document.get("timings") or {}),
+            measured={name: Measured.from_json(m) for name, m in (document.get("measured") or {}).items()},
+            answers=document.get("answers"),
+            serving=document.get("serving"),
+            attempts=tuple(EarlierAttempt.from_json(a) for a in document.get("attempts") or ()),
+            notes=tuple(document.get("notes") or ()),
+            after_healthy=document.get("after_healthy"),
+        )
+
+
+# --------------------------------------------------------------------------------------------- fix
+
+
+@dataclass(frozen=True)
+class FixRecord(RecordDocument):
+    """A correction rule applied between two boots: the failed one, and the corrected one once it ran.
+    A settled fix record (corrected_boot set) names the hypothesis record it settles."""
+
+    KIND: ClassVar[str] = "fix"
+    rule: str
+    engine_version: str
+    failed_boot: str
+    family: str
+    fingerprint: str
+    fields: Json
+    corrected_flags: tuple[str, ...]
+    corrected_command: str
+    could_have_known: str
+    status: FixStatus = "hypothesis"
+    corrected_boot: str | None = None
+    settles: str | None = None
+
+    def to_json(self) -> Json:
+        out: Json = {
+            "kind": self.KIND,
+            "rule": self.rule,
+            "engine_version": self.engine_version,
+            "failed_boot": self.failed_boot,
+            "corrected_boot": self.corrected_boot,
+            "status": self.status,
+            "family": self.family,
+            "fingerprint": self.fingerprint,
+            "fields": self.fields,
+            "corrected_flags": list(self.corrected_flags),
+            "corrected_command": self.corrected_command,
+            "could_have_known": self.could_have_known,
+        }
+        if self.settles is not None:
+            out["settles"] = self.settles
+        return out
+
+    @classmethod
+    def from_json(cls, document: Json) -> FixRecord:
+        return cls(
+            rule=str(document["rule"]),
+            engine_version=str(document["engine_version"]),
+            failed_boot=str(document["failed_boot"]),
+            family=str(document.get("family", "")),
+            fingerprint=str(document.get("fingerprint", "")),
+            fields=dict(document.get("fields") or {}),
+            corrected_flags=tuple(document.get("corrected_flags") or ()),
+            corrected_command=str(document.get("corrected_command", "")),
+            could_have_known=str(document.get("could_have_known", "")),
+            status=one_of(document.get("status", "hypothesis"), FIX_STATUSES, "fix status"),
+            corrected_boot=document.get("corrected_boot"),
+            settles=document.get("settles"),
+        )
+
+
+# ------------------------------------------------------------------------------------ comparison
+
+
+def compare(plan: Plan, boot: BootRecord) -> Json:
+    """Predicted beside measured, with the error (predicted - measured) in GiB and in % of measured."""
+    names = list(plan.quantities)
+    rows = []
+    for name in sorted(
+        set(names) | set(boot.measured), key=lambda n: (names.index(n) if n in names else len(names), n)
+    ):
+        predicted, measured = plan.quantities.get(name), boot.measured.get(name)
+        if measured is None and (predicted is None or predicted.value is None):
+            continue
+        unit = measured.unit if measured else predicted.unit if predicted else None
+        rows.append(
+            _row(
+                name,
+                unit,
+                predicted.value if predicted else None,
+                predicted.label if predicted else None,
+                measured.value if measured else None,
+            )
+        )
     return {
-        "plan_id": boot_doc.get("plan_id"),
-        "outcome": boot_doc.get("outcome"),
-        "engine": {
-            "planned": plan_doc.get("engine", {}).get("version"),
-            "booted": boot_doc.get("engine", {}).get("version"),
-        },
+        "plan_id": boot.plan_id,
+        "outcome": boot.outcome,
+        "engine": {"planned": plan.engine_version, "booted": boot.engine.version},
         "rows": rows,
-        "warnings": warnings,
+        "warnings": _warnings(plan, boot),
     }
 
 
-def _row(name: str, p: dict | None, m: dict | None) -> dict:
-    pv = p.get("value") if p else None
-    mv = m.get("value") if m else None
-    unit = (m or p or {}).get("unit")
-    row = {
+def _warnings(plan: Plan, boot: BootRecord) -> list[str]:
+    warnings = []
+    hardware = boot.hardware
+    if hardware.platform == "cpu":
+        warnings.append(
+            f"this boot ran on a CPU ({hardware.cpu_model or 'unknown model'}), the plan on "
+            f"{plan.gpu_name}: memory numbers are not comparable, only the way they are read"
+        )
+    elif hardware.gpu_name and hardware.gpu_name != plan.gpu_name:
+        warnings.append(f"the plan was for {plan.gpu_name}, the boot ran on {hardware.gpu_name}")
+    if boot.outcome == "host_fault":
+        warnings.append("a host fault: nothing here is counted against the model")
+    return warnings
+
+
+def _row(name: str, unit: str | None, predicted: float | None, label: str | None, measured: float | None) -> Json:
+    row: Json = {
         "name": name,
         "unit": unit,
-        "predicted": pv,
-        "predicted_label": p.get("label") if p else None,
-        "measured": mv,
+        "predicted": predicted,
+        "predicted_label": label,
+        "measured": measured,
         "error": None,
         "error_gib": None,
         "error_pct": None,
     }
-    if pv is not None and mv is not None:
-        row["error"] = pv - mv
+    if predicted is not None and measured is not None:
+        row["error"] = predicted - measured
         if unit == "bytes":
-            row["error_gib"] = round((pv - mv) / GIB, 3)
-        row["error_pct"] = round((pv - mv) / mv * 100, 2) if mv else None
+            row["error_gib"] = round((predicted - measured) / GIB, 3)
+        row["error_pct"] = round((predicted - measured) / measured * 100, 2) if measured else None
     return row
-
-
-def _order(predicted: dict):
-    names = list(predicted)
-    return lambda n: (names.index(n) if n in names else len(names), n)

@@ -2,56 +2,45 @@
 
 from __future__ import annotations
 
-from apron.measure.logparse import GIB
+from typing import Any
+
+from apron.records.documents import GIB, BootRecord, FixRecord, PlanRecord, RecordDocument, UnreadRecord
 from apron.records.store import StoredRecord
 
 
-def summary_row(record: StoredRecord) -> dict:
+def summary_row(record: StoredRecord[RecordDocument]) -> dict[str, Any]:
     doc = record.document
-    if record.kind == "plan":
-        plan = doc.get("plan", {})
-        return {
-            "id": record.id,
-            "kind": "plan",
-            "model": plan.get("model", {}).get("repo_id") or plan.get("model", {}).get("source"),
-            "engine": plan.get("engine", {}).get("version"),
-            "hardware": f"{plan.get('hardware', {}).get('count')} x {plan.get('hardware', {}).get('gpu')}",
-            "outcome": plan.get("verdict"),
-            "created_at": None,
-            "plan_id": None,
+    row: dict[str, Any] = {"id": record.id, "kind": record.kind, "created_at": None, "plan_id": None}
+    if isinstance(doc, PlanRecord):
+        plan = doc.plan
+        return row | {
+            "model": plan.model.repo_id or plan.model.source,
+            "engine": plan.engine_version,
+            "hardware": f"{plan.gpu_count} x {plan.gpu_name}",
+            "outcome": plan.verdict,
         }
-    if record.kind == "fix":
-        return {
-            "id": record.id,
-            "kind": "fix",
-            "model": doc.get("rule"),
-            "engine": doc.get("engine_version"),
-            "hardware": f"{doc.get('failed_boot', '')[:12]} -> {str(doc.get('corrected_boot'))[:12]}",
-            "outcome": doc.get("status"),
-            "created_at": None,
-            "plan_id": None,
+    if isinstance(doc, FixRecord):
+        return row | {
+            "model": doc.rule,
+            "engine": doc.engine_version,
+            "hardware": f"{doc.failed_boot[:12]} -> {str(doc.corrected_boot)[:12]}",
+            "outcome": doc.status,
         }
-    hw = doc.get("hardware", {})
-    hardware = (
-        f"{hw.get('gpu_count')} x {hw.get('gpu_name')}"
-        if hw.get("gpu_name")
-        else f"CPU {hw.get('cpu_model') or '?'}"
-        if hw.get("platform") == "cpu"
-        else "?"
-    )
-    return {
-        "id": record.id,
-        "kind": "boot",
-        "model": (doc.get("command") or {}).get("argv", [None, None, None])[2],
-        "engine": doc.get("engine", {}).get("version"),
-        "hardware": hardware,
-        "outcome": doc.get("outcome"),
-        "created_at": doc.get("created_at"),
-        "plan_id": doc.get("plan_id"),
-    }
+    if isinstance(doc, BootRecord):
+        return row | {
+            "model": doc.served_model,
+            "engine": doc.engine.version,
+            "hardware": doc.hardware.describe(),
+            "outcome": doc.outcome,
+            "created_at": doc.created_at,
+            "plan_id": doc.plan_id,
+        }
+    if isinstance(doc, UnreadRecord):
+        return row | {"model": None, "engine": None, "hardware": None, "outcome": f"not read: {doc.reason}"}
+    return row | {"model": None, "engine": None, "hardware": None, "outcome": None}
 
 
-def render_list(rows: list[dict]) -> str:
+def render_list(rows: list[dict[str, Any]]) -> str:
     if not rows:
         return "no records"
     lines = []
@@ -63,47 +52,41 @@ def render_list(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def render_boot(record: StoredRecord) -> str:
-    doc = record.document
-    fault = doc.get("fault") or {}
+def render_boot(record_id: str, doc: BootRecord) -> str:
+    fault = doc.fault
     lines = [
-        f"boot {record.id}",
-        f"  outcome   {doc.get('outcome')}" + (f" ({fault.get('kind')} fault: {fault.get('reason')})" if fault else ""),
-        f"  plan      {doc.get('plan_id')}",
-        f"  target    {doc.get('target')}",
-        f"  engine    vllm {doc.get('engine', {}).get('version')}",
-        f"  hardware  {summary_row(record)['hardware']}",
+        f"boot {record_id}",
+        f"  outcome   {doc.outcome}" + (f" ({fault.kind} fault: {fault.reason})" if fault else ""),
+        f"  plan      {doc.plan_id}",
+        f"  target    {doc.target}",
+        f"  engine    vllm {doc.engine.version}",
+        f"  hardware  {doc.hardware.describe()}",
     ]
     if fault:
-        lines.append(f"  evidence  {fault.get('evidence', '')[:200]}")
-    if doc.get("command"):
-        lines.append(f"  command   {doc['command'].get('shell')}")
-    timings = doc.get("timings", {})
-    if timings:
-        lines.append("  timings   " + ", ".join(f"{k} {v}" for k, v in timings.items()))
+        lines.append(f"  evidence  {fault.evidence[:200]}")
+    if doc.command:
+        lines.append(f"  command   {doc.command.get('shell')}")
+    if doc.timings:
+        lines.append("  timings   " + ", ".join(f"{k} {v}" for k, v in doc.timings.items()))
     lines.append("  measured")
-    for name, q in doc.get("measured", {}).items():
-        lines.append(f"    {name:<28} {format_value(q.get('value'), q.get('unit'))}")
+    for name, q in doc.measured.items():
+        lines.append(f"    {name:<28} {format_value(q.value, q.unit)}")
     lines += _answer_lines(doc)
-    log = doc.get("log", {})
-    lines.append(f"  log       {log.get('bytes')} bytes, sha256 {log.get('sha256')}")
-    for attempt in doc.get("attempts", []):
-        lines.append(
-            f"  earlier attempt on {attempt['target']}: {attempt['fault']['kind']} fault, {attempt['fault']['reason']}"
-        )
+    lines.append(f"  log       {doc.log.bytes} bytes, sha256 {doc.log.sha256}")
+    for attempt in doc.attempts:
+        lines.append(f"  earlier attempt on {attempt.target}: {attempt.fault.kind} fault, {attempt.fault.reason}")
     return "\n".join(lines)
 
 
-def _answer_lines(doc: dict) -> list[str]:
-    hook = doc.get("after_healthy") or {}
-    verdicts = hook.get("verdicts")
+def _answer_lines(doc: BootRecord) -> list[str]:
+    verdicts = doc.verdicts
     if not verdicts:
         return []
     shown = ", ".join(f"{name} {'yes' if value else 'no'}" for name, value in verdicts.items() if value is not None)
     lines = [f"  verdicts  {shown}"]
-    for check in (doc.get("answers") or {}).get("checks", []):
+    for check in (doc.answers or {}).get("checks", []):
         lines.append(f"    check {check['name']:<14} {check['status']:<5} {check['reason'][:100]}")
-    serving = doc.get("serving") or {}
+    serving = doc.serving or {}
     figures = serving.get("figures") or {}
     if figures:
         ttft = figures.get("ttft") or {}
@@ -117,7 +100,7 @@ def _answer_lines(doc: dict) -> list[str]:
     return lines
 
 
-def render_compare(table: dict) -> str:
+def render_compare(table: dict[str, Any]) -> str:
     lines = [
         f"plan {table['plan_id']} (vllm {table['engine']['planned']}) vs boot "
         f"({table['outcome']}, vllm {table['engine']['booted']})",
@@ -141,7 +124,7 @@ def render_compare(table: dict) -> str:
     return "\n".join(lines)
 
 
-def format_value(value, unit) -> str:
+def format_value(value: float | None, unit: str | None) -> str:
     if value is None:
         return "-"
     if unit == "bytes":

@@ -3,11 +3,13 @@
 Layout under the store folder (the user's data dir by default, or a folder kept in git):
     records/<id[:2]>/<id>.json   one record, canonical JSON, never overwritten
     blobs/<sha[:2]>/<sha>.gz     large payloads (engine logs) by the sha256 of their raw bytes
+    rules/<rule>.json            each correction rule's status per release (apron.rules.status)
     tmp/                         writes in progress; a crash leaves debris here, never a partial record
 
-A write goes to a temp file, is fsynced, then linked into place (link fails if the name exists, so
-nothing is overwritten) and the folder is fsynced. A read recomputes the hash, so a damaged file is
-reported instead of trusted.
+Everything that reads or writes records comes through `RecordStore`: a write goes through
+apron.paths.write_atomic (linked into place, so nothing is overwritten), and every read recomputes the
+hash, so a damaged file is reported instead of trusted. Records go in and come out as the typed
+documents of apron.records.documents.
 """
 
 from __future__ import annotations
@@ -15,40 +17,42 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Generic, TypeVar
 
 from apron.errors import BadInput, Failed
+from apron.paths import write_atomic
+from apron.records.documents import RecordDocument, document_from_json
 
 SCHEMA_VERSION = 1
-KINDS = ("plan", "boot", "fix")  # fix: a correction rule applied between two boots (apron.boot.fix)
+MIN_PREFIX = 4
+D = TypeVar("D", bound=RecordDocument)
 
 
-def canonical_bytes(document: dict) -> bytes:
+def canonical_bytes(document: dict[str, Any]) -> bytes:
     """Sorted keys, compact separators, UTF-8: one byte string per document."""
-    return json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode(
-        "utf-8"
-    )
+    text = json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return text.encode("utf-8")
 
 
 def sha256_hex(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def record_id(document: dict) -> str:
+def record_id(document: dict[str, Any]) -> str:
     return sha256_hex(canonical_bytes(document))
 
 
 @dataclass(frozen=True)
-class StoredRecord:
+class StoredRecord(Generic[D]):
     id: str
-    document: dict
+    document: D
+    raw: dict[str, Any]  # the JSON as stored (hash verified), for `records show --json`
 
     @property
     def kind(self) -> str:
-        return self.document.get("kind", "?")
+        return str(self.raw.get("kind"))
 
 
 class RecordStore:
@@ -59,13 +63,15 @@ class RecordStore:
             root = records_dir()
         self.root = Path(root)
 
+    @property
+    def rules_dir(self) -> Path:
+        """Where rule statuses live: beside the boot records that prove them."""
+        return self.root / "rules"
+
     # -- writing ---------------------------------------------------------------------------------
-    def put(self, document: dict) -> str:
+    def put(self, document: RecordDocument) -> str:
         """Store a record (adding schema_version) and return its id; storing it again is a no-op."""
-        if document.get("kind") not in KINDS:
-            raise ValueError(f"record kind {document.get('kind')!r} is not one of {KINDS}")
-        document = {"schema_version": SCHEMA_VERSION, **document}
-        data = canonical_bytes(document)
+        data = canonical_bytes({"schema_version": SCHEMA_VERSION, **document.to_json()})
         rid = sha256_hex(data)
         self._write_once(self._record_path(rid), data)
         return rid
@@ -76,37 +82,30 @@ class RecordStore:
         return sha
 
     def _write_once(self, path: Path, data: bytes) -> None:
-        if path.exists():
-            return
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp_dir = self.root / "tmp"
-        tmp_dir.mkdir(parents=True, exist_ok=True)
-        fd, tmp_name = tempfile.mkstemp(dir=tmp_dir, prefix=path.stem[:12] + ".")
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                os.fchmod(handle.fileno(), 0o644)  # mkstemp's 0600 would hide records from a shared repo
-                handle.write(data)
-                handle.flush()
-                os.fsync(handle.fileno())
-            try:
-                os.link(tmp_name, path)  # atomic, and refuses to replace an existing record
-            except FileExistsError:
-                pass
-            _fsync_dir(path.parent)
-        finally:
-            os.unlink(tmp_name)
+        if not path.exists():
+            write_atomic(path, data, overwrite=False, temp_dir=self.root / "tmp")
 
     # -- reading ---------------------------------------------------------------------------------
-    def get(self, rid: str) -> StoredRecord:
-        path = self._find(rid)
-        data = path.read_bytes()
-        if sha256_hex(data) != path.stem:
-            raise Failed(f"record {path.stem} in {self.root} does not match its hash (damaged file {path})")
-        try:
-            document = json.loads(data)
-        except ValueError as exc:
-            raise Failed(f"record {path.stem} is not JSON ({exc})") from None
-        return StoredRecord(path.stem, document)
+    def get(self, rid: str) -> StoredRecord[RecordDocument]:
+        """The record with this id (or unique id prefix of 4+ hex characters), hash verified."""
+        return self._read(self._find(rid))
+
+    def get_as(self, rid: str, kind: type[D]) -> StoredRecord[D]:
+        """As `get`, for a record that must be of this kind (BadInput naming both kinds otherwise)."""
+        record = self.get(rid)
+        if not isinstance(record.document, kind):
+            raise BadInput(f"record {record.id[:12]} is a {record.kind}, not a {kind.KIND}")
+        return StoredRecord(record.id, record.document, record.raw)
+
+    def find(self, kind: type[D], prefix: str = "", **fields: object) -> list[StoredRecord[D]]:
+        """Records of this kind whose id starts with PREFIX and whose top-level fields equal FIELDS."""
+        out = []
+        for rid in self.ids(prefix):
+            record = self.get(rid)
+            document = record.document
+            if isinstance(document, kind) and all(document.field_value(k) == v for k, v in fields.items()):
+                out.append(StoredRecord(record.id, document, record.raw))
+        return out
 
     def get_blob(self, sha: str) -> bytes:
         path = self._blob_path(sha)
@@ -117,13 +116,14 @@ class RecordStore:
             raise Failed(f"blob {sha} in {self.root} does not match its hash (damaged file {path})")
         return data
 
-    def ids(self) -> list[str]:
+    def ids(self, prefix: str = "") -> list[str]:
         folder = self.root / "records"
         if not folder.is_dir():
             return []
-        return sorted(p.stem for p in folder.glob("??/*.json"))
+        pattern = f"{prefix[:2]}/{prefix}*.json" if len(prefix) >= 2 else f"{prefix}?/*.json" if prefix else "??/*.json"
+        return sorted(p.stem for p in folder.glob(pattern))
 
-    def all(self) -> list[StoredRecord]:
+    def all(self) -> list[StoredRecord[RecordDocument]]:
         return [self.get(rid) for rid in self.ids()]
 
     def verify(self) -> list[str]:
@@ -141,30 +141,32 @@ class RecordStore:
                 bad.append(path.name[:-3])
         return bad
 
+    def _read(self, path: Path) -> StoredRecord[RecordDocument]:
+        data = path.read_bytes()
+        if sha256_hex(data) != path.stem:
+            raise Failed(f"record {path.stem} in {self.root} does not match its hash (damaged file {path})")
+        try:
+            raw = json.loads(data)
+            return StoredRecord(path.stem, document_from_json(raw, SCHEMA_VERSION), raw)
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise Failed(f"record {path.stem} in {self.root} is not a record Apron reads ({exc})") from None
+
     def _find(self, rid: str) -> Path:
         rid = rid.strip().lower()
-        if len(rid) < 4 or not all(c in "0123456789abcdef" for c in rid):
-            raise BadInput(f"record id '{rid}' must be at least 4 hex characters")
+        if len(rid) < MIN_PREFIX or not all(c in "0123456789abcdef" for c in rid):
+            raise BadInput(f"record id '{rid}' must be at least {MIN_PREFIX} hex characters")
         exact = self._record_path(rid) if len(rid) == 64 else None
         if exact is not None and exact.exists():
             return exact
-        matches = sorted((self.root / "records" / rid[:2]).glob(f"{rid}*.json"))
+        matches = self.ids(rid)
         if not matches:
             raise BadInput(f"no record {rid} in {self.root} (see `apron records list`)")
         if len(matches) > 1:
             raise BadInput(f"record id {rid} is ambiguous in {self.root}: give more characters")
-        return matches[0]
+        return self._record_path(matches[0])
 
     def _record_path(self, rid: str) -> Path:
         return self.root / "records" / rid[:2] / f"{rid}.json"
 
     def _blob_path(self, sha: str) -> Path:
         return self.root / "blobs" / sha[:2] / f"{sha}.gz"
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

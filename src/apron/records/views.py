@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from apron.errors import BadInput
-from apron.records.documents import compare
+from apron.records.documents import BootRecord, PlanRecord, compare
 from apron.records.report import summary_row
 from apron.records.store import RecordStore
 
@@ -21,13 +20,10 @@ def list_rows(store: RecordStore, kind: str | None = None) -> list[dict[str, Any
 
 def show_document(store: RecordStore, record_id: str) -> dict[str, Any]:
     record = store.get(record_id)
-    return {"id": record.id, **record.document}
+    return {"id": record.id, **record.raw}
 
 
 def compare_document(store: RecordStore, record_id: str) -> dict[str, Any]:
     """Predicted (the linked plan) beside measured (the boot)."""
-    boot_record = store.get(record_id)
-    if boot_record.kind != "boot":
-        raise BadInput(f"record {boot_record.id[:12]} is a {boot_record.kind}, not a boot: compare takes a boot id")
-    plan_record = store.get(boot_record.document["plan_id"])
-    return compare(plan_record.document["plan"], boot_record.document)
+    boot = store.get_as(record_id, BootRecord).document
+    return compare(store.get_as(boot.plan_id, PlanRecord).document.plan, boot)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Any, Protocol
 
 from apron.plan.result import REQUIRED_QUANTITIES, Plan
 
@@ -57,10 +57,10 @@ def render_card(plan: Plan) -> str:
         f"{m.repo_id or m.source}{revision}  ({m.architecture}, {m.source_kind})",
         f"vLLM {plan.engine_version} on {plan.gpu_count} x {plan.gpu_name} "
         f"({plan.total_bytes_per_gpu / 2**30:.2f} GiB each)",
-        f"settings: max_model_len {plan.settings['max_model_len']}, dtype {plan.settings['dtype']}, "
-        f"util {plan.settings['gpu_memory_utilization']}, max_num_seqs {plan.settings['max_num_seqs']}, "
-        f"max_num_batched_tokens {plan.settings['max_num_batched_tokens']}"
-        f"{', eager' if plan.settings['enforce_eager'] else ''}",
+        f"settings: max_model_len {plan.settings.max_model_len}, dtype {plan.settings.dtype}, "
+        f"util {plan.settings.gpu_memory_utilization}, max_num_seqs {plan.settings.max_num_seqs}, "
+        f"max_num_batched_tokens {plan.settings.max_num_batched_tokens}"
+        f"{', eager' if plan.settings.enforce_eager else ''}",
         "",
         f"verdict: {_VERDICT[plan.verdict]}",
         "",
@@ -79,13 +79,15 @@ def render_card(plan: Plan) -> str:
     return "\n".join(lines)
 
 
-def _diff_value(value: float | None, scale: int) -> str:
+def _shown(value: float | None, unit: str) -> str:
     if value is None:
         return "unknown"
-    return f"{value / scale:,.2f}" if scale != 1 or isinstance(value, float) else f"{value:,}"
+    if unit:
+        return f"{value / 2**30:,.2f}"
+    return f"{value:,.2f}" if isinstance(value, float) else f"{value:,}"
 
 
-def render_engine_diff(diff: dict) -> str:
+def render_engine_diff(diff: dict[str, Any]) -> str:
     mine, theirs = diff["versions"]
     lines = [f"vLLM {mine} vs {theirs}: verdict {diff['verdicts'][0]} vs {diff['verdicts'][1]}"]
     for name, row in diff["quantities"].items():
@@ -103,9 +105,7 @@ def render_engine_diff(diff: dict) -> str:
             if isinstance(delta, float)
             else f"  ({delta:+,})"
         )
-        lines.append(
-            f"  {QUANTITY_TITLES.get(name, name):<28} {_diff_value(a, scale):>14} {_diff_value(b, scale):>14}{change}"
-        )
+        lines.append(f"  {QUANTITY_TITLES.get(name, name):<28} {_shown(a, unit):>14} {_shown(b, unit):>14}{change}")
     for version, flags in diff["flags_only_in"].items():
         if flags:
             lines.append(f"  flags only with {version}: {' '.join(flags)}")

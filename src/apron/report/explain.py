@@ -30,10 +30,10 @@ def render_explain(plan: Plan) -> str:
             continue
         rows.append(f"  {char} {title:<18} {_gib(value)}  [{q[name].label}]")
         bar += char * max(round(BAR_WIDTH * max(value, 0) / total), 0)
-    reserve = total - requested
+    reserve = total - (requested or 0)
     rows.append(
         f"  . {'utilization reserve':<18} {_gib(reserve)}  [derived] (1 - "
-        f"{plan.settings['gpu_memory_utilization']}) x total, outside vLLM's request"
+        f"{plan.settings.gpu_memory_utilization}) x total, outside vLLM's request"
     )
     bar = (bar + "." * BAR_WIDTH)[:BAR_WIDTH] if len(bar) < BAR_WIDTH else bar[:BAR_WIDTH]
     lines = [f"GPU memory ({_gib(total).strip()} as PyTorch sees it):", f"  [{bar}]", *rows]

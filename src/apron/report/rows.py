@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from apron.records.documents import UnreadRecord
 from apron.records.store import SCHEMA_VERSION, RecordStore, StoredRecord
 
 PLAN_SCHEMA = "apron.plan/1"
@@ -131,14 +132,16 @@ def select(store: RecordStore, record_ids: list[str] | None = None) -> Selection
     linked = {b.plan_id for b in selection.boots}
     for record in unique:
         if record.kind == "plan" and record.id not in linked and not _why_skipped(record):
-            selection.plans.append(plan_row(record.document["plan"], record.id))
+            selection.plans.append(plan_row(record.raw["plan"], record.id))
     selection.boots.sort(key=lambda b: (b.created_at, b.record_id))
     selection.plans.sort(key=lambda p: (p.model, p.gpu_name, p.record_id or ""))
     return selection
 
 
 def _why_skipped(record: StoredRecord) -> str | None:
-    doc = record.document
+    if isinstance(record.document, UnreadRecord):
+        return record.document.reason
+    doc = record.raw
     version = doc.get("schema_version", SCHEMA_VERSION)
     if not isinstance(version, int) or version > SCHEMA_VERSION:
         return f"{record.kind} record of schema {version}: newer than this Apron (schema {SCHEMA_VERSION}); upgrade Apron to draw it"
@@ -150,12 +153,12 @@ def _why_skipped(record: StoredRecord) -> str | None:
 
 
 def _linked_plan(store: RecordStore, boot: StoredRecord, seen: dict[str, PlanRow | None]) -> PlanRow | None:
-    plan_id = boot.document.get("plan_id")
+    plan_id = boot.raw.get("plan_id")
     if not plan_id:
         return None
     if plan_id not in seen:
         plan = store.get(plan_id)
-        seen[plan_id] = None if _why_skipped(plan) else plan_row(plan.document["plan"], plan.id)
+        seen[plan_id] = None if _why_skipped(plan) else plan_row(plan.raw["plan"], plan.id)
     return seen[plan_id]
 
 
@@ -217,7 +220,7 @@ def layout_family(plan: dict[str, Any]) -> str:
 
 
 def _boot_row(record: StoredRecord, plan: PlanRow | None) -> BootRow:
-    doc = record.document
+    doc = record.raw
     hardware = doc.get("hardware") or {}
     fault = doc.get("fault") or {}
     checks = (doc.get("answers") or {}).get("checks")
@@ -326,7 +329,7 @@ def _not_comparable(plan: PlanRow | None, hardware: dict[str, Any], outcome: str
 
 
 def _fix_row(record: StoredRecord) -> FixRow:
-    doc = record.document
+    doc = record.raw
     return FixRow(
         record_id=record.id,
         rule=doc.get("rule") or "?",

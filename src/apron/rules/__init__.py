@@ -6,44 +6,17 @@ observed failures (apron.rules.families), and answered by rules that are plain c
 (apron.rules.corrections). A rule is a hypothesis on a release until a corrected boot on that same
 release came up healthy and answered (apron.rules.status).
 
-The interface the boot uses:
+The interface (apron.boot.fix runs it as `apron boot --fix`; `apron diagnose` as one report):
 
     fingerprint(log_text, engine_version=None) -> Fingerprint | None
-    match_rules(fingerprint, log_text, plan_json) -> [RuleMatch]     # first to try first
+    match_rules(fingerprint, log_text, plan) -> [RuleMatch]          # first to try first
     RuleMatch.correction(user_settings) -> user_settings             # pure; RuleFailed if it cannot
-    StatusStore().note_hypothesis(rule_id, engine_version, failed_record_id)
+    StatusStore(root).note_hypothesis(rule_id, engine_version, failed_record_id)
     promote(rule_id, engine_version, failed_id, healthy_id)
-    could_have_known(plan_json, fingerprint) -> KnownReport          # .line for the report
-    diagnose(log_text, plan_json=..., user_settings=...) -> Diagnosis  # all of the above at once
+    could_have_known(plan, fingerprint) -> KnownReport               # .line for the report
+    diagnose(log_text, plan=..., user_settings=...) -> Diagnosis     # all of the above at once
 
-`apron boot --fix` is meant to be this loop (bounded, both boots recorded):
-
-    record = boot(plan)                                    # issue 5: runner, records
-    for attempt in range(MAX_FIX_ATTEMPTS):
-        if record.healthy and record.answers:
-            break
-        found = fingerprint(record.log_text, engine_version=plan.engine_version)
-        if found is None or found.blame in ("harness", "input"):
-            break                                          # nothing a flag can change
-        if found.blame == "host":                          # retried elsewhere by the boot's fault
-            ...                                            # classifier; nccl_disable_nvls may add env
-        for match in match_rules(found, record.log_text, plan.to_json()):
-            try:
-                corrected = match.correction(user)
-            except RuleFailed:
-                continue
-            break
-        else:
-            break                                          # no rule applies: report and stop
-        store.note_hypothesis(match.rule_id, plan.engine_version, record.id)
-        user, failed = corrected, record
-        plan = plan_checkpoint(checkpoint, gpu, user, plan.engine_version)   # re-made, re-checked
-        record = boot(plan)
-        if record.healthy and record.answers:
-            promote(match.rule_id, plan.engine_version, failed.id, record.id)
-
-Each report also carries could_have_known(plan_json, found).line: whether the preflight had flagged
-the failure, or a miss for the calculator.
+`plan` is the typed apron.plan.result.Plan the failed boot ran (or None when there is none).
 """
 
 from __future__ import annotations

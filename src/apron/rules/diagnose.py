@@ -3,10 +3,14 @@ rule's status on this release, and whether the plan could have known."""
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 from apron.errors import BadInput
+from apron.plan.result import Plan
 from apron.plan.settings import UserSettings, user_flags
 from apron.rules import logtext
 from apron.rules.fingerprint import Fingerprint
@@ -99,27 +103,42 @@ class Diagnosis:
         }
 
 
+def read_log(path: str) -> str:
+    """The text of a failed boot's log file (gzip too)."""
+    file = Path(path)
+    try:
+        raw = file.read_bytes()
+    except FileNotFoundError:
+        raise BadInput(f"log file {path} does not exist") from None
+    except OSError as exc:
+        raise BadInput(f"log file {path}: unreadable ({exc.strerror})") from None
+    if path.endswith(".gz"):
+        try:
+            raw = gzip.decompress(raw)
+        except (OSError, EOFError) as exc:
+            raise BadInput(f"log file {path}: not gzip ({exc})") from None
+    return raw.decode("utf-8", "replace")
+
+
 def diagnose(
     log_text: str,
     *,
-    plan_json: dict | None = None,
+    plan: Plan | None = None,
     user_settings: UserSettings | None = None,
     engine_version: str | None = None,
     store: StatusStore | None = None,
 ) -> Diagnosis:
     lines = logtext.read_lines(log_text)
-    version = engine_version or (plan_json or {}).get("engine", {}).get("version") or logtext.engine_version_in(lines)
-    settings, source = _settings(user_settings, plan_json, lines)
+    version = engine_version or (plan.engine_version if plan else None) or logtext.engine_version_in(lines)
+    settings, source = _settings(user_settings, plan, lines)
     log_id = "sha256:" + hashlib.sha256(log_text.encode("utf-8", "replace")).hexdigest()
     found = make_fingerprint(log_text, engine_version=version)
     if found is None:
         return Diagnosis(None, log_id, version, settings, source)
-    matches, errors = run_rules(found, log_text, plan_json)
+    matches, errors = run_rules(found, log_text, plan)
     store = store or StatusStore()
     candidates = tuple(_candidate(m, settings, store, version) for m in matches)
-    return Diagnosis(
-        found, log_id, version, settings, source, candidates, could_have_known(plan_json, found), tuple(errors)
-    )
+    return Diagnosis(found, log_id, version, settings, source, candidates, could_have_known(plan, found), tuple(errors))
 
 
 def _candidate(match: RuleMatch, settings: UserSettings, store: StatusStore, version: str | None) -> Candidate:
@@ -130,7 +149,7 @@ def _candidate(match: RuleMatch, settings: UserSettings, store: StatusStore, ver
         return Candidate(match, status, None, exc.message)
 
 
-def _settings(given: UserSettings | None, plan: dict | None, lines) -> tuple[UserSettings, str]:
+def _settings(given: UserSettings | None, plan: Plan | None, lines: list[logtext.LogLine]) -> tuple[UserSettings, str]:
     if given is not None:
         return given, "given"
     if plan is not None:
@@ -156,30 +175,23 @@ def settings_from_args(args: dict) -> UserSettings:
     return UserSettings(**values, extra_flags=extra)
 
 
-def settings_from_plan(plan: dict) -> UserSettings:
+def settings_from_plan(plan: Plan) -> UserSettings:
     """The UserSettings a plan was made from: its flags beyond defaults, its extra flags and env.
     Flags the plan derives itself (parsers, a hybrid's --max-num-seqs) come back when it is re-made."""
-    settings = plan.get("settings") or {}
-    values: dict = {}
-    for flag in plan.get("flags") or []:
+    values: dict[str, Any] = {}
+    for flag in plan.flags:
         words = flag.split()
         if words[0] in _FLAG_FIELDS and len(words) == 2:
             name, kind = _FLAG_FIELDS[words[0]]
             values[name] = kind(words[1])
-    if "--enforce-eager" in (plan.get("flags") or []):
+    if "--enforce-eager" in plan.flags:
         values["enforce_eager"] = True
-    if "--language-model-only" in (plan.get("flags") or []):
+    if "--language-model-only" in plan.flags:
         values["language_model_only"] = True
-    values["tensor_parallel_size"] = int(settings.get("tensor_parallel_size") or 1)
-    extra = tuple(settings.get("extra_flags") or ())
-    env = tuple(sorted((settings.get("env") or {}).items()))
-    if _hybrid_flag(plan):
+    values["tensor_parallel_size"] = plan.settings.tensor_parallel_size
+    if plan.has_problem("max_num_seqs_exceeds_state_blocks"):
         values.pop("max_num_seqs", None)
-    return UserSettings(**values, extra_flags=extra, env=env)
-
-
-def _hybrid_flag(plan: dict) -> bool:
-    return any(p.get("kind") == "max_num_seqs_exceeds_state_blocks" for p in plan.get("problems") or [])
+    return UserSettings(**values, extra_flags=plan.settings.extra_flags, env=tuple(sorted(plan.settings.env)))
 
 
 def _by_option(flags: list[str]) -> dict[str, str]:

@@ -22,8 +22,6 @@ from functools import lru_cache
 
 from apron.rules.pattern import TemplatePattern, anchor_of, coerce, compile_template, split
 
-BLAMES = ("model", "host", "harness", "input", "unknown")
-
 
 @dataclass(frozen=True)
 class Family:
@@ -514,11 +512,14 @@ class CatalogEntry:
 
     @property
     def pattern(self) -> TemplatePattern:
-        return _compiled(self.template)
+        compiled = _compiled(self.template)
+        if compiled is None:  # an entry has an anchor, and a template with an anchor compiles
+            raise ValueError(f"template {self.template!r} does not compile")
+        return compiled
 
 
 @lru_cache(maxsize=4096)
-def _compiled(template: str) -> TemplatePattern:
+def _compiled(template: str) -> TemplatePattern | None:
     # Compiling ~7,000 regexes per release costs seconds; only templates whose anchor is in a
     # message are ever compiled.
     return compile_template(template)
@@ -553,12 +554,15 @@ def catalog(engine_version: str | None) -> tuple[CatalogEntry, ...]:
         if family.name in present:
             continue
         for exception, template in family.fallback_templates:
+            anchor = _anchor(template)
+            if anchor is None:
+                continue
             entries.append(
                 CatalogEntry(
                     family.name,
                     exception,
                     template,
-                    _anchor(template),
+                    anchor,
                     "apron fallback template (vLLM 0.29-0.33 source)",
                 )
             )

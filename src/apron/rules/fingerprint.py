@@ -155,13 +155,15 @@ def _decisive(errors: list[logtext.ErrorLine], lines: list[logtext.LogLine], ver
     groups: dict[tuple[str, str], list[logtext.ErrorLine]] = {}
     for error in errors:
         groups.setdefault((error.exception, _strip_rank_words(error.message)), []).append(error)
-    best = None
+    best: tuple[list[logtext.ErrorLine], Classification] | None = None
     for same in groups.values():  # in log order: the first error of a known family ends the search
         found = classify(same[0].exception, same[0].message, version)
         if best is None or _rank(found) < _rank(best[1]):
             best = (same, found)
         if _rank(found) == 0:
             break
+    if best is None:
+        raise ValueError("_decisive needs at least one error line")
     same, found = best
     first = min(same, key=lambda e: e.line.number)
     frames = max((e.frames for e in same), key=len) or _where_frame(first.where)

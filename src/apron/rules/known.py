@@ -9,6 +9,10 @@ miss"). Host and harness faults are no plan's business.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
+
+from apron.plan.result import Plan
+from apron.rules.fingerprint import Fingerprint
 
 GIB = 2**30
 
@@ -50,11 +54,11 @@ class KnownReport:
     basis: str  # "proven_constraint", "does_not_fit", "miss", "no_plan", "not_a_plan_question"
     line: str
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"flagged": self.flagged, "basis": self.basis, "line": self.line}
 
 
-def could_have_known(plan: dict | None, fingerprint) -> KnownReport:
+def could_have_known(plan: Plan | None, fingerprint: Fingerprint) -> KnownReport:
     if plan is None:
         return KnownReport(None, "no_plan", "no plan given: cannot say whether the preflight knew")
     if fingerprint.blame in ("host", "harness", "input"):
@@ -62,52 +66,48 @@ def could_have_known(plan: dict | None, fingerprint) -> KnownReport:
             None, "not_a_plan_question", f"{fingerprint.family} is a {fingerprint.blame} fault; no plan predicts it"
         )
     kinds = FAMILY_PROBLEMS.get(fingerprint.family, ())
-    problems = [p for p in plan.get("problems") or [] if p.get("kind") in kinds]
-    proven = [p for p in problems if p.get("label") == "proven_constraint"]
-    verdict = plan.get("verdict")
+    problems = [p for p in plan.problems if p.kind in kinds]
+    proven = [p for p in problems if p.label == "proven_constraint"]
     if proven:
         return KnownReport(
             True,
             "proven_constraint",
-            f"plan flagged it: proven constraint ({proven[0]['kind']}): {_clip(proven[0].get('message', ''))}",
+            f"plan flagged it: proven constraint ({proven[0].kind}): {_clip(proven[0].message)}",
         )
-    if verdict == "does_not_fit" and (problems or fingerprint.family in MEMORY_FAMILIES):
-        why = f" ({problems[0]['kind']})" if problems else ""
+    if plan.verdict == "does_not_fit" and (problems or fingerprint.family in MEMORY_FAMILIES):
+        why = f" ({problems[0].kind})" if problems else ""
         return KnownReport(True, "does_not_fit", f"plan flagged it: predicted does_not_fit{why}")
     if problems and not _ran_the_plans_fix(plan, fingerprint):
         # an advisory problem the plan works around with a flag the failed boot did not run
         return KnownReport(
             True,
             "advisory",
-            f"plan flagged it ({problems[0]['kind']}) and its flags avoid it; "
+            f"plan flagged it ({problems[0].kind}) and its flags avoid it; "
             f"the boot ran without them{_settings_gap(plan, fingerprint)}",
         )
     return KnownReport(False, "miss", _miss_line(plan, fingerprint))
 
 
-def _ran_the_plans_fix(plan: dict, fingerprint) -> bool:
+def _ran_the_plans_fix(plan: Plan, fingerprint: Fingerprint) -> bool:
     """The boot used the plan's own max_num_seqs and still failed: the plan's numbers were wrong."""
-    from apron.rules.corrections._context import plan_flag_value
-
-    ran, planned = fingerprint.fields.get("max_num_seqs"), plan_flag_value(plan, "--max-num-seqs")
+    ran, planned = fingerprint.fields.get("max_num_seqs"), plan.flag_value("--max-num-seqs")
     return isinstance(ran, int) and planned is not None and str(ran) == planned
 
 
-def _miss_line(plan: dict, fingerprint) -> str:
-    said = {"fits": "plan said fits", "unknown": "plan said unknown", "does_not_fit": "plan said does_not_fit"}
-    head = said.get(plan.get("verdict"), f"plan said {plan.get('verdict')}")
+def _miss_line(plan: Plan, fingerprint: Fingerprint) -> str:
+    head = f"plan said {plan.verdict}"
     what = _what_engine_said(plan, fingerprint)
     kind = "calculator miss" if fingerprint.family in MEMORY_FAMILIES else "preflight miss"
     gap = _settings_gap(plan, fingerprint)
     return f"{head}; engine refused: {what} — {kind}{gap}"
 
 
-def _what_engine_said(plan: dict, fingerprint) -> str:
+def _what_engine_said(plan: Plan, fingerprint: Fingerprint) -> str:
     fields = fingerprint.fields
     family = fingerprint.family
     if family == "kv_cache_too_small" and fields.get("needed_gib") is not None:
         short = fields["needed_gib"] - (fields.get("available_gib") or 0.0)
-        predicted = _quantity(plan, "available_kv_bytes")
+        predicted = plan.quantity_value("available_kv_bytes")
         plan_part = f"; plan predicted {predicted / GIB:.2f} GiB available" if predicted is not None else ""
         return (
             f"KV cache too small by {short:.2f} GiB (needs {fields['needed_gib']:.2f} GiB for "
@@ -115,7 +115,7 @@ def _what_engine_said(plan: dict, fingerprint) -> str:
             f"{plan_part})"
         )
     if family == "mamba_blocks_below_max_num_seqs":
-        predicted = _quantity(plan, "num_kv_blocks")
+        predicted = plan.quantity_value("num_kv_blocks")
         plan_part = f", plan predicted {predicted}" if predicted is not None else ""
         return f"max_num_seqs {fields.get('max_num_seqs')} exceeds {fields.get('num_blocks')} state blocks{plan_part}"
     if family == "cuda_oom":
@@ -128,18 +128,13 @@ def _what_engine_said(plan: dict, fingerprint) -> str:
     return f"{family} ({family_summary(family)})"
 
 
-def _settings_gap(plan: dict, fingerprint) -> str:
+def _settings_gap(plan: Plan, fingerprint: Fingerprint) -> str:
     """When the boot ran other settings than the plan's, the plan was not what failed."""
-    settings = plan.get("settings") or {}
     ran = fingerprint.fields.get("max_model_len")
-    planned = settings.get("max_model_len")
+    planned = plan.settings.max_model_len
     if isinstance(ran, int) and isinstance(planned, int) and ran != planned:
         return f" (the boot ran max_model_len {ran}, the plan {planned})"
     return ""
-
-
-def _quantity(plan: dict, name: str):
-    return ((plan.get("quantities") or {}).get(name) or {}).get("value")
 
 
 def _clip(text: str, limit: int = 160) -> str:

@@ -145,7 +145,7 @@ def _pydantic_item(lines: list[LogLine], index: int, process: str | None) -> tup
 
 def _frames(lines: list[LogLine], index: int, process: str | None) -> tuple[str, ...]:
     """The traceback frames printed just above lines[index] by the same process, outermost first."""
-    frames = []
+    frames: list[str] = []
     for line in reversed(lines[max(0, index - 400) : index]):
         if line.process != process:
             continue

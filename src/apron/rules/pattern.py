@@ -64,9 +64,6 @@ class TemplatePattern:
                 return found.groupdict(), False
         return None
 
-    def field_expr(self, group: str) -> str:
-        return dict(self.groups)[group]
-
 
 MIN_TRUNCATED_LITERAL = 24
 
@@ -84,7 +81,7 @@ def compile_template(template: str) -> TemplatePattern | None:
         for index in _cut_points(parts)
         if names[index]
     ]
-    groups = tuple((n, p.expr) for n, p in zip(names, parts, strict=True) if n)
+    groups = tuple((n, p.expr) for n, p in zip(names, parts, strict=True) if n and isinstance(p, Field))
     literal_chars = sum(len(p.strip()) for p in parts if isinstance(p, str))
     return TemplatePattern(template, regex, tuple(reversed(truncated)), groups, anchor, literal_chars)
 

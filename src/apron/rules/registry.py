@@ -3,7 +3,7 @@
 A rule module defines
     FAMILIES    the failure families it looks at (the fingerprint's family),
     SUMMARY     one line: what it changes,
-    match(fingerprint, log_text, plan_json) -> dict | None
+    match(fingerprint, log_text, plan) -> dict | None
                 the values the correction needs, or None when it does not apply (or cannot say
                 what to change: a rule never guesses),
     correction(settings, fields) -> settings
@@ -23,7 +23,9 @@ from functools import lru_cache
 from types import ModuleType
 
 from apron.errors import ApronError, BadInput
+from apron.plan.result import Plan
 from apron.plan.settings import UserSettings
+from apron.rules.fingerprint import Fingerprint
 
 log = logging.getLogger("apron.rules")
 DEFAULT_PRIORITY = 50
@@ -108,7 +110,7 @@ class RuleError:
 
 
 def run_rules(
-    fingerprint, log_text: str, plan_json: dict | None, rules: tuple[Rule, ...] | None = None
+    fingerprint: Fingerprint, log_text: str, plan: Plan | None, rules: tuple[Rule, ...] | None = None
 ) -> tuple[list[RuleMatch], list[RuleError]]:
     """Every rule whose family is the fingerprint's and whose match says yes, and the rules that
     raised on the way (logged, skipped)."""
@@ -117,7 +119,7 @@ def run_rules(
         if fingerprint.family not in rule.families:
             continue
         try:
-            fields = rule.module.match(fingerprint, log_text, plan_json)
+            fields = rule.module.match(fingerprint, log_text, plan)
         except Exception as exc:  # noqa: BLE001 - one broken rule never stops the others
             log.warning("rule %s raised %s: %s; skipped", rule.id, type(exc).__name__, exc)
             errors.append(RuleError(rule.id, f"{type(exc).__name__}: {exc}"))
@@ -128,7 +130,7 @@ def run_rules(
 
 
 def match_rules(
-    fingerprint, log_text: str, plan_json: dict | None, rules: tuple[Rule, ...] | None = None
+    fingerprint: Fingerprint, log_text: str, plan: Plan | None, rules: tuple[Rule, ...] | None = None
 ) -> list[RuleMatch]:
     """The rules that apply to this failure, the one to try first first."""
-    return run_rules(fingerprint, log_text, plan_json, rules)[0]
+    return run_rules(fingerprint, log_text, plan, rules)[0]

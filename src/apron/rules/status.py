@@ -5,9 +5,9 @@ applying it there. It is proven on that release only when a second boot with the
 up healthy and answered: the proof names the failed record and the corrected healthy one. Proof never
 carries to another release: the engine changed, the rule must be shown again.
 
-One JSON file per rule under records/rules/ (records_dir() or a root given), written atomically
-(a temporary file in the same folder, then rename), updated under an exclusive lock so two boots
-promoting at once both land.
+One JSON file per rule under records/rules/ (the record store's rules folder), written like every
+file Apron keeps (apron.paths.write_atomic), updated under an exclusive lock so two boots promoting at
+once both land.
 """
 
 from __future__ import annotations
@@ -16,12 +16,11 @@ import contextlib
 import datetime as _dt
 import fcntl
 import json
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from apron.errors import BadInput
+from apron.paths import write_atomic
 
 SCHEMA = "apron.rule-status/1"
 STATUSES = ("untested", "hypothesis", "proven")
@@ -156,7 +155,7 @@ class StatusStore:
             document = self._read(rule_id)
             document.setdefault("versions", {})
             yield document
-            _write_atomic(self.path(rule_id), document)
+            _write(self.path(rule_id), document)
 
 
 def _from_entry(rule_id: str, version: str, entry: dict | None) -> RuleStatus:
@@ -169,19 +168,8 @@ def _from_entry(rule_id: str, version: str, entry: dict | None) -> RuleStatus:
     return RuleStatus(rule_id, version, status, tuple(entry.get("motivated_by", [])), proofs)
 
 
-def _write_atomic(path: Path, document: dict) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as handle:
-            json.dump(document, handle, indent=2, sort_keys=True)
-            handle.write("\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+def _write(path: Path, document: dict) -> None:
+    write_atomic(path, (json.dumps(document, indent=2, sort_keys=True) + "\n").encode("utf-8"))
 
 
 def _now() -> str:

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
+from typing import Any
 
 from apron.engine.extract import attention, defaults, parsers, quant, registry
 from apron.engine.extract.context import Context
@@ -22,20 +23,25 @@ from apron.engine.extract.index import PackageIndex
 from apron.engine.extract.mirrored import MIRRORED_PATTERNS
 from apron.engine.extract.scan import Unresolved, scan_source
 from apron.engine.extract.static import NotStatic
+from apron.engine.facts import FACTS_SCHEMA
 from apron.engine.source import EngineSource
 from apron.errors import BadInput, Failed
 
-FACTS_SCHEMA = "apron.engine-facts/1"
 # Bump when the extractor's output changes for the same wheel; the facts record it.
 EXTRACTOR_VERSION = "1"
 REQUIRED_FILES = (registry.REGISTRY_FILE, defaults.CACHE_FILE, defaults.ARG_UTILS_FILE)
 _IN_PROCESS_BELOW = 200  # files; a pool costs more than it saves on small trees (the tests)
 
 
-def _scan_chunk(kind: str, root: str, paths: list[str], patterns) -> list[tuple[str, object]]:
+ReadText = Callable[[str], str]
+# A file's scan, or why it could not be read.
+ScanResult = tuple[str, dict[str, Any] | str]
+
+
+def _scan_chunk(kind: str, root: str, paths: list[str], patterns: list[tuple[str, str | None]]) -> list[ScanResult]:
     source = EngineSource(kind, Path(root), from_user=True)
     reader = source.reader()
-    out = []
+    out: list[ScanResult] = []
     collecting = gc.isenabled()
     gc.disable()  # syntax trees are acyclic and short-lived: collection passes only cost time here
     try:
@@ -54,7 +60,7 @@ def _scan_chunk(kind: str, root: str, paths: list[str], patterns) -> list[tuple[
     return out
 
 
-def scan_all(source: EngineSource, paths: list[str], jobs: int | None) -> dict[str, dict]:
+def scan_all(source: EngineSource, paths: list[str], jobs: int | None) -> dict[str, dict[str, Any]]:
     jobs = max(1, jobs or os.cpu_count() or 1)
     args = (source.kind, str(source.root))
     if jobs == 1 or len(paths) < _IN_PROCESS_BELOW:
@@ -70,7 +76,8 @@ def scan_all(source: EngineSource, paths: list[str], jobs: int | None) -> dict[s
                 f"a parser process died reading {source.root.name} (out of memory?); nothing written; "
                 f"run again with --jobs 1"
             ) from None
-    scans, errors = {}, []
+    scans: dict[str, dict[str, Any]] = {}
+    errors: list[str] = []
     for path, result in results:
         if isinstance(result, str):
             errors.append(f"vllm/{path} ({result})")
@@ -88,9 +95,9 @@ def scan_all(source: EngineSource, paths: list[str], jobs: int | None) -> dict[s
     return {path: scans[path] for path in sorted(scans)}
 
 
-def _version(source: EngineSource, metadata: dict, read_text) -> str:
+def _version(source: EngineSource, metadata: dict[str, Any], read_text: ReadText) -> str:
     if metadata.get("Version"):
-        return metadata["Version"][0].strip()
+        return str(metadata["Version"][0]).strip()
     try:
         text = read_text("_version.py")
     except (KeyError, OSError):
@@ -104,8 +111,8 @@ def _version(source: EngineSource, metadata: dict, read_text) -> str:
     )
 
 
-def _pins(metadata: dict) -> dict:
-    pins = {"torch": None, "transformers": None}
+def _pins(metadata: dict[str, Any]) -> dict[str, Any]:
+    pins: dict[str, str | None] = {"torch": None, "transformers": None}
     for requirement in metadata.get("Requires-Dist", []):
         name = re.match(r"[A-Za-z0-9_.\-]+", requirement.strip())
         key = name.group(0).lower() if name else ""
@@ -114,8 +121,11 @@ def _pins(metadata: dict) -> dict:
     return pins
 
 
-def _log_and_refusal_lists(scans: dict[str, dict]) -> tuple[list, list, dict]:
-    logs, refusals = [], []
+def _log_and_refusal_lists(
+    scans: dict[str, dict[str, Any]],
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, int]]:
+    logs: list[dict[str, Any]] = []
+    refusals: list[dict[str, Any]] = []
     counts = {"log_calls_unresolved": 0, "raises_unresolved": 0}
     for path, scan in scans.items():
         logs.extend({"file": path, "function": f, "level": lvl, "format": fmt} for f, lvl, fmt in scan["logs"])
@@ -127,11 +137,11 @@ def _log_and_refusal_lists(scans: dict[str, dict]) -> tuple[list, list, dict]:
     return logs, refusals, counts
 
 
-def _mirrored(scans: dict[str, dict]) -> dict[str, str]:
+def _mirrored(scans: dict[str, dict[str, Any]]) -> dict[str, str]:
     return {f"{path}:{qual}": digest for path, scan in scans.items() for qual, digest in scan["functions"].items()}
 
 
-def _section(ctx: Context, name: str, fn, *args):
+def _section(ctx: Context, name: str, fn: Callable[..., Any], *args: Any) -> Any:
     try:
         return fn(*args)
     except (NotStatic, KeyError, TypeError, ValueError, AttributeError, RecursionError) as exc:
@@ -144,7 +154,7 @@ def extract_facts(
     say: Callable[[str], None] = lambda _: None,
     expected_version: str | None = None,
     jobs: int | None = None,
-) -> dict:
+) -> dict[str, Any]:
     paths = source.list_py()
     present = set(paths)
     missing = [f"vllm/{p}" for p in REQUIRED_FILES if p not in present]
@@ -169,10 +179,13 @@ def extract_facts(
     return facts
 
 
-def _registry(source: EngineSource, ctx: Context) -> dict:
+def _registry(source: EngineSource, ctx: Context) -> dict[str, Any]:
     """The registry is the one section a facts file cannot do without: no static registry, no file."""
+    tree = ctx.tree(registry.REGISTRY_FILE)
     try:
-        section, gaps = registry.extract_registry(ctx.tree(registry.REGISTRY_FILE), ctx.index)
+        if tree is None:
+            raise NotStatic(f"{registry.REGISTRY_FILE} missing")
+        section, gaps = registry.extract_registry(tree, ctx.index)
     except (NotStatic, KeyError, TypeError, ValueError, AttributeError, RecursionError) as exc:
         cls = BadInput if source.from_user else Failed
         raise cls(
@@ -191,7 +204,9 @@ def _missing_mirrored(mirrored: dict[str, str]) -> list[str]:
     ]
 
 
-def _assemble(source: EngineSource, metadata: dict, version: str, scans: dict, read_text) -> dict:
+def _assemble(
+    source: EngineSource, metadata: dict[str, Any], version: str, scans: dict[str, Any], read_text: ReadText
+) -> dict[str, Any]:
     index = PackageIndex(scans)
     ctx = Context(read_text, index)
     registry_section = _registry(source, ctx)
@@ -230,17 +245,18 @@ def _assemble(source: EngineSource, metadata: dict, version: str, scans: dict, r
     )
     facts["counts"] = counts
     facts["gaps"] = sorted(set(ctx.gaps + _missing_mirrored(facts["mirrored_functions"])))
-    return jsonable(facts)
+    out: dict[str, Any] = jsonable(facts)
+    return out
 
 
-def _config_hooks(ctx: Context) -> dict:
+def _config_hooks(ctx: Context) -> dict[str, Any]:
     tree = ctx.tree(registry.CONFIG_HOOKS_FILE)
     if tree is None:
         raise NotStatic(f"{registry.CONFIG_HOOKS_FILE} missing")
     return registry.extract_config_hooks(tree)
 
 
-def jsonable(value):
+def jsonable(value: Any) -> Any:
     """Facts as plain JSON: unresolved values become null, dict keys strings."""
     if isinstance(value, dict):
         return {str(k) if not isinstance(k, str) else k: jsonable(v) for k, v in value.items()}

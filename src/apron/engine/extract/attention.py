@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterator
+from typing import Any
 
-from apron.engine.extract.context import Context, _target
+from apron.engine.extract.context import Context, _target, assigned_value
 from apron.engine.extract.index import MISSING, UNKNOWN, ClassRef
 from apron.engine.extract.static import NotStatic, dotted_name, try_literal
 
@@ -12,13 +14,14 @@ BACKENDS_REGISTRY = "v1/attention/backends/registry.py"
 CUDA_PLATFORM = "platforms/cuda.py"
 
 
-def extract_backends(ctx: Context) -> dict:
+def extract_backends(ctx: Context) -> dict[str, Any]:
     enum = ctx.find_class(BACKENDS_REGISTRY, "AttentionBackendEnum")
     if enum is None:
         raise NotStatic("AttentionBackendEnum not found")
-    out = {}
+    out: dict[str, Any] = {}
     for stmt in enum.body:
-        name, value = _target(stmt), try_literal(getattr(stmt, "value", None))
+        name = _target(stmt)
+        value = try_literal(assigned_value([stmt], name)) if name else None
         if not name or not isinstance(value, str) or "." not in value:
             continue
         module, _, cls = value.rpartition(".")
@@ -26,7 +29,7 @@ def extract_backends(ctx: Context) -> dict:
     return out
 
 
-def _describe(ctx: Context, module: str, cls: str) -> dict:
+def _describe(ctx: Context, module: str, cls: str) -> dict[str, Any]:
     ref = ctx.index.resolve(module, cls)
     if not isinstance(ref, ClassRef):
         return {
@@ -50,7 +53,7 @@ def _describe(ctx: Context, module: str, cls: str) -> dict:
     }
 
 
-def _block_sizes(ctx: Context, ref: ClassRef) -> tuple[list | None, list | None]:
+def _block_sizes(ctx: Context, ref: ClassRef) -> tuple[list[Any] | None, list[Any] | None]:
     """(the fall-through `return [...]` of get_supported_kernel_block_sizes, every distinct return
     in source order). More than one variant means the sizes depend on GPU, head size or config."""
     found = ctx.index.lookup_returns(ref, "get_supported_kernel_block_sizes")
@@ -59,17 +62,17 @@ def _block_sizes(ctx: Context, ref: ClassRef) -> tuple[list | None, list | None]
     _, returns = found
     top = [value for value, unconditional in returns if unconditional]
     chosen = top[-1] if top else (returns[0][0] if len(returns) == 1 else None)
-    variants = []
+    variants: list[Any] = []
     for value, _ in returns:
         if _sizes(value) not in variants:
             variants.append(_sizes(value))
     return _sizes(chosen), variants
 
 
-def _sizes(value) -> list | None:
+def _sizes(value: Any) -> list[Any] | None:
     if not isinstance(value, list):
         return None
-    out = []
+    out: list[Any] = []
     for item in value:
         if isinstance(item, int):
             out.append(item)
@@ -88,7 +91,7 @@ def _sizes(value) -> list | None:
 # ------------------------------------------------------------------ backend priority
 
 
-def extract_priority(ctx: Context) -> tuple[dict, dict]:
+def extract_priority(ctx: Context) -> tuple[dict[str, Any], dict[str, Any]]:
     """({"mla"|"default": {family: [backend, ...]}}, conditional entries) from _get_backend_priorities.
 
     `family` is the major compute capability a branch tests (`device_capability.major == 10` -> "10")
@@ -98,7 +101,8 @@ def extract_priority(ctx: Context) -> tuple[dict, dict]:
     func = ctx.find_function(CUDA_PLATFORM, "_get_backend_priorities")
     if func is None:
         raise NotStatic("_get_backend_priorities not found")
-    priority, conditional = {}, {}
+    priority: dict[str, dict[str, list[str]]] = {}
+    conditional: dict[str, dict[str, Any]] = {}
     for positive, negative, node in _returns(func.body, [], []):
         kind = "mla" if "use_mla" in positive else "default" if "use_mla" in negative else None
         if kind is None or not isinstance(node, ast.List):
@@ -114,7 +118,9 @@ def extract_priority(ctx: Context) -> tuple[dict, dict]:
     return priority, conditional
 
 
-def _returns(stmts: list[ast.stmt], positive: list[str], negative: list[str]):
+def _returns(
+    stmts: list[ast.stmt], positive: list[str], negative: list[str]
+) -> Iterator[tuple[list[str], list[str], ast.expr]]:
     for stmt in stmts:
         if isinstance(stmt, ast.Return) and stmt.value is not None:
             yield positive, negative, stmt.value
@@ -125,7 +131,7 @@ def _returns(stmts: list[ast.stmt], positive: list[str], negative: list[str]):
 
 
 def _family(positive: list[str]) -> tuple[str, list[str]]:
-    family, extra = "default", []
+    family, extra = "default", list[str]()
     for test in positive:
         if test == "use_mla":
             continue
@@ -140,8 +146,9 @@ def _family(positive: list[str]) -> tuple[str, list[str]]:
     return family, extra
 
 
-def _elements(node: ast.List) -> tuple[list[str], list[dict]]:
-    names, spliced = [], []
+def _elements(node: ast.List) -> tuple[list[str], list[dict[str, Any]]]:
+    names: list[str] = []
+    spliced: list[dict[str, Any]] = []
     for element in node.elts:
         if isinstance(element, ast.Starred):
             spliced.append({"position": len(names), "expression": ast.unparse(element.value)})

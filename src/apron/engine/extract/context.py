@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable, Iterable
 from functools import lru_cache
+from typing import Any
 
 from apron.engine.extract.index import ClassRef, PackageIndex
 from apron.engine.extract.registry import module_constants
@@ -11,7 +13,7 @@ from apron.engine.extract.static import NotStatic, dotted_name, literal
 
 
 class Context:
-    def __init__(self, read_text, index: PackageIndex):
+    def __init__(self, read_text: Callable[[str], str], index: PackageIndex):
         self._read_text = read_text
         self.index = index
         self.gaps: list[str] = []
@@ -21,9 +23,10 @@ class Context:
     def _parse(self, path: str) -> ast.Module | None:
         if path not in self.index.scans:
             return None
-        return ast.parse(self._read_text(path), filename=f"vllm/{path}")
+        tree: ast.Module = ast.parse(self._read_text(path), filename=f"vllm/{path}")
+        return tree
 
-    def _module_constants(self, path: str) -> dict:
+    def _module_constants(self, path: str) -> dict[str, Any]:
         tree = self.tree(path)
         return module_constants(tree) if tree is not None else {}
 
@@ -37,21 +40,21 @@ class Context:
                 return node
         return None
 
-    def find_method(self, path: str, class_name: str, name: str) -> ast.FunctionDef | None:
+    def find_method(self, path: str, class_name: str, name: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
         cls = self.find_class(path, class_name)
         for node in cls.body if cls else []:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name:
                 return node
         return None
 
-    def find_function(self, path: str, name: str) -> ast.FunctionDef | None:
+    def find_function(self, path: str, name: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
         tree = self.tree(path)
         for node in tree.body if tree else []:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name:
                 return node
         return None
 
-    def constant(self, path: str, dotted: str, depth: int = 0):
+    def constant(self, path: str, dotted: str, depth: int = 0) -> Any:
         """The literal value a name has at module level in `path`, following imports: a module
         constant, `module.NAME`, `Class.attr` (its default) or `from x import NAME`."""
         if depth > 20:
@@ -67,13 +70,14 @@ class Context:
                 return self.constant(module_path, name, depth + 1)
             raise NotStatic(dotted)
         target = self.index.resolve(self.index.scans[path]["module"], head)
-        if isinstance(target, str) and self.index.path_of_module(target):
-            return self.constant(self.index.path_of_module(target), rest, depth + 1)
+        target_path = self.index.path_of_module(target) if isinstance(target, str) else None
+        if target_path:
+            return self.constant(target_path, rest, depth + 1)
         if isinstance(target, ClassRef):
             return self.class_default(target, rest, depth + 1)
         raise NotStatic(dotted)
 
-    def class_default(self, ref: ClassRef, attr: str, depth: int = 0):
+    def class_default(self, ref: ClassRef, attr: str, depth: int = 0) -> Any:
         """A class attribute's default: the literal, `Field(default=...)`/`field(default=...)`, or
         an enum member's name."""
         node = self.find_class(ref.path, ref.name)
@@ -83,9 +87,9 @@ class Context:
             if any(_target(s) == attr for s in node.body):
                 return attr
             raise NotStatic(f"{ref.name}.{attr}")
-        for stmt in node.body:
-            if _target(stmt) == attr and getattr(stmt, "value", None) is not None:
-                return self.value(ref.path, _field_default(stmt.value), ref, depth + 1)
+        default = assigned_value(node.body, attr)
+        if default is not None:
+            return self.value(ref.path, _field_default(default), ref, depth + 1)
         for base in self.index.bases(ref):
             if isinstance(base, ClassRef):
                 try:
@@ -94,7 +98,7 @@ class Context:
                     continue
         raise NotStatic(f"{ref.name}.{attr}")
 
-    def value(self, path: str, node: ast.AST, owner: ClassRef | None = None, depth: int = 0):
+    def value(self, path: str, node: ast.AST, owner: ClassRef | None = None, depth: int = 0) -> Any:
         """Evaluate `node` as written in `path` (inside class `owner`, if given)."""
         if depth > 20:
             raise NotStatic(ast.unparse(node))
@@ -104,7 +108,7 @@ class Context:
                 return self.class_default(cls, literal(node.args[1]), depth + 1)
             raise NotStatic(ast.unparse(node))
 
-        def names(dotted: str):
+        def names(dotted: str) -> Any:
             head, _, rest = dotted.partition(".")
             if owner is not None and not rest:
                 try:
@@ -120,7 +124,15 @@ def _is_enum(node: ast.ClassDef) -> bool:
     return any((dotted_name(b) or "").endswith("Enum") for b in node.bases)
 
 
-def _target(stmt: ast.stmt) -> str | None:
+def assigned_value(nodes: Iterable[ast.AST], name: str) -> ast.expr | None:
+    """The value of the first `name = value` (or `name: T = value`) among NODES."""
+    for node in nodes:
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None and _target(node) == name:
+            return node.value
+    return None
+
+
+def _target(stmt: ast.AST) -> str | None:
     if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
         return stmt.target.id
     if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):

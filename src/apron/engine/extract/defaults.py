@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import ast
 import math
+from collections.abc import Callable
+from typing import Any
 
-from apron.engine.extract.context import Context, _field_default, _target
+from apron.engine.extract.context import Context, _field_default, _target, assigned_value
 from apron.engine.extract.index import ClassRef
 from apron.engine.extract.scan import Unresolved
 from apron.engine.extract.static import NotStatic, dotted_name, literal, try_literal
@@ -18,7 +20,7 @@ VOCAB_FILE = "model_executor/layers/vocab_parallel_embedding.py"
 ENVS_FILE = "envs.py"
 
 
-def _safe(ctx: Context, what: str, fn, *args):
+def _safe(ctx: Context, what: str, fn: Callable[..., Any], *args: Any) -> Any:
     try:
         return fn(*args)
     except (NotStatic, TypeError, ValueError, KeyError, AttributeError, RecursionError) as exc:
@@ -32,31 +34,34 @@ def class_fields(ctx: Context, path: str, name: str) -> tuple[dict[str, object],
     if node is None:
         raise NotStatic(f"class {name} not found in {path}")
     ref = ClassRef(path, name)
-    out, unresolved = {}, []
+    out: dict[str, object] = {}
+    unresolved: list[str] = []
     for stmt in node.body:
         field = _target(stmt)
-        if field is None or getattr(stmt, "value", None) is None:
+        value = assigned_value([stmt], field) if field else None
+        if field is None or value is None:
             continue
         try:
-            out[field] = ctx.value(path, _field_default(stmt.value), ref)
+            out[field] = ctx.value(path, _field_default(value), ref)
         except (NotStatic, TypeError, ValueError, RecursionError):
             unresolved.append(field)
     return out, sorted(unresolved)
 
 
-def extract_defaults(ctx: Context) -> dict:
-    cache, cache_unresolved = _safe(ctx, "CacheConfig fields", class_fields, ctx, CACHE_FILE, "CacheConfig") or ({}, [])
-    scheduler, _ = _safe(ctx, "SchedulerConfig fields", class_fields, ctx, SCHEDULER_FILE, "SchedulerConfig") or (
-        {},
-        [],
-    )
-    engine_args, args_unresolved = _safe(ctx, "EngineArgs fields", class_fields, ctx, ARG_UTILS_FILE, "EngineArgs") or (
-        {},
-        [],
-    )
-    vllm_config, _ = _safe(ctx, "VllmConfig fields", class_fields, ctx, VLLM_CONFIG_FILE, "VllmConfig") or ({}, [])
+def _fields(ctx: Context, path: str, name: str) -> tuple[dict[str, Any], list[str]]:
+    found: tuple[dict[str, Any], list[str]] | None = _safe(ctx, f"{name} fields", class_fields, ctx, path, name)
+    return found or ({}, [])
+
+
+def extract_defaults(ctx: Context) -> dict[str, Any]:
+    cache, cache_unresolved = _fields(ctx, CACHE_FILE, "CacheConfig")
+    scheduler, _ = _fields(ctx, SCHEDULER_FILE, "SchedulerConfig")
+    engine_args, args_unresolved = _fields(ctx, ARG_UTILS_FILE, "EngineArgs")
+    vllm_config, _ = _fields(ctx, VLLM_CONFIG_FILE, "VllmConfig")
     vocab = _safe(ctx, "DEFAULT_VOCAB_PADDING_SIZE", ctx.constant, VOCAB_FILE, "DEFAULT_VOCAB_PADDING_SIZE")
-    env, env_getenv = _safe(ctx, "envs.py", extract_env, ctx) or ({}, {})
+    env: dict[str, Any] = {}
+    env_getenv: dict[str, Any] = {}
+    env, env_getenv = _safe(ctx, "envs.py", extract_env, ctx) or (env, env_getenv)
     return {
         "gpu_memory_utilization": cache.get("gpu_memory_utilization"),
         "block_size": cache.get("DEFAULT_BLOCK_SIZE"),
@@ -87,7 +92,7 @@ def extract_defaults(ctx: Context) -> dict:
 # ------------------------------------------------------------------ batch defaults by GPU
 
 
-def batch_tiers(ctx: Context) -> list[dict]:
+def batch_tiers(ctx: Context) -> list[dict[str, Any]]:
     """The if/elif/else tiers of `EngineArgs.get_batch_defaults`, first match wins."""
     func = ctx.find_method(ARG_UTILS_FILE, "EngineArgs", "get_batch_defaults")
     if func is None:
@@ -97,18 +102,18 @@ def batch_tiers(ctx: Context) -> list[dict]:
     if chain is None:
         raise NotStatic("no `if device_memory ...` chain")
     tiers = []
-    node: ast.AST | None = chain
+    node: ast.If | list[ast.stmt] | None = chain  # an `if` of the chain, then its final `else` body
     while node is not None:
-        body = node.body if isinstance(node, ast.If) else node
-        tier = (
-            _tier_conditions(ctx, node.test, flags) if isinstance(node, ast.If) else _tier_conditions(ctx, None, flags)
-        )
-        tier.update(_tier_values(body))
-        tiers.append(tier)
-        if isinstance(node, ast.If) and len(node.orelse) == 1 and isinstance(node.orelse[0], ast.If):
-            node = node.orelse[0]
+        if isinstance(node, ast.If):
+            tier = _tier_conditions(ctx, node.test, flags)
+            tier.update(_tier_values(node.body))
+            orelse = node.orelse
+            node = orelse[0] if len(orelse) == 1 and isinstance(orelse[0], ast.If) else (orelse or None)
         else:
-            node = node.orelse if isinstance(node, ast.If) and node.orelse else None
+            tier = _tier_conditions(ctx, None, flags)
+            tier.update(_tier_values(node))
+            node = None
+        tiers.append(tier)
     return tiers
 
 
@@ -118,9 +123,9 @@ def device_name_lowercased(ctx: Context) -> bool:
     return func is not None and "get_device_name().lower()" in ast.unparse(func)
 
 
-def _capability_flags(func: ast.FunctionDef) -> dict[str, list[int]]:
+def _capability_flags(func: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, list[int]]:
     """Locals like `is_gb10 = current_platform.is_device_capability((12, 1))`."""
-    out = {}
+    out: dict[str, list[int]] = {}
     for node in ast.walk(func):
         if (
             isinstance(node, ast.Assign)
@@ -136,14 +141,20 @@ def _capability_flags(func: ast.FunctionDef) -> dict[str, list[int]]:
     return out
 
 
-def _tier_conditions(ctx: Context, test: ast.AST | None, flags: dict[str, list[int]]) -> dict:
-    tier = {"min_device_memory_bytes": 0, "name_excludes": [], "excluded_capabilities": []}
+def _tier_conditions(ctx: Context, test: ast.AST | None, flags: dict[str, list[int]]) -> dict[str, Any]:
+    name_excludes: list[str] = []
+    excluded_capabilities: list[list[int]] = []
+    tier: dict[str, Any] = {
+        "min_device_memory_bytes": 0,
+        "name_excludes": name_excludes,
+        "excluded_capabilities": excluded_capabilities,
+    }
     unparsed = []
-    terms = (
+    terms: list[ast.expr] = (
         test.values
         if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And)
         else [test]
-        if test is not None
+        if isinstance(test, ast.expr)
         else []
     )
     for term in terms:
@@ -159,9 +170,9 @@ def _tier_conditions(ctx: Context, test: ast.AST | None, flags: dict[str, list[i
             and dotted_name(term.comparators[0]) == "device_name"
             and isinstance(term.left, ast.Constant)
         ):
-            tier["name_excludes"].append(term.left.value)
+            name_excludes.append(str(term.left.value))
         elif isinstance(term, ast.UnaryOp) and isinstance(term.op, ast.Not) and dotted_name(term.operand) in flags:
-            tier["excluded_capabilities"].append(flags[dotted_name(term.operand)])
+            excluded_capabilities.append(flags[dotted_name(term.operand) or ""])
         else:
             unparsed.append(ast.unparse(term))
     if unparsed:
@@ -169,15 +180,14 @@ def _tier_conditions(ctx: Context, test: ast.AST | None, flags: dict[str, list[i
     return tier
 
 
-def _tier_values(body: list[ast.stmt]) -> dict:
-    out = {}
-    for stmt in body:
-        target = _target(stmt)
-        if target in ("default_max_num_batched_tokens", "default_max_num_seqs") and isinstance(stmt.value, ast.Dict):
-            key = target.removeprefix("default_")
-            out[key] = {
+def _tier_values(body: list[ast.stmt]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for target in ("default_max_num_batched_tokens", "default_max_num_seqs"):
+        table = assigned_value(body, target)
+        if isinstance(table, ast.Dict):
+            out[target.removeprefix("default_")] = {
                 (dotted_name(k) or "").rpartition(".")[2]: try_literal(v)
-                for k, v in zip(stmt.value.keys, stmt.value.values)
+                for k, v in zip(table.keys, table.values, strict=True)
                 if k is not None
             }
     return out
@@ -186,14 +196,15 @@ def _tier_values(body: list[ast.stmt]) -> dict:
 # ------------------------------------------------------------------ CUDA graphs
 
 
-def cudagraph_rules(ctx: Context) -> dict:
+def cudagraph_rules(ctx: Context) -> dict[str, Any]:
     func = ctx.find_method(VLLM_CONFIG_FILE, "VllmConfig", "_set_cudagraph_sizes")
     if func is None:
         raise NotStatic("VllmConfig._set_cudagraph_sizes not found")
-    rule = next((n.value for n in ast.walk(func) if _target(n) == "default_max_graph_size"), None)
+    rule = assigned_value(ast.walk(func), "default_max_graph_size")
     if rule is None:
         raise NotStatic("no default_max_graph_size assignment")
-    by_family, by_capability = {}, {}
+    by_family: dict[str, Any] = {}
+    by_capability: dict[str, Any] = {}
     while isinstance(rule, ast.IfExp):
         call = rule.test
         name = (dotted_name(call.func) or "") if isinstance(call, ast.Call) else ""
@@ -221,12 +232,13 @@ def cudagraph_rules(ctx: Context) -> dict:
     }
 
 
-def _seqs_multiplier(func: ast.FunctionDef) -> int | None:
+def _seqs_multiplier(func: ast.FunctionDef | ast.AsyncFunctionDef) -> int | None:
     """The constant in `min(max_num_seqs * decode_query_len * 2, default_max_graph_size)`."""
     for node in ast.walk(func):
         if isinstance(node, ast.Call) and dotted_name(node.func) == "min" and node.args:
             product = node.args[0]
-            names, constants = [], []
+            names: list[str] = []
+            constants: list[int] = []
             for part in ast.walk(product):
                 if isinstance(part, ast.Name):
                     names.append(part.id)
@@ -239,16 +251,15 @@ def _seqs_multiplier(func: ast.FunctionDef) -> int | None:
     return None
 
 
-def cudagraph_mode_by_level(ctx: Context) -> dict[str, str]:
+def cudagraph_mode_by_level(ctx: Context) -> dict[str, str | None]:
     tree = ctx.tree(VLLM_CONFIG_FILE)
-    levels = next((s.value for s in tree.body if _target(s) == "OPTIMIZATION_LEVEL_TO_CONFIG"), None)
-    if not isinstance(levels, ast.Dict):
+    levels = assigned_value(tree.body, "OPTIMIZATION_LEVEL_TO_CONFIG") if tree is not None else None
+    if tree is None or not isinstance(levels, ast.Dict):
         raise NotStatic("OPTIMIZATION_LEVEL_TO_CONFIG not a dict")
-    configs = {_target(s): s.value for s in tree.body if _target(s)}
-    out = {}
-    for key, value in zip(levels.keys, levels.values):
+    out: dict[str, str | None] = {}
+    for key, value in zip(levels.keys, levels.values, strict=True):
         level = (dotted_name(key) or "").rpartition(".")[2]
-        config = configs.get(dotted_name(value) or "")
+        config = assigned_value(tree.body, dotted_name(value) or "")
         mode = _dict_path(config, ["compilation_config", "cudagraph_mode"])
         out[level] = (dotted_name(mode) or "").rpartition(".")[2] if mode is not None else None
     return out
@@ -258,34 +269,37 @@ def _dict_path(node: ast.AST | None, keys: list[str]) -> ast.AST | None:
     for key in keys:
         if not isinstance(node, ast.Dict):
             return None
-        node = next((v for k, v in zip(node.keys, node.values) if isinstance(k, ast.Constant) and k.value == key), None)
+        node = next(
+            (v for k, v in zip(node.keys, node.values, strict=True) if isinstance(k, ast.Constant) and k.value == key),
+            None,
+        )
     return node
 
 
 # ------------------------------------------------------------------ environment variables
 
 
-def extract_env(ctx: Context) -> tuple[dict, dict]:
+def extract_env(ctx: Context) -> tuple[dict[str, Any], dict[str, Any]]:
     """(typed defaults declared under `if TYPE_CHECKING:`, the string default each getenv reads)."""
     tree = ctx.tree(ENVS_FILE)
     if tree is None:
         raise NotStatic("envs.py missing")
-    typed = {}
+    typed: dict[str, Any] = {}
     for stmt in tree.body:
         if isinstance(stmt, ast.If) and dotted_name(stmt.test) == "TYPE_CHECKING":
             for inner in stmt.body:
                 if isinstance(inner, ast.AnnAssign) and isinstance(inner.target, ast.Name) and inner.value:
                     typed[inner.target.id] = try_literal(inner.value, default=Unresolved(""))
-    getenv = {}
-    table = next((s.value for s in tree.body if _target(s) == "environment_variables"), None)
+    getenv: dict[str, Any] = {}
+    table = assigned_value(tree.body, "environment_variables")
     if isinstance(table, ast.Dict):
-        for key, value in zip(table.keys, table.values):
-            if isinstance(key, ast.Constant):
+        for key, value in zip(table.keys, table.values, strict=True):
+            if isinstance(key, ast.Constant) and isinstance(key.value, str):
                 getenv[key.value] = _getenv_default(value, key.value)
     return typed, getenv
 
 
-def _getenv_default(node: ast.AST, var: str):
+def _getenv_default(node: ast.AST, var: str) -> Any:
     for call in ast.walk(node):
         if (
             isinstance(call, ast.Call)

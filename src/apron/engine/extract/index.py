@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import builtins
 from dataclasses import dataclass
+from typing import Any, Union
 
 from apron.engine.extract.scan import Unresolved
 
@@ -31,21 +32,23 @@ class Leaf:
 
 MISSING = object()
 UNKNOWN = object()
+# What a dotted name inside a module is: a class, a module (its name) or a leaf.
+Resolved = Union["ClassRef", str, Leaf]
 _MAX_DEPTH = 40
 
 
 class PackageIndex:
-    def __init__(self, scans: dict[str, dict]):
+    def __init__(self, scans: dict[str, dict[str, Any]]):
         self.scans = scans
-        self.module_paths = {scan["module"]: path for path, scan in scans.items()}
-        self._mro_cache: dict[ClassRef, list] = {}
+        self.module_paths: dict[str, str] = {scan["module"]: path for path, scan in scans.items()}
+        self._mro_cache: dict[ClassRef, list[Any]] = {}
         for scan in scans.values():
             _add_adapter_classes(scan)
 
     def path_of_module(self, module: str) -> str | None:
         return self.module_paths.get(module)
 
-    def resolve(self, module: str, dotted: str, depth: int = 0):
+    def resolve(self, module: str, dotted: str, depth: int = 0) -> Resolved:
         """The ClassRef, module name (str) or Leaf that `dotted` names inside `module`."""
         if not module.startswith("vllm"):
             return Leaf(f"{module}.{dotted}", external=True)
@@ -60,7 +63,7 @@ class PackageIndex:
             return self.resolve(target, rest, depth + 1)
         return Leaf(f"{module}.{dotted}", external=False)
 
-    def _resolve_name(self, path: str, name: str, depth: int):
+    def _resolve_name(self, path: str, name: str, depth: int) -> Resolved:
         scan = self.scans[path]
         module = scan["module"]
         if name in scan["classes"]:
@@ -68,7 +71,7 @@ class PackageIndex:
         if name in scan["aliases"]:
             return self.resolve(module, scan["aliases"][name], depth + 1)
         if name in scan["imports"]:
-            target = scan["imports"][name]
+            target: str = scan["imports"][name]
             source, _, imported = target.partition(":")
             if not imported:
                 return source
@@ -79,12 +82,13 @@ class PackageIndex:
             return Leaf(name, external=True)
         return Leaf(f"{module}.{name}", external=False)
 
-    def class_info(self, ref: ClassRef) -> dict:
-        return self.scans[ref.path]["classes"][ref.name]
+    def class_info(self, ref: ClassRef) -> dict[str, Any]:
+        info: dict[str, Any] = self.scans[ref.path]["classes"][ref.name]
+        return info
 
-    def bases(self, ref: ClassRef) -> list:
+    def bases(self, ref: ClassRef) -> list[Any]:
         module = self.scans[ref.path]["module"]
-        out = []
+        out: list[ClassRef | Leaf] = []
         for base in self.class_info(ref)["bases"]:
             if isinstance(base, dict):
                 base = base["arg"] if _is_adapter(self.scans[ref.path], base["call"]) else None
@@ -97,7 +101,7 @@ class PackageIndex:
                 out.append(resolved if not isinstance(resolved, str) else Leaf(base, external=False))
         return out
 
-    def mro(self, ref: ClassRef, depth: int = 0) -> list:
+    def mro(self, ref: ClassRef, depth: int = 0) -> list[Any]:
         """C3 linearization; leaves (external or unknown bases) are their own linearization."""
         if ref in self._mro_cache:
             return self._mro_cache[ref]
@@ -113,7 +117,7 @@ class PackageIndex:
         self._mro_cache[ref] = result
         return result
 
-    def lookup_attr(self, ref: ClassRef, attr: str):
+    def lookup_attr(self, ref: ClassRef, attr: str) -> Any:
         """The class attribute as Python's getattr on the class would find it, or MISSING/UNKNOWN."""
         for entry in self.mro(ref):
             if isinstance(entry, Leaf):
@@ -126,7 +130,7 @@ class PackageIndex:
                 return UNKNOWN if isinstance(value, Unresolved) else value
         return MISSING
 
-    def lookup_returns(self, ref: ClassRef, method: str):
+    def lookup_returns(self, ref: ClassRef, method: str) -> Any:
         """The first class in the MRO that defines `method`: (ClassRef, returns) or UNKNOWN/MISSING."""
         for entry in self.mro(ref):
             if isinstance(entry, Leaf):
@@ -147,21 +151,22 @@ class PackageIndex:
         return False
 
 
-def _is_adapter(scan: dict, func: str | None) -> bool:
+def _is_adapter(scan: dict[str, Any], func: str | None) -> bool:
     """Whether `func` is one of vLLM's model adapters (models/adapters.py `as_*_model`), which
     return a subclass of their argument."""
-    module, _, function = scan["imports"].get(func or "", "").partition(":")
+    target: str = scan["imports"].get(func or "", "")
+    module, _, function = target.partition(":")
     return module.endswith("models.adapters") and function.startswith("as_")
 
 
-def _add_adapter_classes(scan: dict) -> None:
+def _add_adapter_classes(scan: dict[str, Any]) -> None:
     """`X = as_seq_cls_model(Y)` is read as `class X(Y)` for attribute lookup."""
     for name, (func, arg) in scan["calls"].items():
         if _is_adapter(scan, func) and arg and name not in scan["classes"]:
             scan["classes"][name] = {"bases": [arg], "attrs": {}, "returns": {}, "adapter": func}
 
 
-def _unique(items: list) -> list:
+def _unique(items: list[Any]) -> list[Any]:
     seen, out = set(), []
     for item in items:
         if item not in seen:
@@ -170,7 +175,7 @@ def _unique(items: list) -> list:
     return out
 
 
-def _c3_merge(sequences: list[list]) -> list | None:
+def _c3_merge(sequences: list[list[Any]]) -> list[Any] | None:
     sequences = [list(s) for s in sequences if s]
     result = []
     while sequences:

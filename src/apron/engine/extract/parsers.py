@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import ast
+from typing import Any
 
-from apron.engine.extract.context import Context, _target
+from apron.engine.extract.context import Context, assigned_value
 from apron.engine.extract.static import NotStatic, dotted_name, try_literal
 
 REASONING_FILE = "reasoning/__init__.py"
@@ -13,11 +14,10 @@ TOKENIZERS_FILE = "tokenizers/registry.py"
 MODEL_CONFIG_FILE = "config/model.py"
 
 
-def _lazy_table(ctx: Context, path: str, name: str) -> dict[str, dict]:
+def _lazy_table(ctx: Context, path: str, name: str) -> dict[str, dict[str, str]]:
     """`{name: (file_name, class_name)}`, registered lazily as modules of the file's package."""
-    table = try_literal(
-        next((s.value for s in (ctx.tree(path) or ast.Module(body=[])).body if _target(s) == name), None)
-    )
+    tree = ctx.tree(path)
+    table = try_literal(assigned_value(tree.body, name) if tree is not None else None)
     if not isinstance(table, dict):
         raise NotStatic(f"{name} not found in {path}")
     package = ctx.index.scans[path]["module"]
@@ -29,8 +29,8 @@ def _lazy_table(ctx: Context, path: str, name: str) -> dict[str, dict]:
     }
 
 
-def extract_parsers(ctx: Context) -> dict:
-    out = {}
+def extract_parsers(ctx: Context) -> dict[str, Any]:
+    out: dict[str, Any] = {}
     for kind, path, name in (
         ("reasoning", REASONING_FILE, "_REASONING_PARSERS_TO_REGISTER"),
         ("tool", TOOL_FILE, "_TOOL_PARSERS_TO_REGISTER"),
@@ -43,8 +43,8 @@ def extract_parsers(ctx: Context) -> dict:
     return out
 
 
-def extract_tokenizer(ctx: Context) -> dict:
-    modes = None
+def extract_tokenizer(ctx: Context) -> dict[str, Any]:
+    modes: dict[str, dict[str, str]] | None = None
     try:
         modes = _lazy_table(ctx, TOKENIZERS_FILE, "_VLLM_TOKENIZERS")
     except NotStatic as exc:
@@ -54,10 +54,10 @@ def extract_tokenizer(ctx: Context) -> dict:
 
 def _mode_literal(ctx: Context) -> list[str] | None:
     tree = ctx.tree(MODEL_CONFIG_FILE)
-    for stmt in tree.body if tree else []:
-        if _target(stmt) == "TokenizerMode" and isinstance(stmt.value, ast.Subscript):
-            elts = stmt.value.slice.elts if isinstance(stmt.value.slice, ast.Tuple) else [stmt.value.slice]
-            return [e.value for e in elts if isinstance(e, ast.Constant)]
+    value = assigned_value(tree.body, "TokenizerMode") if tree else None
+    if isinstance(value, ast.Subscript):
+        elts = value.slice.elts if isinstance(value.slice, ast.Tuple) else [value.slice]
+        return [e.value for e in elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
     ctx.gap("tokenizer.literal: TokenizerMode Literal not found")
     return None
 
@@ -81,8 +81,8 @@ def _arch_defaults(ctx: Context) -> dict[str, str] | None:
     if chain is None:
         ctx.gap("tokenizer.arch_defaults: the tokenizer_mode == 'auto' chain was not found")
         return None
-    out = {}
-    node = chain
+    out: dict[str, str] = {}
+    node: ast.stmt | None = chain
     while isinstance(node, ast.If):
         mode = next(
             (

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Callable
+from typing import Any
 
-from apron.engine.extract.context import Context, _target
+from apron.engine.extract.context import Context, assigned_value
 from apron.engine.extract.index import MISSING, UNKNOWN, ClassRef
 from apron.engine.extract.scan import _absolute
 from apron.engine.extract.static import NotStatic, dotted_name
@@ -15,7 +17,7 @@ QUANT_INIT = "model_executor/layers/quantization/__init__.py"
 _DTYPE_ALIASES = {"half": "float16", "float": "float32", "double": "float64"}
 
 
-def extract_quantization(ctx: Context) -> dict:
+def extract_quantization(ctx: Context) -> dict[str, Any]:
     tree = ctx.tree(QUANT_INIT)
     func = ctx.find_function(QUANT_INIT, "get_quantization_config")
     if tree is None or func is None:
@@ -23,7 +25,7 @@ def extract_quantization(ctx: Context) -> dict:
     methods = _literal_methods(tree)
     imports = _local_imports(func)
     mapping = _method_to_config(ctx, func, imports)
-    out = {}
+    out: dict[str, Any] = {}
     for method in list(methods) + [m for m in mapping if m not in methods]:
         out[method] = _describe(ctx, mapping.get(method))
         out[method]["is_cli_choice"] = method in methods
@@ -31,15 +33,15 @@ def extract_quantization(ctx: Context) -> dict:
 
 
 def _literal_methods(tree: ast.Module) -> list[str]:
-    for stmt in tree.body:
-        if _target(stmt) == "QuantizationMethods" and isinstance(stmt.value, ast.Subscript):
-            elts = stmt.value.slice.elts if isinstance(stmt.value.slice, ast.Tuple) else [stmt.value.slice]
-            return [e.value for e in elts if isinstance(e, ast.Constant)]
-    return []
+    value = assigned_value(tree.body, "QuantizationMethods")
+    if not isinstance(value, ast.Subscript):
+        return []
+    elts = value.slice.elts if isinstance(value.slice, ast.Tuple) else [value.slice]
+    return [e.value for e in elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
 
 
-def _local_imports(func: ast.FunctionDef) -> dict[str, str]:
-    out = {}
+def _local_imports(func: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, str]:
+    out: dict[str, str] = {}
     for node in ast.walk(func):
         if isinstance(node, ast.ImportFrom):
             base = _absolute(QUANT_INIT, node)
@@ -48,14 +50,16 @@ def _local_imports(func: ast.FunctionDef) -> dict[str, str]:
     return out
 
 
-def _method_to_config(ctx: Context, func: ast.FunctionDef, imports: dict[str, str]) -> dict[str, object]:
+def _method_to_config(
+    ctx: Context, func: ast.FunctionDef | ast.AsyncFunctionDef, imports: dict[str, str]
+) -> dict[str, object]:
     """method -> ClassRef (or the unresolved local name) from the `method_to_config` dict."""
-    table = next((n.value for n in ast.walk(func) if _target(n) == "method_to_config"), None)
+    table = assigned_value(ast.walk(func), "method_to_config")
     if not isinstance(table, ast.Dict):
         raise NotStatic("method_to_config dict not found")
-    mapping = {}
-    for key, value in zip(table.keys, table.values):
-        if isinstance(key, ast.Constant):
+    mapping: dict[str, object] = {}
+    for key, value in zip(table.keys, table.values, strict=True):
+        if isinstance(key, ast.Constant) and isinstance(key.value, str):
             mapping[key.value] = _class_ref(ctx, dotted_name(value) or "", imports)
     for node in ast.walk(func):  # for x in NAMES: method_to_config.setdefault(x, Cls)
         if isinstance(node, ast.For) and len(node.body) == 1 and isinstance(node.body[0], ast.Expr):
@@ -74,7 +78,8 @@ def _iter_names(ctx: Context, node: ast.AST, imports: dict[str, str]) -> list[st
     if origin:
         module, _, name = origin.partition(":")
         path = ctx.index.path_of_module(module) or ""
-    display = next((s.value for s in (ctx.tree(path) or ast.Module(body=[])).body if _target(s) == name), None)
+    tree = ctx.tree(path)
+    display = assigned_value(tree.body, name) if tree is not None else None
     if isinstance(display, ast.Dict):
         return [k.value for k in display.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)]
     if isinstance(display, (ast.List, ast.Tuple)):
@@ -83,14 +88,14 @@ def _iter_names(ctx: Context, node: ast.AST, imports: dict[str, str]) -> list[st
     return []
 
 
-def _class_ref(ctx: Context, name: str, imports: dict[str, str]):
+def _class_ref(ctx: Context, name: str, imports: dict[str, str]) -> object:
     if name in imports:
         module, _, cls = imports[name].partition(":")
         return ctx.index.resolve(module, cls)
     return ctx.index.resolve(ctx.index.scans[QUANT_INIT]["module"], name) if name else None
 
 
-def _describe(ctx: Context, ref) -> dict:
+def _describe(ctx: Context, ref: object) -> dict[str, Any]:
     if not isinstance(ref, ClassRef):
         return {"config_class": None, "module": None, "min_capability": None, "act_dtypes": None}
     return {
@@ -101,7 +106,7 @@ def _describe(ctx: Context, ref) -> dict:
     }
 
 
-def _single_return(ctx: Context, ref: ClassRef, method: str, convert):
+def _single_return(ctx: Context, ref: ClassRef, method: str, convert: Callable[[Any], Any]) -> Any:
     """The value of a method that is one unconditional `return <literal>`, else None."""
     found = ctx.index.lookup_returns(ref, method)
     if found is UNKNOWN or found is MISSING:
@@ -112,7 +117,7 @@ def _single_return(ctx: Context, ref: ClassRef, method: str, convert):
     return convert(returns[0][0])
 
 
-def _dtypes(value) -> list[str] | None:
+def _dtypes(value: Any) -> list[str] | None:
     if not isinstance(value, list):
         return None
     out = []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+from typing import Any
 
 from apron.engine.extract.index import MISSING, UNKNOWN, ClassRef, PackageIndex
 from apron.engine.extract.static import NotStatic, dotted_name, literal
@@ -24,14 +25,14 @@ def module_constants(tree: ast.Module) -> dict[str, object]:
     """Top-level `NAME = <literal>` assignments evaluated in order (so `**` spreads see earlier dicts)."""
     env: dict[str, object] = {}
 
-    def names(name: str):
+    def names(name: str) -> object:
         if name in env:
             return env[name]
         raise NotStatic(name)
 
     for stmt in tree.body:
         target, value = _assignment(stmt)
-        if target is None:
+        if target is None or value is None:
             continue
         try:
             env[target] = literal(value, names)
@@ -40,7 +41,7 @@ def module_constants(tree: ast.Module) -> dict[str, object]:
     return env
 
 
-def _assignment(stmt: ast.stmt) -> tuple[str | None, ast.AST | None]:
+def _assignment(stmt: ast.stmt) -> tuple[str | None, ast.expr | None]:
     if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
         return stmt.targets[0].id, stmt.value
     if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.value is not None:
@@ -54,15 +55,18 @@ def _category(dict_name: str) -> str:
 
 def _categories(tree: ast.Module, merged: str = "_VLLM_MODELS") -> dict[str, list[str]]:
     """arch -> the registry dicts (in spread order) that list it."""
-    spreads = []
+    spreads: list[str] = []
     for stmt in tree.body:
         target, value = _assignment(stmt)
         if target == merged and isinstance(value, ast.Dict):
-            spreads = [v.id for k, v in zip(value.keys, value.values) if k is None and isinstance(v, ast.Name)]
+            spreads = [
+                v.id for k, v in zip(value.keys, value.values, strict=True) if k is None and isinstance(v, ast.Name)
+            ]
     env = module_constants(tree)
     out: dict[str, list[str]] = {}
     for name in spreads:
-        for arch in env.get(name, {}) or {}:
+        table = env.get(name)
+        for arch in table if isinstance(table, dict) else {}:
             out.setdefault(arch, []).append(_category(name))
     return out
 
@@ -75,21 +79,21 @@ def _module_name(relname: str) -> str:
 def _supported_archs_expr(tree: ast.Module) -> str | None:
     for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef) and node.name == "get_supported_archs":
-            returns = [s for s in node.body if isinstance(s, ast.Return) and s.value is not None]
-            return ast.unparse(returns[0].value) if returns else None
+            returns = [s.value for s in node.body if isinstance(s, ast.Return) and s.value is not None]
+            return ast.unparse(returns[0]) if returns else None
     return None
 
 
-def extract_registry(tree: ast.Module, index: PackageIndex) -> tuple[dict, list[str]]:
+def extract_registry(tree: ast.Module, index: PackageIndex) -> tuple[dict[str, Any], list[str]]:
     """The `registry` section and the gaps met while filling it."""
     env = module_constants(tree)
-    gaps = []
+    gaps: list[str] = []
     models = env.get("_VLLM_MODELS")
     if not isinstance(models, dict):
         raise NotStatic("_VLLM_MODELS is not a static dict")
     categories = _categories(tree)
     markers = _marker_classes(index)
-    architectures = {}
+    architectures: dict[str, Any] = {}
     for arch, entry in models.items():
         if not (isinstance(entry, list) and len(entry) == 2 and all(isinstance(x, str) for x in entry)):
             gaps.append(f"registry entry {arch} is not a (module, class) pair")
@@ -98,7 +102,7 @@ def extract_registry(tree: ast.Module, index: PackageIndex) -> tuple[dict, list[
         architectures[arch] = {
             "module": module,
             "class": cls,
-            "category": (categories.get(arch) or [None])[0],
+            "category": categories[arch][0] if categories.get(arch) else None,
             "categories": categories.get(arch, []),
             **_traits(index, module, cls, markers),
         }
@@ -119,9 +123,9 @@ def _marker_classes(index: PackageIndex) -> dict[str, ClassRef]:
     return {name: ClassRef(INTERFACES_FILE, name) for name in scan["classes"]}
 
 
-def _traits(index: PackageIndex, module: str, cls: str, markers: dict[str, ClassRef]) -> dict:
+def _traits(index: PackageIndex, module: str, cls: str, markers: dict[str, ClassRef]) -> dict[str, Any]:
     ref = index.resolve(module, cls)
-    out = {"file": index.path_of_module(module)}
+    out: dict[str, Any] = {"file": index.path_of_module(module)}
     if not isinstance(ref, ClassRef):
         out.update({trait: None for trait in _TRAIT_ATTRS})
         out["is_moe"] = None
@@ -140,7 +144,7 @@ def extract_config_hooks(tree: ast.Module) -> dict[str, str]:
         target, value = _assignment(stmt)
         if target == "MODELS_CONFIG_MAP" and isinstance(value, ast.Dict):
             out = {}
-            for key, item in zip(value.keys, value.values):
+            for key, item in zip(value.keys, value.values, strict=True):
                 if isinstance(key, ast.Constant) and isinstance(key.value, str):
                     out[key.value] = dotted_name(item) or ast.unparse(item)
             return out

@@ -12,9 +12,11 @@ import ast
 import fnmatch
 import hashlib
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from functools import lru_cache
+from typing import Any, cast
 
 from apron.engine.extract.skeleton import protected_names, skeleton
 from apron.engine.extract.static import dotted_name, template, try_literal
@@ -71,7 +73,7 @@ def _absolute(path: str, node: ast.ImportFrom) -> str:
     return ".".join(base + ([node.module] if node.module else []))
 
 
-def shape(node: ast.AST):
+def shape(node: ast.AST) -> Any:
     """A JSON-able reading of a class attribute or return value: literals, names, simple calls."""
     value = try_literal(node, default=Unresolved(""))
     if not isinstance(value, Unresolved):
@@ -86,7 +88,7 @@ def shape(node: ast.AST):
     return Unresolved("")
 
 
-def _module_statements(body: list[ast.stmt], type_only: bool = False):
+def _module_statements(body: list[ast.stmt], type_only: bool = False) -> Iterator[tuple[ast.stmt, bool]]:
     """(statement, is_type_only) for module-level statements, looking inside if/try/with blocks.
 
     The body of `if TYPE_CHECKING:` is type-only (it never runs). Platform switches such as
@@ -109,8 +111,9 @@ def _module_statements(body: list[ast.stmt], type_only: bool = False):
                 yield from _module_statements(handler.body, type_only)
 
 
-def _class_summary(node: ast.ClassDef) -> dict:
-    attrs, returns = {}, {}
+def _class_summary(node: ast.ClassDef) -> dict[str, Any]:
+    attrs: dict[str, Any] = {}
+    returns: dict[str, list[list[Any]]] = {}
     for stmt in node.body:
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
             attrs[stmt.targets[0].id] = shape(stmt.value)
@@ -121,14 +124,14 @@ def _class_summary(node: ast.ClassDef) -> dict:
     return {"bases": [_base(b) for b in node.bases], "attrs": attrs, "returns": returns}
 
 
-def _base(node: ast.AST) -> str | dict | None:
+def _base(node: ast.AST) -> str | dict[str, Any] | None:
     """A base class as a dotted name; `f(X)` (an adapter building a subclass) as {"call", "arg"}."""
     if isinstance(node, ast.Call) and dotted_name(node.func) and node.args and dotted_name(node.args[0]):
         return {"call": dotted_name(node.func), "arg": dotted_name(node.args[0])}
     return dotted_name(node)
 
 
-def _returns(func: ast.FunctionDef) -> list[list]:
+def _returns(func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[list[Any]]:
     """[[value, is_unconditional], ...] for each return, in source order."""
     top = {id(s) for s in func.body if isinstance(s, ast.Return)}
     out = []
@@ -140,7 +143,7 @@ def _returns(func: ast.FunctionDef) -> list[list]:
 
 
 @lru_cache(maxsize=8)
-def _patterns_regex(patterns: list[tuple[str, str | None]]) -> re.Pattern:
+def _patterns_regex(patterns: list[tuple[str, str | None]]) -> re.Pattern[str]:
     return re.compile("|".join(f"(?:{fnmatch.translate(qual)})" for qual, _ in patterns) or "(?!)")
 
 
@@ -162,27 +165,31 @@ class _FileScanner:
                 for target in targets:
                     if isinstance(target, ast.Name) and text is not None:
                         self.module_strings.setdefault(target.id, []).append(text)
-        self.logs: list[list] = []
-        self.refusals: list[list] = []
+        self.logs: list[list[Any]] = []
+        self.refusals: list[list[Any]] = []
         self.functions: dict[str, str] = {}
         self.unresolved_logs = 0
         self.unresolved_refusals = 0
         self._locals_cache: dict[int, dict[str, list[tuple[int, str]]]] = {}
 
     def walk(self, stmts: list[ast.stmt], scope: tuple[str, ...], func: ast.AST | None) -> None:
+        # `type(x) is C` rather than isinstance: this loop visits every statement of the release.
         for stmt in stmts:
             kind = type(stmt)
             if kind is ast.Expr:
-                if type(stmt.value) is ast.Call:
-                    self._maybe_log(stmt.value, scope, func)
+                value = cast(ast.Expr, stmt).value
+                if type(value) is ast.Call:
+                    self._maybe_log(value, scope, func)
             elif kind is ast.Raise:
-                self._maybe_refusal(stmt, scope, func)
+                self._maybe_refusal(cast(ast.Raise, stmt), scope, func)
             elif kind is ast.FunctionDef or kind is ast.AsyncFunctionDef:
-                qual = scope + (stmt.name,)
-                self._maybe_hash(".".join(qual), stmt)
-                self.walk(stmt.body, qual, stmt)
+                function = cast(ast.FunctionDef | ast.AsyncFunctionDef, stmt)
+                qual = scope + (function.name,)
+                self._maybe_hash(".".join(qual), function)
+                self.walk(function.body, qual, function)
             elif kind is ast.ClassDef:
-                self.walk(stmt.body, scope + (stmt.name,), None)
+                cls = cast(ast.ClassDef, stmt)
+                self.walk(cls.body, scope + (cls.name,), None)
             elif kind in _COMPOUND:
                 for block in _COMPOUND[kind]:
                     self.walk(getattr(stmt, block), scope, func)
@@ -191,7 +198,7 @@ class _FileScanner:
                 for case in getattr(stmt, "cases", ()):
                     self.walk(case.body, scope, func)
 
-    def _maybe_hash(self, qual: str, node: ast.AST) -> None:
+    def _maybe_hash(self, qual: str, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         if not self._any_pattern.match(qual):
             return
         for qual_glob, path_glob in self.patterns:
@@ -204,19 +211,20 @@ class _FileScanner:
                 self.functions[key] = hashlib.sha256(segment.encode()).hexdigest()
                 return
 
-    def _segment(self, node: ast.AST) -> str:
+    def _segment(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
         """`ast.get_source_segment` without re-splitting the whole file for every function."""
         if self._lines is None:
             parts = _LINE_BREAK.split(self.source)
             self._lines, self._breaks = parts[::2], parts[1::2] + [""]
-        first, last = node.lineno - 1, node.end_lineno - 1
+        first, last = node.lineno - 1, (node.end_lineno or node.lineno) - 1
+        end_col = node.end_col_offset
         lines = [line.encode() for line in self._lines[first : last + 1]]
         if len(lines) == 1:
-            return lines[0][node.col_offset : node.end_col_offset].decode()
+            return lines[0][node.col_offset : end_col].decode()
         breaks = self._breaks  # each line's own break, as the source has it
         head = lines[0][node.col_offset :].decode() + breaks[first]
         middle = "".join(lines[i].decode() + breaks[first + i] for i in range(1, len(lines) - 1))
-        return head + middle + lines[-1][: node.end_col_offset].decode()
+        return head + middle + lines[-1][:end_col].decode()
 
     def _maybe_log(self, call: ast.Call, scope: tuple[str, ...], func: ast.AST | None) -> None:
         if not isinstance(call.func, ast.Attribute):
@@ -284,7 +292,9 @@ class _FileScanner:
                     else []
                 )
                 for target in targets:
-                    text = template(node.value) if isinstance(target, ast.Name) else None
+                    if not isinstance(target, ast.Name) or not isinstance(node, (ast.Assign, ast.AnnAssign)):
+                        continue
+                    text = template(node.value) if node.value is not None else None
                     if text is not None:
                         cached.setdefault(target.id, []).append((node.lineno, text))
             self._locals_cache[id(func)] = cached
@@ -295,7 +305,9 @@ def _function(scope: tuple[str, ...]) -> str:
     return ".".join(scope) or "<module>"
 
 
-def parse_for_scan(path: str, source: str, mirror_patterns, fast: bool = True) -> ast.Module:
+def parse_for_scan(
+    path: str, source: str, mirror_patterns: list[tuple[str, str | None]], fast: bool = True
+) -> ast.Module:
     """The file's syntax tree, with the function bodies the scan does not read left out when that is
     safe (see skeleton.py). Raises SyntaxError if the file does not parse."""
     if fast:
@@ -309,11 +321,16 @@ def parse_for_scan(path: str, source: str, mirror_patterns, fast: bool = True) -
     return ast.parse(source, filename=f"vllm/{path}")
 
 
-def scan_source(path: str, source: str, mirror_patterns: list[tuple[str, str | None]], fast: bool = True) -> dict:
+def scan_source(
+    path: str, source: str, mirror_patterns: list[tuple[str, str | None]], fast: bool = True
+) -> dict[str, Any]:
     """Scan one file (path relative to the `vllm/` package). Raises SyntaxError if it does not parse."""
     tree = parse_for_scan(path, source, mirror_patterns, fast)
-    imports, aliases, calls, classes = {}, {}, {}, {}
-    type_imports = {}
+    imports: dict[str, str] = {}
+    aliases: dict[str, str | None] = {}
+    calls: dict[str, list[str | None]] = {}
+    classes: dict[str, dict[str, Any]] = {}
+    type_imports: dict[str, str] = {}
     for stmt, type_only in _module_statements(tree.body):
         if isinstance(stmt, ast.ImportFrom):
             base = _absolute(path, stmt)

@@ -27,9 +27,9 @@ _NEEDED = re.compile(r"logger|logging\.|raise\b|return\s*\(?\s*[rbfuRBFU]*[\"']"
 
 
 @lru_cache(maxsize=64)
-def _dedent(indent: int) -> re.Pattern:
+def _dedent(indent: int) -> re.Pattern[str]:
     """The start of the first code line indented at most `indent` spaces: where a body ends."""
-    return re.compile(r"\n {0,%d}(?=[^ \r\n#])" % indent)
+    return re.compile(rf"\n {{0,{indent}}}(?=[^ \r\n#])")
 
 
 def _depth(text: str) -> int:
@@ -62,7 +62,7 @@ def _header_end(source: str, start: int) -> int | None:
 @lru_cache(maxsize=8)
 def protected_names(
     patterns: tuple[tuple[str, str | None], ...], extra: frozenset[str]
-) -> tuple[re.Pattern, list[str]]:
+) -> tuple[re.Pattern[str], list[str]]:
     """(a regex of the def names whose bodies are kept, class names whose whole file is kept)."""
     names, classes = sorted(extra), []
     for qual, _ in patterns:
@@ -74,7 +74,7 @@ def protected_names(
     return re.compile("|".join(f"(?:{fnmatch.translate(name)})" for name in names) or "(?!)"), classes
 
 
-def skeleton(source: str, keep_names: re.Pattern, keep_classes: list[str]) -> str | None:
+def skeleton(source: str, keep_names: re.Pattern[str], keep_classes: list[str]) -> str | None:
     """The source with unneeded function bodies blanked, or None when nothing was blanked."""
     if "\t" in source or "\r" in source or any(f"class {name}" in source for name in keep_classes):
         return None

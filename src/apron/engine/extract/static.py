@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import operator
 from collections.abc import Callable
+from typing import Any
 
 _BINOPS = {
     ast.Add: operator.add,
@@ -40,7 +41,10 @@ def dotted_name(node: ast.AST | None) -> str | None:
     return ".".join(reversed(parts))
 
 
-def literal(node: ast.AST, names: Callable[[str], object] | None = None):
+Names = Callable[[str], object]
+
+
+def literal(node: ast.AST, names: Names | None = None) -> Any:
     """A literal value; `names` resolves a dotted name to a value (or raises NotStatic).
 
     Handles containers, `**` spreads in dict displays (later keys win, first position kept, as in
@@ -51,8 +55,8 @@ def literal(node: ast.AST, names: Callable[[str], object] | None = None):
     if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
         return [literal(e, names) for e in node.elts]
     if isinstance(node, ast.Dict):
-        out = {}
-        for key, value in zip(node.keys, node.values):
+        out: dict[Any, Any] = {}
+        for key, value in zip(node.keys, node.values, strict=True):
             if key is None:
                 spread = literal(value, names)
                 if not isinstance(spread, dict):
@@ -85,16 +89,20 @@ def literal(node: ast.AST, names: Callable[[str], object] | None = None):
     raise NotStatic(ast.unparse(node))
 
 
-_COMPARE = {
+_COMPARE: dict[type[ast.cmpop], Callable[[Any, Any], Any]] = {
     ast.Eq: operator.eq,
     ast.NotEq: operator.ne,
     ast.In: lambda a, b: a in b,
     ast.NotIn: lambda a, b: a not in b,
 }
-_ITER_METHODS = {"items": lambda d: list(d.items()), "keys": lambda d: list(d), "values": lambda d: list(d.values())}
+_ITER_METHODS: dict[str, Callable[[Any], list[Any]]] = {
+    "items": lambda d: list(d.items()),
+    "keys": lambda d: list(d),
+    "values": lambda d: list(d.values()),
+}
 
 
-def _comprehension(node, names):
+def _comprehension(node: ast.DictComp | ast.ListComp | ast.SetComp, names: Names | None) -> Any:
     """`{k: v for k, (a, b) in NAME.items() if a == "x"}` over literal data, as registry.py spreads."""
     if len(node.generators) != 1 or node.generators[0].is_async:
         raise NotStatic(ast.unparse(node))
@@ -107,12 +115,13 @@ def _comprehension(node, names):
             raise NotStatic(ast.unparse(gen.iter))
     data = literal(source, names)
     items = _ITER_METHODS[method](data) if method else list(data)
-    out = {} if isinstance(node, ast.DictComp) else []
+    mapping: dict[Any, Any] = {}
+    elements: list[Any] = []
     for item in items:
         local: dict[str, object] = {}
         _bind(gen.target, item, local)
 
-        def scoped(name, local=local):
+        def scoped(name: str, local: dict[str, object] = local) -> object:
             if name in local:
                 return local[name]
             if names is None:
@@ -122,13 +131,13 @@ def _comprehension(node, names):
         if not all(literal(test, scoped) for test in gen.ifs):
             continue
         if isinstance(node, ast.DictComp):
-            out[_hashable(literal(node.key, scoped))] = literal(node.value, scoped)
+            mapping[_hashable(literal(node.key, scoped))] = literal(node.value, scoped)
         else:
-            out.append(literal(node.elt, scoped))
-    return out
+            elements.append(literal(node.elt, scoped))
+    return mapping if isinstance(node, ast.DictComp) else elements
 
 
-def _bind(target: ast.AST, value, local: dict) -> None:
+def _bind(target: ast.AST, value: Any, local: dict[str, Any]) -> None:
     if isinstance(target, ast.Name):
         local[target.id] = value
     elif (
@@ -136,17 +145,17 @@ def _bind(target: ast.AST, value, local: dict) -> None:
         and isinstance(value, (list, tuple))
         and len(target.elts) == len(value)
     ):
-        for sub, item in zip(target.elts, value):
+        for sub, item in zip(target.elts, value, strict=True):
             _bind(sub, item, local)
     else:
         raise NotStatic(ast.unparse(target))
 
 
-def _hashable(value):
+def _hashable(value: Any) -> Any:
     return tuple(value) if isinstance(value, list) else value
 
 
-def try_literal(node: ast.AST | None, names: Callable[[str], object] | None = None, default=None):
+def try_literal(node: ast.AST | None, names: Names | None = None, default: Any = None) -> Any:
     if node is None:
         return default
     try:
@@ -167,7 +176,7 @@ def _field(node: ast.FormattedValue) -> str:
     text = "{" + ast.unparse(node.value)
     if node.conversion != -1:
         text += "!" + chr(node.conversion)
-    if node.format_spec is not None:
+    if isinstance(node.format_spec, ast.JoinedStr):
         text += ":" + _joined(node.format_spec)
     return text + "}"
 
@@ -197,8 +206,8 @@ def template(node: ast.AST) -> str | None:
         left, right = template(node.left), template(node.right)
         if left is None and right is None:
             return None
-        return (left if left is not None else "{%s}" % ast.unparse(node.left)) + (
-            right if right is not None else "{%s}" % ast.unparse(node.right)
+        return (left if left is not None else f"{{{ast.unparse(node.left)}}}") + (
+            right if right is not None else f"{{{ast.unparse(node.right)}}}"
         )
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod):
         if isinstance(node.left, ast.Constant) and isinstance(node.left.value, str):

@@ -49,6 +49,8 @@ def build_layout(
             layout = _empty(
                 ctx, f"tensor parallel size does not divide the {exc.what} ({exc}); vLLM refuses at start-up"
             )
+        elif exc.kind == "not_modelled":  # a configuration Apron cannot count yet: unknown, not refused
+            layout = _empty(ctx, f"{exc} (vLLM {facts.version})")
         else:
             layout = replace(
                 _empty(ctx, f"vLLM {facts.version} refuses this {exc.what}: {exc}"), refusals=((exc.kind, str(exc)),)

@@ -4,21 +4,28 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from typing import Any
 
+from apron.plan.result import Plan
 from apron.plan.settings import UserSettings
 from apron.rules import logtext
+from apron.rules.fingerprint import Fingerprint
+
+# What a rule's match returns and its correction reads: the values the correction needs.
+Fields = dict[str, Any]
+__all__ = ["Fields", "Fingerprint", "Plan", "UserSettings"]
 
 
-def ran_with(name: str, log_text: str, plan: dict | None):
+def ran_with(name: str, log_text: str, plan: Plan | None) -> Any:
     """The value of an engine setting the failed boot used: the `non-default args` line vLLM logged,
     else the plan's resolved settings, else None (the rule then says nothing)."""
     args = logtext.non_default_args(logtext.read_lines(log_text[:200_000])) or {}
     if args.get(name) is not None:
         return args[name]
-    return ((plan or {}).get("settings") or {}).get(name)
+    return plan.settings.to_json().get(name) if plan is not None else None
 
 
-def engine_default(name: str, engine_version: str | None):
+def engine_default(name: str, engine_version: str | None) -> Any:
     """The release's default for a setting (from its engine facts), None when unknown."""
     if not engine_version:
         return None
@@ -31,35 +38,30 @@ def engine_default(name: str, engine_version: str | None):
         return None
 
 
-def model_shape(plan: dict | None) -> dict:
-    return ((plan or {}).get("details") or {}).get("model_shape") or {}
+def model_shape(plan: Plan | None) -> dict[str, Any]:
+    return plan.model_shape if plan is not None else {}
 
 
-def total_bytes_per_gpu(plan: dict | None) -> int | None:
-    return ((plan or {}).get("hardware") or {}).get("total_bytes_per_gpu")
+def total_bytes_per_gpu(plan: Plan | None) -> int | None:
+    return plan.total_bytes_per_gpu if plan is not None else None
 
 
-def gpu_capability(plan: dict | None) -> int | None:
+def gpu_capability(plan: Plan | None) -> int | None:
     """The plan's GPU compute capability as an int (89 for 8.9), from the GPU catalog."""
-    name = ((plan or {}).get("hardware") or {}).get("gpu")
-    if not name:
+    if plan is None:
         return None
     from apron.errors import ApronError
     from apron.hardware import resolve_gpu
 
     try:
-        return resolve_gpu(name).capability_int
+        return resolve_gpu(plan.gpu_name).capability_int
     except ApronError:
         return None
 
 
-def plan_flag_value(plan: dict | None, option: str) -> str | None:
+def plan_flag_value(plan: Plan | None, option: str) -> str | None:
     """`--reasoning-parser qwen3` in the plan's flags -> "qwen3"."""
-    for flag in (plan or {}).get("flags") or []:
-        words = flag.split()
-        if option in words and words.index(option) + 1 < len(words):
-            return words[words.index(option) + 1]
-    return None
+    return plan.flag_value(option) if plan is not None else None
 
 
 def with_flag(settings: UserSettings, option: str, value: str | None) -> UserSettings:

@@ -9,17 +9,17 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from apron.rules.corrections._context import gpu_capability
+from apron.rules.corrections._context import Fields, Fingerprint, Plan, UserSettings, gpu_capability
 
 FAMILIES = ("float16_unsupported",)
 SUMMARY = "boot with --dtype bfloat16 (float32 below compute capability 8.0)"
 
 
-def match(fingerprint, log_text, plan):
+def match(fingerprint: Fingerprint, log_text: str, plan: Plan | None) -> Fields | None:
     capability = gpu_capability(plan)
     dtype = "float32" if capability is not None and capability < 80 else "bfloat16"
     return {"dtype": dtype, "model_type": fingerprint.fields.get("model_type"), "compute_capability": capability}
 
 
-def correction(settings, fields):
+def correction(settings: UserSettings, fields: Fields) -> UserSettings:
     return replace(settings, dtype=fields["dtype"])

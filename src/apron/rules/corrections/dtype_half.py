@@ -8,13 +8,15 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from apron.rules.corrections._context import Fields, Fingerprint, Plan, UserSettings
+
 FAMILIES = ("bfloat16_unsupported",)
 SUMMARY = "boot with --dtype half (float16) below compute capability 8.0"
 
 
-def match(fingerprint, log_text, plan):
+def match(fingerprint: Fingerprint, log_text: str, plan: Plan | None) -> Fields | None:
     return {"dtype": "half", "compute_capability": fingerprint.fields.get("compute_capability")}
 
 
-def correction(settings, fields):
+def correction(settings: UserSettings, fields: Fields) -> UserSettings:
     return replace(settings, dtype=fields["dtype"])

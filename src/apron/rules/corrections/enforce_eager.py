@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from apron.rules.corrections._context import ran_with
+from apron.rules.corrections._context import Fields, Fingerprint, Plan, UserSettings, ran_with
 
 FAMILIES = ("cudagraph_capture_failed", "cuda_oom", "cuda_illegal_memory_access", "cuda_error")
 SUMMARY = "boot with --enforce-eager (no CUDA-graph capture)"
 PRIORITY = 20
 
 
-def match(fingerprint, log_text, plan):
+def match(fingerprint: Fingerprint, log_text: str, plan: Plan | None) -> Fields | None:
     if fingerprint.family != "cudagraph_capture_failed" and fingerprint.phase != "graph_capture":
         return None
     if ran_with("enforce_eager", log_text, plan):
@@ -24,5 +24,5 @@ def match(fingerprint, log_text, plan):
     return {"enforce_eager": True, "phase": fingerprint.phase}
 
 
-def correction(settings, fields):
+def correction(settings: UserSettings, fields: Fields) -> UserSettings:
     return replace(settings, enforce_eager=True)

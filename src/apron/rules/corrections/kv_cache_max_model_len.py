@@ -10,12 +10,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from apron.rules.corrections._context import Fields, Fingerprint, Plan, UserSettings
+
 FAMILIES = ("kv_cache_too_small",)
 SUMMARY = "lower --max-model-len to the engine's estimate of what fits"
 PRIORITY = 10
 
 
-def match(fingerprint, log_text, plan):
+def match(fingerprint: Fingerprint, log_text: str, plan: Plan | None) -> Fields | None:
     estimate = fingerprint.fields.get("estimated_max_model_len")
     current = fingerprint.fields.get("max_model_len")
     if not isinstance(estimate, int) or estimate < 1:
@@ -25,5 +27,5 @@ def match(fingerprint, log_text, plan):
     return {"max_model_len": estimate, "previous_max_model_len": current}
 
 
-def correction(settings, fields):
+def correction(settings: UserSettings, fields: Fields) -> UserSettings:
     return replace(settings, max_model_len=fields["max_model_len"])

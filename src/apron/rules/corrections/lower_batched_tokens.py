@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from apron.rules.corrections._context import ran_with
+from apron.rules.corrections._context import Fields, Fingerprint, Plan, UserSettings, ran_with
 
 FAMILIES = ("cuda_oom",)
 SUMMARY = "halve --max-num-batched-tokens (or --max-model-len) for an out-of-memory while profiling"
@@ -18,7 +18,7 @@ MIN_BATCHED_TOKENS = 512
 MIN_MODEL_LEN = 2048
 
 
-def match(fingerprint, log_text, plan):
+def match(fingerprint: Fingerprint, log_text: str, plan: Plan | None) -> Fields | None:
     if fingerprint.phase != "profiling":
         return None
     batched = ran_with("max_num_batched_tokens", log_text, plan)
@@ -35,6 +35,6 @@ def match(fingerprint, log_text, plan):
     return None
 
 
-def correction(settings, fields):
+def correction(settings: UserSettings, fields: Fields) -> UserSettings:
     changes = {k: fields[k] for k in ("max_num_batched_tokens", "max_num_seqs", "max_model_len") if k in fields}
     return replace(settings, **changes)

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from apron.rules.corrections._context import floor_hundredth
+from apron.rules.corrections._context import Fields, Fingerprint, Plan, UserSettings, floor_hundredth
 
 FAMILIES = ("gpu_startup_free_memory", "cpu_startup_memory")
 SUMMARY = "lower --gpu-memory-utilization to the share of memory that is free"
 MIN_UTILIZATION = 0.05
 
 
-def match(fingerprint, log_text, plan):
+def match(fingerprint: Fingerprint, log_text: str, plan: Plan | None) -> Fields | None:
     free, total = fingerprint.fields.get("free_gib"), fingerprint.fields.get("total_gib")
     if not isinstance(free, (int, float)) or not isinstance(total, (int, float)) or total <= 0:
         return None
@@ -28,5 +28,5 @@ def match(fingerprint, log_text, plan):
     return {"gpu_memory_utilization": wanted, "previous_gpu_memory_utilization": previous}
 
 
-def correction(settings, fields):
+def correction(settings: UserSettings, fields: Fields) -> UserSettings:
     return replace(settings, gpu_memory_utilization=fields["gpu_memory_utilization"])

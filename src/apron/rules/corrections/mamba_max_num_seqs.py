@@ -8,12 +8,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from apron.rules.corrections._context import Fields, Fingerprint, Plan, UserSettings
+
 FAMILIES = ("mamba_blocks_below_max_num_seqs",)
 SUMMARY = "lower --max-num-seqs to the hybrid's state-block count"
 PRIORITY = 10
 
 
-def match(fingerprint, log_text, plan):
+def match(fingerprint: Fingerprint, log_text: str, plan: Plan | None) -> Fields | None:
     seqs, blocks = fingerprint.fields.get("max_num_seqs"), fingerprint.fields.get("num_blocks")
     if not isinstance(blocks, int) or blocks < 1:
         return None  # no block at all: fewer sequences cannot help
@@ -22,5 +24,5 @@ def match(fingerprint, log_text, plan):
     return {"max_num_seqs": blocks, "previous_max_num_seqs": seqs}
 
 
-def correction(settings, fields):
+def correction(settings: UserSettings, fields: Fields) -> UserSettings:
     return replace(settings, max_num_seqs=fields["max_num_seqs"])

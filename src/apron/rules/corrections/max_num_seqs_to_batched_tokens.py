@@ -8,16 +8,18 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from apron.rules.corrections._context import Fields, Fingerprint, Plan, UserSettings
+
 FAMILIES = ("batched_tokens_below_max_num_seqs",)
 SUMMARY = "lower --max-num-seqs to max_num_batched_tokens"
 
 
-def match(fingerprint, log_text, plan):
+def match(fingerprint: Fingerprint, log_text: str, plan: Plan | None) -> Fields | None:
     batched, seqs = fingerprint.fields.get("max_num_batched_tokens"), fingerprint.fields.get("max_num_seqs")
     if not isinstance(batched, int) or batched < 1 or isinstance(seqs, int) and seqs <= batched:
         return None
     return {"max_num_seqs": batched, "previous_max_num_seqs": seqs}
 
 
-def correction(settings, fields):
+def correction(settings: UserSettings, fields: Fields) -> UserSettings:
     return replace(settings, max_num_seqs=fields["max_num_seqs"])

@@ -9,16 +9,18 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from apron.rules.corrections._context import Fields, Fingerprint, Plan, UserSettings
+
 FAMILIES = ("mm_item_over_batched_tokens",)
 SUMMARY = "raise --max-num-batched-tokens to the largest multimodal item"
 
 
-def match(fingerprint, log_text, plan):
+def match(fingerprint: Fingerprint, log_text: str, plan: Plan | None) -> Fields | None:
     item, batched = fingerprint.fields.get("max_tokens_per_mm_item"), fingerprint.fields.get("max_num_batched_tokens")
     if not isinstance(item, int) or isinstance(batched, int) and batched >= item:
         return None
     return {"max_num_batched_tokens": item, "previous_max_num_batched_tokens": batched}
 
 
-def correction(settings, fields):
+def correction(settings: UserSettings, fields: Fields) -> UserSettings:
     return replace(settings, max_num_batched_tokens=fields["max_num_batched_tokens"])

@@ -8,21 +8,21 @@ environment for that retry; it never blames the model.
 
 from __future__ import annotations
 
-from apron.rules.corrections._context import with_env
+from apron.rules.corrections._context import Fields, Fingerprint, Plan, UserSettings, with_env
 
 FAMILIES = ("nccl_error",)
 SUMMARY = "retry with NCCL_NVLS_ENABLE=0 (NVLink SHARP off)"
 NAME, VALUE = "NCCL_NVLS_ENABLE", "0"
 
 
-def match(fingerprint, log_text, plan):
-    env = ((plan or {}).get("settings") or {}).get("env") or {}
+def match(fingerprint: Fingerprint, log_text: str, plan: Plan | None) -> Fields | None:
+    env = dict(plan.settings.env) if plan is not None else {}
     if env.get(NAME) == VALUE:
         return None
     return {"env": {NAME: VALUE}, "nccl_error": fingerprint.fields.get("nccl_error")}
 
 
-def correction(settings, fields):
+def correction(settings: UserSettings, fields: Fields) -> UserSettings:
     for name, value in fields["env"].items():
         settings = with_env(settings, name, value)
     return settings

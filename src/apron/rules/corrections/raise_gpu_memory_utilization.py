@@ -15,7 +15,16 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from apron.rules.corrections._context import ceil_hundredth, engine_default, ran_with, total_bytes_per_gpu
+from apron.rules.corrections._context import (
+    Fields,
+    Fingerprint,
+    Plan,
+    UserSettings,
+    ceil_hundredth,
+    engine_default,
+    ran_with,
+    total_bytes_per_gpu,
+)
 
 FAMILIES = ("no_kv_cache_memory", "auto_fit_no_memory", "cpu_kv_allocation", "kv_cache_too_small")
 SUMMARY = "raise --gpu-memory-utilization to cover the KV-cache deficit"
@@ -26,7 +35,7 @@ GIB = 2**30
 _AVAILABLE_KV = re.compile(r"Available KV cache memory: (-?[\d.]+) GiB")
 
 
-def match(fingerprint, log_text, plan):
+def match(fingerprint: Fingerprint, log_text: str, plan: Plan | None) -> Fields | None:
     fields = fingerprint.fields
     if fingerprint.family == "kv_cache_too_small" and fields.get("estimated_max_model_len"):
         return None  # a shorter max_model_len fits: kv_cache_max_model_len answers that
@@ -39,21 +48,21 @@ def match(fingerprint, log_text, plan):
     return {"gpu_memory_utilization": wanted, "previous_gpu_memory_utilization": current}
 
 
-def correction(settings, fields):
+def correction(settings: UserSettings, fields: Fields) -> UserSettings:
     return replace(settings, gpu_memory_utilization=fields["gpu_memory_utilization"])
 
 
-def _current(fields: dict, log_text: str, plan) -> float | None:
+def _current(fields: Fields, log_text: str, plan: Plan | None) -> float | None:
     value = fields.get("gpu_memory_utilization") or ran_with("gpu_memory_utilization", log_text, plan)
     return float(value) if value else None
 
 
-def _wanted(fingerprint, log_text: str, plan, current: float) -> float | None:
+def _wanted(fingerprint: Fingerprint, log_text: str, plan: Plan | None, current: float) -> float | None:
     fields = fingerprint.fields
     if fingerprint.family == "cpu_kv_allocation":
         # The request (util x node total) minus the non-KV use left this KV share; cover it.
         kv, requested, total = fields.get("kv_gib"), fields.get("requested_gib"), fields.get("total_gib")
-        if None in (kv, requested, total) or total <= 0 or kv >= 0:
+        if kv is None or requested is None or total is None or total <= 0 or kv >= 0:
             return None
         return max(ceil_hundredth((requested - kv) / total), ceil_hundredth(current + 0.01))
     deficit_bytes = _deficit_bytes(fingerprint, log_text)
@@ -63,7 +72,7 @@ def _wanted(fingerprint, log_text: str, plan, current: float) -> float | None:
     return round(current + STEP, 2)
 
 
-def _deficit_bytes(fingerprint, log_text: str) -> float | None:
+def _deficit_bytes(fingerprint: Fingerprint, log_text: str) -> float | None:
     fields = fingerprint.fields
     if fingerprint.family == "kv_cache_too_small":
         needed, available = fields.get("needed_gib"), fields.get("available_gib")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from apron.rules.corrections._context import model_shape, ran_with
+from apron.rules.corrections._context import Fields, Fingerprint, Plan, UserSettings, model_shape, ran_with
 
 FAMILIES = ("cuda_oom",)
 SUMMARY = "raise --tensor-parallel-size to the next power of two that divides the heads"
@@ -18,7 +18,7 @@ PRIORITY = 20
 MAX_TENSOR_PARALLEL = 64
 
 
-def match(fingerprint, log_text, plan):
+def match(fingerprint: Fingerprint, log_text: str, plan: Plan | None) -> Fields | None:
     if fingerprint.phase != "weights_loading" and not _plan_says_weights_exceed(plan):
         return None
     heads = model_shape(plan).get("num_attention_heads")
@@ -31,7 +31,7 @@ def match(fingerprint, log_text, plan):
     return {"tensor_parallel_size": wanted, "previous_tensor_parallel_size": current, "num_attention_heads": heads}
 
 
-def correction(settings, fields):
+def correction(settings: UserSettings, fields: Fields) -> UserSettings:
     return replace(settings, tensor_parallel_size=fields["tensor_parallel_size"])
 
 
@@ -46,5 +46,5 @@ def next_tensor_parallel(current: int, heads: int) -> int | None:
     return None
 
 
-def _plan_says_weights_exceed(plan) -> bool:
-    return any(p.get("kind") == "weights_exceed_request" for p in (plan or {}).get("problems") or [])
+def _plan_says_weights_exceed(plan: Plan | None) -> bool:
+    return plan is not None and plan.has_problem("weights_exceed_request")

@@ -9,13 +9,13 @@ required and the plan names none, the rule does not match.
 
 from __future__ import annotations
 
-from apron.rules.corrections._context import plan_flag_value, with_flag
+from apron.rules.corrections._context import Fields, Fingerprint, Plan, UserSettings, plan_flag_value, with_flag
 
 FAMILIES = ("invalid_reasoning_parser", "reasoning_parser_required")
 SUMMARY = "set --reasoning-parser to the parser the plan names (or drop an invalid one)"
 
 
-def match(fingerprint, log_text, plan):
+def match(fingerprint: Fingerprint, log_text: str, plan: Plan | None) -> Fields | None:
     suggested = plan_flag_value(plan, "--reasoning-parser")
     bad = fingerprint.fields.get("reasoning_parser") or fingerprint.fields.get("reasoning_parser_name")
     valid = fingerprint.fields.get("valid_reasoning_parsers")
@@ -28,5 +28,5 @@ def match(fingerprint, log_text, plan):
     return {"reasoning_parser": suggested, "invalid_reasoning_parser": bad}
 
 
-def correction(settings, fields):
+def correction(settings: UserSettings, fields: Fields) -> UserSettings:
     return with_flag(settings, "--reasoning-parser", fields["reasoning_parser"])

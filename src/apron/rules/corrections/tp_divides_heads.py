@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from apron.rules.corrections._context import Fields, Fingerprint, Plan, UserSettings
+
 FAMILIES = ("tp_heads_indivisible",)
 SUMMARY = "lower --tensor-parallel-size to the largest power of two that divides the heads"
 
 
-def match(fingerprint, log_text, plan):
+def match(fingerprint: Fingerprint, log_text: str, plan: Plan | None) -> Fields | None:
     heads = fingerprint.fields.get("total_num_attention_heads")
     current = fingerprint.fields.get("tensor_parallel_size")
     if not isinstance(heads, int) or not isinstance(current, int) or heads < 1 or current < 2:
@@ -24,5 +26,5 @@ def match(fingerprint, log_text, plan):
     return {"tensor_parallel_size": size, "previous_tensor_parallel_size": current, "num_attention_heads": heads}
 
 
-def correction(settings, fields):
+def correction(settings: UserSettings, fields: Fields) -> UserSettings:
     return replace(settings, tensor_parallel_size=fields["tensor_parallel_size"])

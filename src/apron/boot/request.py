@@ -1,0 +1,98 @@
+"""`apron boot` as a request: which plan, where, with which engine options, what to run after /health,
+and whether to correct a failure; then what the outcome means (exit 0, or a one-line failure).
+
+The command line fills a BootRequest and prints what `run_boot` returns; every decision lives here.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+from apron.boot.answers import AnswerSettings
+from apron.boot.fix import FixOutcome, boot_with_fix, replan_from_plan
+from apron.boot.runner import BootResult, SshSettings
+from apron.boot.session import BootOptions, Progress
+from apron.boot.targets import parse_target
+from apron.errors import BadInput
+from apron.plan.result import Plan
+from apron.records.saved import saved_plan
+from apron.records.store import RecordStore
+
+# Plans a SOURCE that is not a saved plan (the command line's --gpu and settings), or None when the
+# request names no GPU to plan for.
+Planner = Callable[[str], Plan]
+
+
+@dataclass(frozen=True)
+class BootRequest:
+    source_or_plan: str
+    targets: tuple[str, ...]
+    options: BootOptions
+    answers: AnswerSettings
+    ssh: SshSettings = field(default_factory=SshSettings)
+    fix_attempts: int = 0  # corrected boots at most; 0: no --fix
+    records: str | None = None
+    plan: Plan | None = None  # already made (--from FILE); else source_or_plan is resolved
+
+
+def parse_env(pairs: tuple[str, ...] | list[str]) -> dict[str, str]:
+    """--env KEY=VALUE pairs as a dict (BadInput naming the pair that is not one)."""
+    env = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise BadInput(f"--env '{pair}' must be KEY=VALUE")
+        env[key] = value
+    return env
+
+
+def resolve_plan(ref: str, store: RecordStore, planner: Planner | None, progress: Progress) -> Plan:
+    """The saved plan REF names, or the plan of the model SOURCE REF (planned first: needs --gpu)."""
+    plan = saved_plan(ref, store)
+    if plan is not None:
+        return plan
+    if planner is None:
+        raise BadInput(f"{ref} is a model, not a saved plan: give --gpu to plan it first")
+    progress(f"planning {ref}")
+    return planner(ref)
+
+
+def run_boot(request: BootRequest, planner: Planner | None, progress: Progress) -> FixOutcome:
+    store = RecordStore(request.records)
+    specs = [parse_target(t) for t in request.targets]
+    if not specs:
+        raise BadInput("--on: give at least one target (local, ssh://user@host, sky)")
+    plan = request.plan or resolve_plan(request.source_or_plan, store, planner, progress)
+    # The target downloads gated weights with the user's Hub token.
+    options = replace(request.options, hf_token=request.options.hf_token or os.environ.get("HF_TOKEN"))
+    outcome = boot_with_fix(
+        plan,
+        specs,
+        options,
+        store,
+        request.answers,
+        replan_from_plan,
+        ssh=request.ssh,
+        max_attempts=request.fix_attempts,
+        progress=progress,
+    )
+    if request.fix_attempts:
+        fixes = f"; fix records {', '.join(f[:12] for f in outcome.fixes)}" if outcome.fixes else ""
+        progress(f"--fix: {len(outcome.boots)} boot(s); {outcome.stopped_because}{fixes}")
+    return outcome
+
+
+def failure(result: BootResult) -> str | None:
+    """Why the boot counts as failed (exit 1), or None when it booted and answered what it was asked."""
+    record = result.record
+    fault = record.fault
+    if record.outcome != "healthy" or fault:
+        what = "healthy, but" if record.outcome == "healthy" else record.outcome
+        reason = f"{fault.reason}: {fault.evidence[:300]}" if fault else "no fault recorded"
+        return f"boot {what}: {reason} (record {result.record_id[:12]})"
+    missed = [name for name, value in record.verdicts.items() if value is False]
+    if missed:
+        return f"booted, but not {' / '.join(missed)}: see the checks in record {result.record_id[:12]}"
+    return None

@@ -1,0 +1,97 @@
+"""The import rules the layout promises, read from the source (imports inside functions count too):
+arrows point down (cli -> boot/report -> rules -> records/plan -> measure/checkpoint/engine/hardware),
+and nothing on the planning path imports torch, transformers or vllm. A change that breaks one fails here.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "src" / "apron"
+SHARED = {"errors", "paths"}  # the one errors module and the one way to write a file, for every room
+# room -> the rooms it may import (besides itself and SHARED)
+MAY_IMPORT = {
+    "checkpoint": set(),
+    "engine": set(),
+    "hardware": set(),
+    "measure": set(),
+    "plan": {"checkpoint", "engine", "hardware"},
+    "records": {"plan", "checkpoint"},
+    "rules": {"records", "plan", "checkpoint", "engine", "hardware", "measure"},
+    "report": {"rules", "records", "plan", "checkpoint", "engine", "hardware", "measure"},
+    "boot": {"rules", "records", "plan", "checkpoint", "engine", "hardware", "measure"},
+    "mcp": {"report", "rules", "records", "plan", "checkpoint", "engine", "hardware", "measure"},
+    "cli": {"mcp", "boot", "report", "rules", "records", "plan", "checkpoint", "engine", "hardware", "measure"},
+    "errors": set(),
+    "paths": set(),
+}
+PLANNING_PATH = ("plan", "checkpoint", "engine", "hardware")
+HEAVY = {"torch", "transformers", "vllm"}
+
+
+@functools.cache
+def imports() -> dict[str, set[tuple[str, str]]]:
+    """room -> {(module file, imported module)} for every import statement in the package."""
+    out: dict[str, set[tuple[str, str]]] = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        relative = path.relative_to(PACKAGE)
+        room = relative.parts[0] if len(relative.parts) > 1 else relative.stem
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            else:
+                continue
+            out.setdefault(room, set()).update((str(relative), name) for name in names)
+    return out
+
+
+def test_every_room_has_a_rule():
+    assert set(imports()) - {"__init__"} == set(MAY_IMPORT)
+
+
+@pytest.mark.parametrize("room", sorted(MAY_IMPORT))
+def test_arrows_point_down(room):
+    allowed = MAY_IMPORT[room] | SHARED | {room}
+    upward = sorted(
+        f"{file} imports {name}"
+        for file, name in imports().get(room, ())
+        if name.startswith("apron.") and name.split(".")[1] not in allowed
+    )
+    assert not upward, f"{room} may import only {sorted(allowed)}: " + "; ".join(upward)
+
+
+def test_plan_imports_no_stage_above_it_and_records_no_boot_or_measure():
+    rooms = {room: {n.split(".")[1] for _, n in found if n.startswith("apron.")} for room, found in imports().items()}
+    assert not rooms["plan"] & {"boot", "measure", "records", "rules", "report", "cli"}
+    assert not rooms["records"] & {"boot", "measure", "rules", "report", "cli"}
+
+
+def test_no_heavy_import_on_the_planning_path():
+    heavy = sorted(
+        f"{file} imports {name}"
+        for room in PLANNING_PATH
+        for file, name in imports().get(room, ())
+        if name.split(".")[0] in HEAVY
+    )
+    assert not heavy, heavy
+
+
+def test_a_plan_and_a_check_load_no_heavy_module(apron_home_with_facts):
+    """At run time too: `apron plan` loads no torch/transformers/vllm (nor the Hub client for a catalog
+    model), and the check command's module no longer pulls in an OpenAI SDK."""
+    code = (
+        "import sys, apron.cli; apron.cli.main(['plan', 'Qwen/Qwen3-0.6B', '--gpu', 'H100', '--json']); "
+        "import apron.measure.checks; "
+        "print(sorted(m for m in ('torch', 'transformers', 'vllm', 'openai', 'huggingface_hub') if m in sys.modules), "
+        "file=sys.stderr)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stderr.strip().splitlines()[-1] == "[]"
