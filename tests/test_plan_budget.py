@@ -158,6 +158,27 @@ def test_encoder_tp_mode_data_runs_the_whole_tower_on_one_rank():
     assert gemma.details["encoder"]["batch"]["encoder_tp_mode"] == "weights"  # no supports_encoder_tp_data
 
 
+def test_encoder_tp_mode_data_keeps_the_whole_tower_on_every_rank():
+    """The tower's layers are built with disable_tp in data mode: each rank holds all of it, while the
+    language model stays sharded (weights mode splits the tower's linear layers like the LM's)."""
+    snapshot = load_snapshot(snapshot_path("Qwen/Qwen3.8-27B"))
+    tower = sum(t.num_elements for t in snapshot.tensors if t.name.startswith(("model.visual.", "visual."))) * 2
+    assert tower > 0
+    per_gpu = {
+        mode: plan("Qwen/Qwen3.8-27B", "H100", tensor_parallel_size=2, **kw).quantities["weights_bytes_per_gpu"].value
+        for mode, kw in (
+            ("text", {"language_model_only": True}),
+            ("weights", {}),
+            ("data", {"mm_encoder_tp_mode": "data"}),
+        )
+    }
+    assert per_gpu["data"] - per_gpu["text"] == tower
+    assert per_gpu["text"] < per_gpu["weights"] < per_gpu["data"]
+    gemma = plan("google/gemma-4-31B-it", "H100", tensor_parallel_size=2, mm_encoder_tp_mode="data")
+    gemma_weights = plan("google/gemma-4-31B-it", "H100", tensor_parallel_size=2)
+    assert gemma.quantities["weights_bytes_per_gpu"].value == gemma_weights.quantities["weights_bytes_per_gpu"].value
+
+
 def test_gemma4_profiles_video_frames_in_chunks_sized_by_the_gpu():
     h100, h200 = plan("google/gemma-4-31B-it", "H100"), plan("google/gemma-4-31B-it", "H200")
     batch = h100.details["encoder"]["batch"]

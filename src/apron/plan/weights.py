@@ -134,6 +134,7 @@ class WeightSettings:
     runtime_dtype: str  # "bfloat16" | "float16" | "float32"
     capability: tuple[int, int]
     language_model_only: bool = False
+    is_tower_whole: bool = False  # --mm-encoder-tp-mode data: the tower is replicated, not sharded
     vocab_padding_size: int = 64  # DEFAULT_VOCAB_PADDING_SIZE (vocab_parallel_embedding.py)
 
 
@@ -267,6 +268,8 @@ def _entry_bytes(entry: _Entry, config: ModelConfig, settings: WeightSettings, t
     else:
         num_bytes = entry.checkpoint_bytes
     tp = settings.tensor_parallel_size
+    if entry.skip == "tower" and settings.is_tower_whole:
+        return num_bytes
     if entry.role == "vocab":
         rows_per_rank = pad_to(entry.vocab_rows, settings.vocab_padding_size) // tp
         return num_bytes // entry.vocab_rows * rows_per_rank
