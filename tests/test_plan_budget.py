@@ -91,8 +91,27 @@ def test_moe_workspace_follows_the_experts_class():
     tokens, topk, inter, hidden = 2048, 4, 2944, 3072  # Marlin pads intermediate 2880 -> 2944, hidden -> 3072
     expected = (tokens * topk * max(inter, hidden) + tokens * topk * max(2 * inter, hidden)) * 2
     assert ada["MoE workspace"] == expected
-    # the retained compile copy: the whole table where no workspace sits inside it
-    assert hopper["retained segment (compile-time embedding-table copy)"] == 201088 * 2880 * 2
+    # the compile copy's segment (2 MiB-rounded) is kept; the persistent blocks inside it are counted
+    # as their own components: the 32 MiB cuBLAS workspace on Hopper, and the MoE workspace on Ada
+    table_segment = -(-201088 * 2880 * 2 // (2 * MIB)) * 2 * MIB
+    assert hopper["retained allocator segments"] == table_segment - 32 * MIB
+    assert ada["retained allocator segments"] == table_segment - ada["MoE workspace"] - (8 * MIB + 128 * 1024)
+
+
+@pytest.mark.parametrize("engine, cublas_rest", [("0.31.0", 12 * MIB - 128 * 1024), ("0.33.0", 0)])
+def test_split_limit_around_profile_run_frees_the_compile_copy_from_031(engine, cublas_rest):
+    """0.31 wraps profile_run in max_split_size_mb:20: neither workspace can take the freed table copy
+    (a block over the limit, more than 20 MiB larger than the request), so the copy is released; what
+    stays is the rest of the cuBLAS workspace's fresh 20 MiB segment (before 0.33 only)."""
+    ada = components(plan("openai/gpt-oss-20b", "4090", engine))
+    assert ada["retained allocator segments"] == cublas_rest
+
+
+def test_untied_workspace_takes_a_fresh_large_segment():
+    """Ada's 8.125 MiB cuBLAS workspace is under 10 MiB: a fresh segment is 20 MiB (kLargeBuffer) and
+    the rest of it stays reserved; Hopper's 32 MiB workspace gets a segment of exactly its size."""
+    assert components(plan("Qwen/Qwen3-8B", "4090", "0.29.0"))["retained allocator segments"] == 12 * MIB - 128 * 1024
+    assert components(plan("Qwen/Qwen3-8B", "H100", "0.29.0"))["retained allocator segments"] == 0
 
 
 def test_fa3_accumulators_only_with_hopper_aot_full_graphs():

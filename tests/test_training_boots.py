@@ -36,9 +36,10 @@ KNOWN_MISSES = {
     ("openai/gpt-oss-20b", 14817637171): {"kv_tokens": 0.06},
     # The two H100 boots at the datacenter defaults (1,024 sequences, 8,192 batched tokens), added
     # with the second wave's fixtures: the budget there is not yet derived (issue 11).
-    # Left after issue 11: Qwen3-32B kept a compile-copy segment the observed rule does not predict
-    # (-1.5 GiB non-torch) and its CUDA-graph estimate is 0.7 GiB above the FA3-aware fit; gpt-oss-120b
-    # is the MXFP4 weights on Hopper (-0.65 GiB).
+    # Left after issue 11's second pass: Qwen3-32B kept a compile-copy segment the allocator replay's
+    # observed landing rule does not predict (-1.5 GiB non-torch), and vLLM's graph estimate there is
+    # 0.7 GiB above the FA3-aware fit (its FULL extrapolation, docs/memory.md section 4);
+    # gpt-oss-120b is the MXFP4 weights on Hopper (-0.65 GiB).
     ("Qwen/Qwen3-32B", 65530463518): {"available_kv": 2.3 * GIB},
     ("openai/gpt-oss-120b", 65959960248): {"weights": 0.011, "available_kv": 0.75 * GIB, "kv_tokens": 0.13},
 }

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from apron.engine.facts import EngineFacts
 from apron.plan.model_config import ModelConfig
+from apron.plan.retained import WindowInputs, lands_in_copy, retained_segments
 from apron.plan.settings import EngineSettings
 from apron.plan.weights import DTYPE_BYTES, pad_to
 
@@ -74,6 +75,7 @@ class NonTorchInputs:
     is_quantized: bool
     moe_workspace_bytes: int
     multimodal_buffers: tuple[tuple[str, int, str], ...] = ()  # (name, bytes, basis) a multimodal runner adds
+    has_compile_copy: bool = False  # the compile transient happens (activation.py compile_transient)
 
 
 def non_torch(config: ModelConfig, settings: EngineSettings, facts: EngineFacts, inputs: NonTorchInputs) -> Overhead:
@@ -102,17 +104,7 @@ def non_torch(config: ModelConfig, settings: EngineSettings, facts: EngineFacts,
             "observed: median residual of 14 dense consumer boots (module images, cuBLAS handles)",
         )
     )
-    pin = pinned_table_bytes(
-        config,
-        settings,
-        facts,
-        is_tied=inputs.is_tied,
-        is_quantized=inputs.is_quantized,
-        moe_workspace_bytes=inputs.moe_workspace_bytes,
-        is_moe=config.is_moe,
-    )
-    if pin:
-        parts.append(pin)
+    parts.append(retained_component(config, settings, facts, inputs))
     return Overhead(tuple(parts))
 
 
@@ -165,43 +157,20 @@ def cublas_workspace(capability: tuple[int, int]) -> Component:
     )
 
 
-def pinned_table_bytes(
-    config: ModelConfig,
-    settings: EngineSettings,
-    facts: EngineFacts,
-    *,
-    is_tied: bool,
-    is_quantized: bool,
-    moe_workspace_bytes: int,
-    is_moe: bool = False,
-) -> Component | None:
-    """A retained allocator segment. The compile transient's random copy of the embedding table is
-    one cudaMalloc'd segment; freed, it stays cached. PyTorch's caching allocator gives a later
-    request the smallest cached block that holds it and splits it (no max_split_size by default), so a
-    persistent allocation made later in profile_run (the cuBLAS workspace of the first GEMM, the MoE
-    workspace) can land inside it, and empty_cache() in memory_profiling cannot return a segment with
-    a live block: the whole segment is charged as consumed. vLLM 0.31 wraps profile_run in
-    _scoped_allocator_max_split(20) (gpu_worker.py 0.31.0:617-624) for exactly this, so blocks above
-    20 MiB are never split. Which cached block the allocation lands in depends on the order of
-    inductor's generated allocations, which the source does not fix: the rule is observed - tied
-    unquantized models (4 of 5 training boots; gemma-2's two boots kept nothing) and MoE models (the
-    gpt-oss boots). The untied Qwen3-32B boot at the H100 defaults also kept a segment this size;
-    the rule does not predict it (docs/memory.md: the allocator-snapshot probe would settle it)."""
-    if facts.at_least("0.31.0") or settings.enforce_eager or settings.tensor_parallel_size > 1:
-        return None
-    tied_pin = is_tied and not is_quantized and not config.text_model_type.startswith("gemma")
-    if not (tied_pin or moe_workspace_bytes or is_moe):
-        return None
-    table = pad_to(config.vocab_size, 64) * config.hidden_size * DTYPE_BYTES[settings.dtype]
-    extra = max(table - moe_workspace_bytes, 0)
-    return Component(
-        "retained segment (compile-time embedding-table copy)",
-        extra,
-        "predicted",
-        "vLLM < 0.31: a persistent allocation lands in the freed compile-time copy of the embedding "
-        "table and empty_cache() cannot release its segment (the MoE workspace, if any, is inside "
-        "it); observed on tied unquantized and MoE training boots, not on gemma-2",
+def retained_component(
+    config: ModelConfig, settings: EngineSettings, facts: EngineFacts, inputs: NonTorchInputs
+) -> Component:
+    """Reserved bytes that empty_cache() cannot return after profile_run: the caching allocator's
+    replay of the window's sequence (plan/retained.py, plan/allocator.py)."""
+    window = WindowInputs(
+        has_compile_copy=inputs.has_compile_copy,
+        cublas_workspace_bytes=0 if facts.at_least("0.33.0") else cublas_workspace(inputs.capability).num_bytes,
+        moe_workspace_bytes=inputs.moe_workspace_bytes,
+        is_first_gemm_quantized=inputs.is_quantized,
+        lands_in_copy=lands_in_copy(config, is_tied=inputs.is_tied, is_quantized=inputs.is_quantized),
     )
+    retained = retained_segments(config, settings, facts, window)
+    return Component("retained allocator segments", retained.num_bytes, "predicted", retained.basis)
 
 
 @dataclass(frozen=True)

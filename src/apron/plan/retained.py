@@ -1,0 +1,129 @@
+"""Allocator segments that outlive profiling: the profile_run allocation sequence, replayed.
+
+vLLM charges `init free - free after profiling` (utils/mem_utils.py memory_profiling), read after
+`gc.collect(); empty_cache()`. A segment of PyTorch's caching allocator that holds a live block cannot be
+returned by empty_cache(), so when a persistent allocation made during profile_run lands in a large
+block freed earlier in the run, the whole segment is charged as consumed. This module writes the
+release's sequence as allocator events (plan/allocator.py) and replays it:
+
+- the split limit: vLLM 0.29/0.30 set max_split_size_mb:20 only around load_model (gpu_worker.py
+  0.29.0:488-495); 0.31 and later also wrap profile_run in _scoped_allocator_max_split(20)
+  (gpu_worker.py 0.31.0:617-624, 0.33.0:689-697), so a freed block of 20 MiB or more is never split
+  and a small persistent allocation cannot pin it;
+- the compile transient's blocks: inductor's random copy of the embedding table and two [T, H]
+  outputs, allocated and freed before the first real forward (activation.py compile_transient; the
+  count is observed); no copy under --enforce-eager, tensor parallelism or a multimodal runner;
+- the persistent allocations of the window: the default stream's cuBLAS workspace at the first cuBLAS
+  GEMM (vLLM < 0.33; 0.33 runs a warm-up GEMM before the start-up snapshot, gpu_worker.py
+  0.33.0:519-530) and the fused-MoE workspace at the first MoE layer (v1/worker/workspace.py). With
+  quantized linear layers (Marlin, CUTLASS) the first cuBLAS GEMM is the unquantized lm_head in the
+  sampler, after the forward has freed its activations.
+
+What the source does not fix is which cached block a persistent allocation finds: inductor's compile-time
+benchmarks (random arguments of the kernels it times, its L2-flush buffer, torch 2.13
+_inductor/runtime/benchmarking.py:649) and the generated code's allocation order leave blocks the
+allocator's best fit chooses among. That input is observed: on tied, unquantized, non-Gemma models and
+on MoE models the persistent allocation lands in the table copy's segment (6 training boots), elsewhere
+it finds a block of its own (10 boots); the two H100 boots show the table copy's segment kept on an
+untied dense model as well, which this does not predict (docs/memory.md, the allocator-snapshot probe).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from apron.engine.facts import EngineFacts
+from apron.plan.allocator import MIB, Event, Replay, replay
+from apron.plan.model_config import ModelConfig
+from apron.plan.settings import EngineSettings
+from apron.plan.weights import DTYPE_BYTES, pad_to
+
+PROFILE_MAX_SPLIT_BYTES = 20 * MIB  # gpu_worker.py 0.31.0:617-624: 20 MiB, "the minimum PyTorch allows"
+
+
+@dataclass(frozen=True)
+class WindowInputs:
+    """What the sequence depends on besides the config and the settings."""
+
+    has_compile_copy: bool  # the compile transient happens (activation.py _compile_skip_reason)
+    cublas_workspace_bytes: int  # 0 where the workspace predates the snapshot (0.33)
+    moe_workspace_bytes: int
+    is_first_gemm_quantized: bool  # the decoder's linear layers do not go through cuBLAS
+    lands_in_copy: bool  # observed: the persistent allocation finds only the copy's segment
+
+
+@dataclass(frozen=True)
+class RetainedSegments:
+    events: tuple[Event, ...]
+    result: Replay
+    basis: str
+
+    @property
+    def num_bytes(self) -> int:
+        """Reserved bytes no live block uses once empty_cache() has run."""
+        return self.result.retained_free_bytes
+
+
+def profile_window_events(
+    config: ModelConfig, settings: EngineSettings, facts: EngineFacts, inputs: WindowInputs
+) -> tuple[list[Event], str]:
+    """The allocator events of memory_profiling's window, and a one-line account of them."""
+    events = [Event("empty_cache")]  # memory_profiling enters with gc.collect(); empty_cache()
+    notes = []
+    if facts.at_least("0.31.0"):
+        events.append(Event("max_split", PROFILE_MAX_SPLIT_BYTES))
+        notes.append("profile_run under max_split_size_mb:20 (0.31+)")
+    persistent = [Event("alloc", size, tag) for size, tag in _persistent(inputs)]
+    if not inputs.lands_in_copy:
+        # observed: the persistent allocations find blocks of their own; modelled as fresh segments
+        events += persistent
+    if inputs.has_compile_copy:
+        dsz = DTYPE_BYTES[settings.dtype]
+        table = pad_to(config.vocab_size, 64) * config.hidden_size * dsz
+        events += [
+            Event("alloc", table, "compile: embedding-table copy"),
+            Event("free", 0, "compile: embedding-table copy"),
+        ]
+        notes.append("compile transient's table copy allocated and freed first")
+    if inputs.lands_in_copy:
+        # observed: when they come, the table copy's block is the cached block best fit finds
+        events += persistent
+    if persistent:
+        notes.append(", ".join(e.tag for e in persistent) + " persistent")
+    if facts.at_least("0.31.0"):
+        events.append(Event("max_split", 0))
+    events.append(Event("empty_cache"))  # memory_profiling's exit, before after_profile.measure()
+    return events, "; ".join(notes)
+
+
+def _persistent(inputs: WindowInputs) -> list[tuple[int, str]]:
+    out = []
+    if inputs.cublas_workspace_bytes and not inputs.is_first_gemm_quantized:
+        out.append((inputs.cublas_workspace_bytes, "cuBLAS workspace"))
+    if inputs.moe_workspace_bytes:
+        out.append((inputs.moe_workspace_bytes, "MoE workspace"))
+    if inputs.cublas_workspace_bytes and inputs.is_first_gemm_quantized:
+        # the lm_head's GEMM in the sampler: the forward's freed activations are cached by then
+        out.append((inputs.cublas_workspace_bytes, "cuBLAS workspace (lm_head GEMM)"))
+    return out
+
+
+def retained_segments(
+    config: ModelConfig, settings: EngineSettings, facts: EngineFacts, inputs: WindowInputs
+) -> RetainedSegments:
+    events, account = profile_window_events(config, settings, facts, inputs)
+    result = replay(events)
+    where = "the table copy's segment" if inputs.lands_in_copy else "a segment of its own"
+    basis = (
+        f"PyTorch caching-allocator replay of profile_run ({account}); the persistent allocations "
+        f"land in {where} (observed: which cached block they find is set by inductor's compile-time "
+        "benchmarks, not by vLLM's source)"
+    )
+    return RetainedSegments(tuple(events), result, basis)
+
+
+def lands_in_copy(config: ModelConfig, *, is_tied: bool, is_quantized: bool) -> bool:
+    """The observed input: tied, unquantized, non-Gemma models (4 of 5 tied training boots; gemma-2's
+    two boots kept nothing) and MoE models (both gpt-oss boots)."""
+    tied = is_tied and not is_quantized and not config.text_model_type.startswith("gemma")
+    return tied or config.is_moe
