@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from apron.plan.allocator import MIB, Event, allocation_size, replay, round_size
+from apron.plan.allocator import MIB, Event, allocation_size, load_block_bytes, replay, round_size
 
 
 def test_rounding_and_segment_sizes():
@@ -78,3 +78,10 @@ def test_bad_events_name_the_tag():
         replay([("free", 0, "x")])
     with pytest.raises(ValueError, match="unknown op"):
         replay([("grow", 1, "x")])
+
+
+def test_load_block_bytes_matches_a_replay_under_the_load_split_limit():
+    for size in (300, 3 * MIB, 11 * MIB + 512 * 1024, 15 * MIB, 25 * MIB, 41 * MIB):
+        alone = replay([("alloc", size, "w")], max_split_bytes=20 * MIB)
+        assert load_block_bytes(size) == alone.final.allocated_bytes, size
+    assert load_block_bytes(25 * MIB) == 26 * MIB  # never split at or over the limit

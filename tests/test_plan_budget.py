@@ -181,7 +181,8 @@ def test_encoder_tp_mode_data_keeps_the_whole_tower_on_every_rank():
     """The tower's layers are built with disable_tp in data mode: each rank holds all of it, while the
     language model stays sharded (weights mode splits the tower's linear layers like the LM's)."""
     snapshot = load_snapshot(snapshot_path("Qwen/Qwen3.8-27B"))
-    tower = sum(t.num_elements for t in snapshot.tensors if t.name.startswith(("model.visual.", "visual."))) * 2
+    tower_tensors = [t for t in snapshot.tensors if t.name.startswith(("model.visual.", "visual."))]
+    tower = sum(t.num_elements for t in tower_tensors) * 2
     assert tower > 0
     per_gpu = {
         mode: plan("Qwen/Qwen3.8-27B", "H100", tensor_parallel_size=2, **kw).quantities["weights_bytes_per_gpu"].value
@@ -191,7 +192,8 @@ def test_encoder_tp_mode_data_keeps_the_whole_tower_on_every_rank():
             ("data", {"mm_encoder_tp_mode": "data"}),
         )
     }
-    assert per_gpu["data"] - per_gpu["text"] == tower
+    # the whole tower, plus what the allocator rounds each of its parameters up to (under 2 MiB each)
+    assert 0 <= per_gpu["data"] - per_gpu["text"] - tower < 2 * MIB * len(tower_tensors)
     assert per_gpu["text"] < per_gpu["weights"] < per_gpu["data"]
     gemma = plan("google/gemma-4-31B-it", "H100", tensor_parallel_size=2, mm_encoder_tp_mode="data")
     gemma_weights = plan("google/gemma-4-31B-it", "H100", tensor_parallel_size=2)

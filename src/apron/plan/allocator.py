@@ -153,6 +153,21 @@ def allocation_size(size: int) -> int:
     return -(-size // K_ROUND_LARGE) * K_ROUND_LARGE
 
 
+def load_block_bytes(num_bytes: int, max_split_bytes: int = 20 * MIB) -> int:
+    """The block a persistent tensor gets when it has a fresh segment under `max_split_bytes` (vLLM
+    loads weights under max_split_size_mb:20, gpu_worker.py 0.29.0:488-495): the small pool rounds to
+    512 bytes; a large request under the limit is split off its segment when more than 1 MiB would
+    remain; one at or over the limit is never split and keeps its whole 2 MiB-rounded segment, which
+    memory_allocated() - vLLM's "weights" - counts in full."""
+    size = round_size(num_bytes)
+    if size <= K_SMALL_SIZE:
+        return size
+    segment = allocation_size(size)
+    if size < max_split_bytes and segment - size > K_SMALL_SIZE:
+        return size
+    return segment
+
+
 class CachingAllocator:
     """The allocator's state; `replay` is the usual entry point."""
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from apron.checkpoint import Checkpoint
 from apron.checkpoint.safetensors import TensorInfo
+from apron.plan.allocator import load_block_bytes
 from apron.plan.model_config import ModelConfig
 from apron.plan.quantity import Problem
 
@@ -167,6 +168,13 @@ def estimate_weights(checkpoint: Checkpoint, config: ModelConfig, settings: Weig
         else:
             tally.add(entry.group, entry.checkpoint_bytes, _entry_bytes(entry, config, settings, tally))
     notes = list(quant.add_relayout(checkpoint, config, settings, tally))
+    rounding = _allocator_rounding(checkpoint, config, settings, quant)
+    if rounding:
+        tally.add("allocator rounding", 0, rounding)
+        notes.append(
+            f"allocator blocks: {rounding / 2**20:.1f} MiB of 2 MiB segment rounding on parameters of 20 MiB "
+            "or more, which load under max_split_size_mb:20 and are never split (plan/allocator.py)"
+        )
     rope_bytes, rope_note = rotary_cache_bytes(config, settings.runtime_dtype)
     if rope_bytes:
         tally.add("rotary cos/sin cache", 0, rope_bytes)
@@ -281,6 +289,56 @@ def _entry_bytes(entry: _Entry, config: ModelConfig, settings: WeightSettings, t
         return num_bytes
     numerator, denominator = fraction
     return math.ceil(num_bytes * numerator / denominator)
+
+
+# vLLM builds one parameter from several checkpoint tensors (linear.py QKVParallelLinear,
+# MergedColumnParallelLinear; FusedMoE stacks every expert's gate/up and down).
+_FUSED_INTO = {"q_proj": "qkv_proj", "k_proj": "qkv_proj", "v_proj": "qkv_proj"}
+_FUSED_INTO |= {"gate_proj": "gate_up_proj", "up_proj": "gate_up_proj", "w1": "w13", "w3": "w13"}
+_EXPERT_INDEX = re.compile(r"\.experts\.\d+\.")
+
+
+def _param_name(name: str) -> str:
+    name = _EXPERT_INDEX.sub(".experts.", name)
+    pieces = name.split(".")
+    if len(pieces) >= 2 and pieces[-2] in _FUSED_INTO:
+        pieces[-2] = _FUSED_INTO[pieces[-2]]
+    return ".".join(pieces)
+
+
+def _params(checkpoint: Checkpoint, config: ModelConfig) -> list[list[_Entry]]:
+    """The checkpoint's tensors grouped into the parameters vLLM allocates (cached per checkpoint)."""
+    cached = checkpoint.extra.get("_weight_params")
+    if cached is None:
+        tied, method = is_tied(checkpoint, config), config.quant_method
+        grouped: dict[str, list[_Entry]] = {}
+        for t in checkpoint.tensors:
+            key = _key(t, config, tied, method)
+            grouped.setdefault(_param_name(t.name), []).append(_Entry(*key, t.num_elements, t.num_bytes, t.name))
+        cached = checkpoint.extra["_weight_params"] = list(grouped.values())
+    return cached
+
+
+def _allocator_rounding(checkpoint: Checkpoint, config: ModelConfig, settings: WeightSettings, quant: _Quant) -> int:
+    """What the caching allocator adds to each parameter's bytes (allocator.load_block_bytes); the
+    layouts rebuilt from the config (MXFP4 experts, Marlin int4) add theirs where they are built.
+    Cached per checkpoint and weight settings: plans that vary only the serving settings reuse it."""
+    key = (settings, quant.uses_marlin)
+    cache = checkpoint.extra.setdefault("_allocator_rounding", {})
+    if key not in cache:
+        extra, scratch = 0, _Tally()
+        for parts in _params(checkpoint, config):
+            if any(
+                _SKIP_REASONS.get(e.skip) and not (e.skip == "tower" and not settings.language_model_only)
+                for e in parts
+            ):
+                continue
+            if any(e.is_relayout or (e.is_int4_part and quant.uses_marlin) for e in parts):
+                continue
+            size = sum(_entry_bytes(e, config, settings, scratch) for e in parts)
+            extra += load_block_bytes(size) - size
+        cache[key] = extra
+    return int(cache[key])
 
 
 def is_tied(checkpoint: Checkpoint, config: ModelConfig) -> bool:
@@ -513,10 +571,15 @@ def _mxfp4_experts(checkpoint: Checkpoint, config: ModelConfig, settings: Weight
     backend, align_i, align_h = mxfp4_backend(settings.capability)
     per_rank = config.moe_intermediate_size // settings.tensor_parallel_size
     inter, hid = pad_to(per_rank, align_i), pad_to(hidden, align_h)
-    # mxfp4.py create_weights: uint8 blocks (2 values a byte) and uint8 scales (one per 32), bf16 biases.
-    per_layer = experts * (
-        2 * inter * hid // 2 + 2 * inter * hid // 32 + hid * inter // 2 + hid * inter // 32 + 2 * 2 * inter + 2 * hid
-    )
+    if backend == "TRITON":
+        per_expert = _hopper_triton_expert_bytes(inter, hid)
+    else:
+        # mxfp4.py create_weights: uint8 blocks (2 values a byte), uint8 scales (one per 32), bf16 biases.
+        per_expert = 2 * inter * hid // 2 + 2 * inter * hid // 32 + hid * inter // 2 + hid * inter // 32
+        per_expert += 2 * 2 * inter + 2 * hid
+    per_layer = experts * per_expert
+    if backend == "TRITON":
+        per_layer += _hopper_triton_rounding(experts, inter, hid)
     checkpoint_bytes = sum(
         t.num_bytes for t in checkpoint.tensors if ".experts." in t.name and t.name.rsplit(".", 1)[-1] in _MXFP4_LEAVES
     )
@@ -525,6 +588,34 @@ def _mxfp4_experts(checkpoint: Checkpoint, config: ModelConfig, settings: Weight
         f"MXFP4 experts re-laid for the {backend} MoE backend: intermediate {per_rank} -> {inter}, "
         f"hidden {hidden} -> {hid} per rank"
     ]
+
+
+def _hopper_triton_expert_bytes(inter: int, hidden: int) -> int:
+    """One expert after the OAI Triton kernels' re-layout on Hopper (fused_moe/oracle/mxfp4.py
+    convert_gpt_oss_weight_to_mxfp4_moe_kernel_format, 0.29.0:1233-1262, the same through 0.33):
+    - biases become float32 (0.29.0:1236-1239);
+    - scales: quantization/utils/mxfp4_utils.py _swizzle_mxfp4 pads the scale groups K to 0 mod 4 on
+      cc 9.0 (0.29.0:82-88), then triton_kernels' HopperMXScaleLayout (num_warps 8) pads the rows to
+      SWIZZLE_ALIGN_M = 2 * 8 * 2 * 8 = 256 and K to even (third_party/triton_kernels/tensor_details/
+      layout_details/hopper_scale.py:22-28);
+    - values: HopperMXValueLayout (mma_version 3) pads rows to 16 and the packed K/2 to 32
+      (hopper_value.py:120-147); _pack_bits keeps the byte count. The old parameters are deleted."""
+    w13_rows, w2_rows = 2 * inter, hidden
+    values = pad_to(w13_rows, 16) * pad_to(hidden // 2, 32) + pad_to(w2_rows, 16) * pad_to(inter // 2, 32)
+    scales = pad_to(w13_rows, 256) * pad_to(pad_to(hidden // 32, 4), 2)
+    scales += pad_to(w2_rows, 256) * pad_to(pad_to(inter // 32, 4), 2)
+    return values + scales + 4 * (w13_rows + w2_rows)
+
+
+def _hopper_triton_rounding(experts: int, inter: int, hidden: int) -> int:
+    """The re-laid tensors are new allocations under the load's split limit: each keeps its whole
+    2 MiB-rounded segment (allocator.load_block_bytes). Four stacked tensors a layer plus fp32 biases."""
+    values_13 = experts * pad_to(2 * inter, 16) * pad_to(hidden // 2, 32)
+    values_2 = experts * pad_to(hidden, 16) * pad_to(inter // 2, 32)
+    scales_13 = experts * pad_to(2 * inter, 256) * pad_to(pad_to(hidden // 32, 4), 2)
+    scales_2 = experts * pad_to(hidden, 256) * pad_to(pad_to(inter // 32, 4), 2)
+    sizes = (values_13, values_2, scales_13, scales_2, experts * 4 * 2 * inter, experts * 4 * hidden)
+    return sum(load_block_bytes(n) - n for n in sizes)
 
 
 def _marlin_int4(
