@@ -241,3 +241,16 @@ def test_hybrid_refusal_at_defaults_and_the_emitted_max_num_seqs_still_fits():
     corrected = plan("Qwen/Qwen3.8-27B", "H100", max_model_len=32768, language_model_only=True, max_num_seqs=seqs)
     assert corrected.quantities["num_kv_blocks"].value >= seqs
     assert not [f for f in corrected.flags if f.startswith("--max-num-seqs") and f != flag]
+
+
+def test_load_window_slack_is_the_shared_segments_tails():
+    """Qwen3-0.6B's layers hold 4, 2, 6 and 3 MiB parameters that share 20 MiB segments under the load's
+    split limit and leave a 2 MiB tail a layer (28 layers); Qwen3-8B's and 14B's parameters are
+    2 MiB multiples over the limit and leave none, so they keep only the sampler buffers' slack, which
+    depends on the vocabulary and max_num_seqs they share."""
+    slack = {
+        name: components(plan(name, "4090", "0.29.0"))["load-window allocator slack"]
+        for name in ("Qwen/Qwen3-0.6B", "Qwen/Qwen3-8B", "Qwen/Qwen3-14B")
+    }
+    assert abs(slack["Qwen/Qwen3-8B"] - slack["Qwen/Qwen3-14B"]) < MIB  # small-pool norms differ
+    assert slack["Qwen/Qwen3-0.6B"] - slack["Qwen/Qwen3-8B"] >= 28 * 2 * MIB

@@ -97,6 +97,7 @@ def plan_memory(
             is_quantized=config.quant_method is not None,
             moe_workspace_bytes=moe_ws,
             has_compile_copy=any(m.name == "compile transient" for m in activation.moments),
+            param_bytes=weights.param_bytes,
             multimodal_buffers=tuple(
                 (b.name, b.num_bytes, RUNNER_BUFFER_SOURCES[b.name]) for b in (encoder.persistent if encoder else ())
             ),

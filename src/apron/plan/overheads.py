@@ -13,17 +13,25 @@ from dataclasses import dataclass
 
 from apron.engine.facts import EngineFacts
 from apron.plan.model_config import ModelConfig
-from apron.plan.retained import WindowInputs, lands_in_copy, retained_segments
+from apron.plan.retained import (
+    WindowInputs,
+    lands_in_copy,
+    load_window_slack,
+    retained_segments,
+    runner_buffer_bytes,
+    sampler_buffer_bytes,
+)
 from apron.plan.settings import EngineSettings
 from apron.plan.weights import DTYPE_BYTES, pad_to
 
 GIB = 2**30
 MIB = 2**20
 # Median, over the 14 dense-attention consumer training boots (tests/fixtures/boots-training.json), of
-# consumed - weights - every derived component below: CUDA module images loaded on first use, the
-# cuBLAS / cuBLASLt handles (driver memory outside torch) and allocator rounding. Observed, not
-# derived (range 0.06-0.14 GiB); the memory-outside-torch probe (docs/memory.md) would settle it.
-BASE_NON_TORCH_BYTES = int(0.10 * GIB)
+# consumed - weights - every derived component below, the allocator replays included: CUDA module
+# images loaded on first use and the cuBLAS / cuBLASLt handles (driver memory outside torch). Observed,
+# not derived (range 0.03-0.10 GiB; the same model reads 0.04 GiB lower on an L4 than on an RTX 4090);
+# the memory-outside-torch probe (docs/memory.md) would settle it.
+BASE_NON_TORCH_BYTES = int(0.07 * GIB)
 # CUDA-graph estimate: least-squares fit of a + b * layers * graphs / 86 over the same 12 boots
 # (RMS residual 0.019 GiB). Dense attention only; MoE and Mamba boots missed it by 0.2-0.4 GiB.
 CUDAGRAPH_BASE_BYTES = int(0.0143 * GIB)
@@ -76,6 +84,7 @@ class NonTorchInputs:
     moe_workspace_bytes: int
     multimodal_buffers: tuple[tuple[str, int, str], ...] = ()  # (name, bytes, basis) a multimodal runner adds
     has_compile_copy: bool = False  # the compile transient happens (activation.py compile_transient)
+    param_bytes: tuple[int, ...] = ()  # the checkpoint's parameters in construction order (weights.py)
 
 
 def non_torch(config: ModelConfig, settings: EngineSettings, facts: EngineFacts, inputs: NonTorchInputs) -> Overhead:
@@ -101,9 +110,10 @@ def non_torch(config: ModelConfig, settings: EngineSettings, facts: EngineFacts,
             "kernels, handles, small buffers",
             BASE_NON_TORCH_BYTES,
             "predicted",
-            "observed: median residual of 14 dense consumer boots (module images, cuBLAS handles)",
+            "observed: median residual of 14 dense consumer boots after the allocator replays (module images, cuBLAS handles)",
         )
     )
+    parts.append(load_window_component(config, settings, inputs))
     parts.append(retained_component(config, settings, facts, inputs))
     return Overhead(tuple(parts))
 
@@ -154,6 +164,24 @@ def cublas_workspace(capability: tuple[int, int]) -> Component:
         "the first GEMM after the start-up snapshot allocates it from the caching allocator (vLLM "
         "< 0.33; 0.33 runs a warm-up GEMM before the snapshot, gpu_worker.py 0.33.0:519-530); size: "
         "PyTorch's default for this compute capability",
+    )
+
+
+def load_window_component(config: ModelConfig, settings: EngineSettings, inputs: NonTorchInputs) -> Component:
+    """The caching allocator's slack after load_model: what its segments reserve beyond the weights'
+    blocks and the buffers' requested bytes (plan/retained.py load_window_slack)."""
+    buffers = [size for _, size, _ in inputs.multimodal_buffers]
+    buffers += sampler_buffer_bytes(settings.max_num_seqs, config.vocab_size)
+    runner = runner_buffer_bytes(settings.max_num_seqs, settings.max_num_batched_tokens)
+    slack = load_window_slack(runner, inputs.param_bytes, buffers)
+    return Component(
+        "load-window allocator slack",
+        slack,
+        "derived",
+        f"caching-allocator replay of {len(inputs.param_bytes)} parameters in construction order under "
+        "max_split_size_mb:20, then the sampler and structured-output buffers: free tails of shared 20 MiB "
+        "segments and of the small pool, 2 MiB rounding of large buffers (re-laid quantized layouts are "
+        "left out)",
     )
 
 

@@ -30,10 +30,11 @@ untied dense model as well, which this does not predict (docs/memory.md, the all
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from apron.engine.facts import EngineFacts
-from apron.plan.allocator import MIB, Event, Replay, replay
+from apron.plan.allocator import MIB, Event, Replay, load_block_bytes, replay
 from apron.plan.model_config import ModelConfig
 from apron.plan.settings import EngineSettings
 from apron.plan.weights import DTYPE_BYTES, pad_to
@@ -120,6 +121,54 @@ def retained_segments(
         "benchmarks, not by vLLM's source)"
     )
     return RetainedSegments(tuple(events), result, basis)
+
+
+LOAD_MAX_SPLIT_BYTES = 20 * MIB  # gpu_worker.py 0.29.0:488-495, the same in every release read
+
+
+def load_window_events(
+    runner_bytes: Sequence[int], param_bytes: Sequence[int], buffer_bytes: Sequence[int]
+) -> list[Event]:
+    """The start-up snapshot to the start of profiling: the runner's input buffers (its __init__),
+    then load_model under max_split_size_mb:20 - every parameter (initialize_model builds the modules on
+    the GPU), DeviceMemoryProfiler's empty_cache() on exit, then the model state, sampler and
+    structured-output buffers built inside the same scope (v1/worker/gpu/model_runner.py
+    0.29.0:374-470)."""
+    events = [Event("alloc", n, f"runner {i}") for i, n in enumerate(runner_bytes)]
+    events.append(Event("max_split", LOAD_MAX_SPLIT_BYTES))
+    events += [Event("alloc", n, f"param {i}") for i, n in enumerate(param_bytes)]
+    events += [Event("empty_cache"), Event("mark", 0, "loaded")]
+    events += [Event("alloc", n, f"buffer {i}") for i, n in enumerate(buffer_bytes)]
+    events.append(Event("max_split", 0))
+    return events
+
+
+def load_window_slack(runner_bytes: Sequence[int], param_bytes: Sequence[int], buffer_bytes: Sequence[int]) -> int:
+    """Reserved bytes the load window leaves beyond what the weights estimate (each parameter's
+    allocator block) and the buffers' own components (their requested bytes) already count: the free
+    tails of the 20 MiB segments that parameters and buffers of 1-10 MiB share, the small pool's tails,
+    and the 2 MiB rounding of buffers of 20 MiB or more."""
+    result = replay(load_window_events(runner_bytes, param_bytes, buffer_bytes))
+    counted = sum(load_block_bytes(n) for n in param_bytes) + sum(runner_bytes) + sum(buffer_bytes)
+    return max(result.final.reserved_bytes - counted, 0)
+
+
+def sampler_buffer_bytes(max_num_seqs: int, vocab_size: int) -> list[int]:
+    """The buffers the V2 sampler and structured outputs build, in order (the same tensors as
+    overheads.runner_state): PenaltiesState, LogitBiasState, BadWordsState, LogprobTokenIdsState,
+    StructuredOutputsWorker."""
+    s, words = max_num_seqs, -(-vocab_size // 32)
+    penalties = [4 * s * vocab_size, 4 * s * words]  # penalties.py output_bin_counts, prompt_bin_mask
+    logit_bias = [4 * s * 1024, 4 * s * 1024, 4 * s * 1024, 4 * s * 128]  # logit_bias.py
+    bad_words_and_logprobs = [4 * s * 1024, 4 * s * 129, 4 * s * 128]  # bad_words.py, logprob.py
+    structured = [4 * s * words, 4 * s]  # structured_outputs.py grammar_bitmask, logits_indices
+    return penalties + logit_bias + bad_words_and_logprobs + structured
+
+
+def runner_buffer_bytes(max_num_seqs: int, max_num_batched_tokens: int) -> list[int]:
+    """InputBuffers and RequestState on the GPU (input_batch.py 0.29.0:28-38, states.py 0.29.0:34-85)."""
+    s, t = max_num_seqs, max_num_batched_tokens
+    return [4 * t, 8 * t, t, 4 * (s + 1), 4 * s, 4 * s, 4 * s, 4 * s, 8 * s]
 
 
 def lands_in_copy(config: ModelConfig, *, is_tied: bool, is_quantized: bool) -> bool:

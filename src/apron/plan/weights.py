@@ -120,6 +120,7 @@ class WeightsEstimate:
     notes: tuple[str, ...]
     unknown_layout_tensors: tuple[str, ...]
     problems: tuple[Problem, ...] = ()
+    param_bytes: tuple[int, ...] = ()  # each parameter from the checkpoint, in construction order
 
     @property
     def basis(self) -> str:
@@ -168,7 +169,7 @@ def estimate_weights(checkpoint: Checkpoint, config: ModelConfig, settings: Weig
         else:
             tally.add(entry.group, entry.checkpoint_bytes, _entry_bytes(entry, config, settings, tally))
     notes = list(quant.add_relayout(checkpoint, config, settings, tally))
-    rounding = _allocator_rounding(checkpoint, config, settings, quant)
+    rounding = _allocator_rounding(checkpoint, config, settings)
     if rounding:
         tally.add("allocator rounding", 0, rounding)
         notes.append(
@@ -191,6 +192,7 @@ def estimate_weights(checkpoint: Checkpoint, config: ModelConfig, settings: Weig
         notes=tuple(notes),
         unknown_layout_tensors=tuple(tally.unknown),
         problems=tuple(tp_problems(config, settings)),
+        param_bytes=load_order_param_bytes(checkpoint, config, settings),
     )
 
 
@@ -319,14 +321,28 @@ def _params(checkpoint: Checkpoint, config: ModelConfig) -> list[list[_Entry]]:
     return cached
 
 
-def _allocator_rounding(checkpoint: Checkpoint, config: ModelConfig, settings: WeightSettings, quant: _Quant) -> int:
-    """What the caching allocator adds to each parameter's bytes (allocator.load_block_bytes); the
-    layouts rebuilt from the config (MXFP4 experts, Marlin int4) add theirs where they are built.
-    Cached per checkpoint and weight settings: plans that vary only the serving settings reuse it."""
+# Module construction order inside a decoder layer (the attention or mixer block, then the MLP, then
+# the layer's norms: Qwen3DecoderLayer, LlamaDecoderLayer, MambaDecoderLayer __init__), which is the
+# order vLLM allocates parameters in: initialize_model builds every module on the GPU before loading.
+_BUILD_RANK = (("embed", 0), ("self_attn", 1), ("attn", 1), ("mixer", 1), ("mlp", 2), ("experts", 2), ("norm", 3))
+
+
+def _build_order(name: str) -> tuple[int, int, str]:
+    match = _LAYER_INDEX.search(name)
+    layer = int(match.group(1)) if match else (-1 if "embed" in name else 1 << 30)
+    return layer, next((rank for key, rank in _BUILD_RANK if key in name), 2), name
+
+
+def load_order_param_bytes(checkpoint: Checkpoint, config: ModelConfig, settings: WeightSettings) -> tuple[int, ...]:
+    """Bytes per GPU of each parameter vLLM allocates from the checkpoint, in construction order
+    (layers by index, attention before MLP before norms). Layouts rebuilt after loading (MXFP4
+    experts, Marlin int4) are left out: they are counted where they are built. Cached per checkpoint
+    and weight settings, so plans that vary only the serving settings reuse it."""
+    quant = _Quant.from_config(config, settings)
     key = (settings, quant.uses_marlin)
-    cache = checkpoint.extra.setdefault("_allocator_rounding", {})
+    cache = checkpoint.extra.setdefault("_load_order_param_bytes", {})
     if key not in cache:
-        extra, scratch = 0, _Tally()
+        sized, scratch = [], _Tally()
         for parts in _params(checkpoint, config):
             if any(
                 _SKIP_REASONS.get(e.skip) and not (e.skip == "tower" and not settings.language_model_only)
@@ -335,10 +351,17 @@ def _allocator_rounding(checkpoint: Checkpoint, config: ModelConfig, settings: W
                 continue
             if any(e.is_relayout or (e.is_int4_part and quant.uses_marlin) for e in parts):
                 continue
-            size = sum(_entry_bytes(e, config, settings, scratch) for e in parts)
-            extra += load_block_bytes(size) - size
-        cache[key] = extra
-    return int(cache[key])
+            sized.append(
+                (_build_order(parts[0].example), sum(_entry_bytes(e, config, settings, scratch) for e in parts))
+            )
+        cache[key] = tuple(size for _, size in sorted(sized))
+    return tuple(cache[key])
+
+
+def _allocator_rounding(checkpoint: Checkpoint, config: ModelConfig, settings: WeightSettings) -> int:
+    """What the caching allocator adds to each parameter's bytes (allocator.load_block_bytes); the
+    layouts rebuilt from the config (MXFP4 experts) add theirs where they are built."""
+    return sum(load_block_bytes(size) - size for size in load_order_param_bytes(checkpoint, config, settings))
 
 
 def is_tied(checkpoint: Checkpoint, config: ModelConfig) -> bool:
