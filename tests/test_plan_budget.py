@@ -254,3 +254,16 @@ def test_load_window_slack_is_the_shared_segments_tails():
     }
     assert abs(slack["Qwen/Qwen3-8B"] - slack["Qwen/Qwen3-14B"]) < MIB  # small-pool norms differ
     assert slack["Qwen/Qwen3-0.6B"] - slack["Qwen/Qwen3-8B"] >= 28 * 2 * MIB
+
+
+def test_graph_estimate_follows_vllms_extrapolation():
+    """profile_cudagraph_memory keeps the first FULL sample and stands the second, floored at 1 MiB, for
+    every later FULL graph; a new capture stream brings its own cuBLAS workspace segment (32 MiB on
+    Hopper against the 20 MiB segment already in the fit's intercept)."""
+    h100 = components(plan("Qwen/Qwen3-32B", "H100", "0.29.0", max_model_len=640), "cudagraphs")
+    ada = components(plan("Qwen/Qwen3-8B", "4090", "0.29.0", max_model_len=640), "cudagraphs")
+    per_graph = int(0.0123 * 2**30 / 86 * 64)
+    assert h100["FULL graphs extrapolated from the second sample"] == 50 * per_graph  # 51 FULL sizes up to 512
+    assert h100["capture stream's cuBLAS workspace (beyond the fit's GPUs)"] == 12 * MIB
+    assert "capture stream's cuBLAS workspace (beyond the fit's GPUs)" not in ada
+    assert ada["FULL graphs extrapolated from the second sample"] == 34 * int(0.0123 * 2**30 / 86 * 36)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from apron.engine.facts import EngineFacts
+from apron.plan.allocator import allocation_size
 from apron.plan.model_config import ModelConfig
 from apron.plan.retained import (
     WindowInputs,
@@ -36,6 +37,8 @@ BASE_NON_TORCH_BYTES = int(0.07 * GIB)
 # (RMS residual 0.019 GiB). Dense attention only; MoE and Mamba boots missed it by 0.2-0.4 GiB.
 CUDAGRAPH_BASE_BYTES = int(0.0143 * GIB)
 CUDAGRAPH_PER_LAYER_GRAPH_BYTES = 0.0123 * GIB / 86
+# v1/worker/gpu/cudagraph_utils.py (0.29.0:714, 0.33.0 the same): the floor of the extrapolated FULL sample.
+MIN_PER_GRAPH_BYTES = 1 << 20
 # Memory in use before vLLM's start-up snapshot at TP=1 (CUDA context): total - initial free on the
 # RTX 4090 training boots. Not charged to the request, but it must fit beside it.
 PRE_SNAPSHOT_BYTES = 418_759_311
@@ -218,21 +221,58 @@ def cudagraph_estimate(config: ModelConfig, settings: EngineSettings, inputs: Gr
         return Overhead((Component("CUDA graphs", 0, "derived", "eager mode captures no graphs"),))
     piecewise, full = graph_counts(settings)
     layers = config.num_layers
-    size = int(CUDAGRAPH_BASE_BYTES + CUDAGRAPH_PER_LAYER_GRAPH_BYTES * layers * (piecewise + full))
+    per_graph = CUDAGRAPH_PER_LAYER_GRAPH_BYTES * layers
     parts = [
         Component(
-            "graph capture (dense fit)",
-            size,
+            "piecewise graphs and the first FULL graph",
+            int(CUDAGRAPH_BASE_BYTES + per_graph * (piecewise + min(full, 1))),
             "predicted",
-            f"{piecewise} piecewise + {full} full graphs over {layers} layers at ~0.15 MiB per layer and "
-            "graph: observed, fit on 12 dense-attention consumer boots (MoE and Mamba boots differed by "
-            "up to 0.4 GiB); a capture probe per graph kind would settle it",
+            f"{piecewise} piecewise graphs and the largest FULL graph over {layers} layers at ~0.15 MiB per "
+            "layer and graph: observed, fit on 12 dense-attention consumer boots (its intercept holds the "
+            "capture stream's 20 MiB cuBLAS segment on those GPUs); MoE and Mamba boots differed by up to "
+            "0.4 GiB; a capture probe per graph kind would settle it",
         )
     ]
+    if full > 1:
+        # cudagraph_utils.py _extrapolate_full_graph_memory (0.29.0:823-831): the second FULL sample,
+        # floored at _MIN_PER_GRAPH_BYTES = 1 MiB, stands for every FULL graph after the first
+        second = max(int(per_graph), MIN_PER_GRAPH_BYTES)
+        parts.append(
+            Component(
+                "FULL graphs extrapolated from the second sample",
+                (full - 1) * second,
+                "predicted",
+                f"({full} - 1) x max(second FULL sample, 1 MiB) (cudagraph_utils.py 0.29.0:823-831, "
+                "0.33.0:1031-1039); the sample is the observed per-layer slope",
+            )
+        )
+    stream = capture_stream_cublas_delta(inputs)
+    if stream:
+        parts.append(stream)
     accumulators = fa3_split_accumulators(config, settings, inputs)
     if accumulators:
         parts.append(accumulators)
     return Overhead(tuple(parts))
+
+
+def capture_stream_cublas_delta(inputs: GraphInputs | None) -> Component | None:
+    """graph_capture() (distributed/parallel_state.py 0.29.0:655-665) runs the warm-ups and captures
+    on a new torch.cuda.Stream; its first GEMM creates that stream's cuBLAS workspace in the regular
+    pool, a fresh segment (plan/allocator.py allocation_size): 20 MiB for Ada's and Ampere's 8.125 MiB,
+    32 MiB on cc 9.x/10.x/12.x. The fit's intercept already holds the 20 MiB; this is the rest."""
+    if inputs is None:
+        return None
+    fitted = allocation_size(CUBLAS_WORKSPACE_BYTES)
+    delta = allocation_size(cublas_workspace(inputs.capability).num_bytes) - fitted
+    if delta <= 0:
+        return None
+    return Component(
+        "capture stream's cuBLAS workspace (beyond the fit's GPUs)",
+        delta,
+        "derived",
+        "a new capture stream's workspace segment: 32 MiB on this compute capability against the 20 MiB "
+        "segment of the fit's GPUs (PyTorch's default workspace size, caching-allocator segment rounding)",
+    )
 
 
 def fa3_split_accumulators(
