@@ -83,7 +83,7 @@ class NonTorchInputs:
 
     capability: tuple[int, int]
     is_tied: bool
-    is_quantized: bool
+    is_quantized: bool  # the linear layers are quantized (their GEMMs are not cuBLAS)
     moe_workspace_bytes: int
     multimodal_buffers: tuple[tuple[str, int, str], ...] = ()  # (name, bytes, basis) a multimodal runner adds
     has_compile_copy: bool = False  # the compile transient happens (activation.py compile_transient)
@@ -193,12 +193,20 @@ def retained_component(
 ) -> Component:
     """Reserved bytes that empty_cache() cannot return after profile_run: the caching allocator's
     replay of the window's sequence (plan/retained.py, plan/allocator.py)."""
+    cublas = 0 if facts.at_least("0.33.0") else cublas_workspace(inputs.capability).num_bytes
+    landing = lands_in_copy(
+        config,
+        is_tied=inputs.is_tied,
+        is_quantized=inputs.is_quantized,
+        moe_workspace_bytes=inputs.moe_workspace_bytes,
+        cublas_workspace_bytes=cublas,
+    )
     window = WindowInputs(
         has_compile_copy=inputs.has_compile_copy,
-        cublas_workspace_bytes=0 if facts.at_least("0.33.0") else cublas_workspace(inputs.capability).num_bytes,
+        cublas_workspace_bytes=cublas,
         moe_workspace_bytes=inputs.moe_workspace_bytes,
         is_first_gemm_quantized=inputs.is_quantized,
-        lands_in_copy=lands_in_copy(config, is_tied=inputs.is_tied, is_quantized=inputs.is_quantized),
+        lands_in_copy=landing,
     )
     retained = retained_segments(config, settings, facts, window)
     return Component("retained allocator segments", retained.num_bytes, "predicted", retained.basis)

@@ -22,10 +22,9 @@ release's sequence as allocator events (plan/allocator.py) and replays it:
 What the source does not fix is which cached block a persistent allocation finds: inductor's compile-time
 benchmarks (random arguments of the kernels it times, its L2-flush buffer, torch 2.13
 _inductor/runtime/benchmarking.py:649) and the generated code's allocation order leave blocks the
-allocator's best fit chooses among. That input is observed: on tied, unquantized, non-Gemma models and
-on MoE models the persistent allocation lands in the table copy's segment (6 training boots), elsewhere
-it finds a block of its own (10 boots); the two H100 boots show the table copy's segment kept on an
-untied dense model as well, which this does not predict (docs/memory.md, the allocator-snapshot probe).
+allocator's best fit chooses among. That input is observed (lands_in_copy): a MoE workspace, Hopper's
+32 MiB cuBLAS workspace and, on tied unquantized non-Gemma models, Ada's 8.125 MiB one land in the
+table copy's segment (8 training boots); elsewhere the workspace finds a block of its own (10 boots).
 """
 
 from __future__ import annotations
@@ -34,7 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from apron.engine.facts import EngineFacts
-from apron.plan.allocator import MIB, Event, Replay, load_block_bytes, replay
+from apron.plan.allocator import LARGE_SEGMENT_SIZE, MIB, Event, Replay, load_block_bytes, replay
 from apron.plan.model_config import ModelConfig
 from apron.plan.settings import EngineSettings
 from apron.plan.weights import DTYPE_BYTES, pad_to
@@ -171,8 +170,24 @@ def runner_buffer_bytes(max_num_seqs: int, max_num_batched_tokens: int) -> list[
     return [4 * t, 8 * t, t, 4 * (s + 1), 4 * s, 4 * s, 4 * s, 4 * s, 8 * s]
 
 
-def lands_in_copy(config: ModelConfig, *, is_tied: bool, is_quantized: bool) -> bool:
-    """The observed input: tied, unquantized, non-Gemma models (4 of 5 tied training boots; gemma-2's
-    two boots kept nothing) and MoE models (both gpt-oss boots)."""
-    tied = is_tied and not is_quantized and not config.text_model_type.startswith("gemma")
-    return tied or config.is_moe
+def lands_in_copy(
+    config: ModelConfig, *, is_tied: bool, is_quantized: bool, moe_workspace_bytes: int, cublas_workspace_bytes: int
+) -> bool:
+    """The observed input: where the first persistent allocation of the window lands.
+
+    - a MoE workspace: in the copy (gpt-oss-20b); it is larger than any other block the compile
+      leaves, so best fit has nothing else to give it;
+    - a cuBLAS workspace of 20 MiB or more (32 MiB on cc 9.x/10.x/12.x) before an unquantized first
+      GEMM: in the copy (both H100 boots, Qwen3-32B and gpt-oss-120b, whose Hopper MoE kernel takes no
+      workspace); it cannot use the remainders of the 20 MiB segments that 1-10 MiB transients leave;
+    - the 8.125 MiB workspace: in the copy on tied, unquantized, non-Gemma models (Qwen3-0.6B, 1.7B,
+      mamba-2.8b), elsewhere on the untied ones, gemma-2 and the quantized ones (10 boots).
+    Which cached block best fit finds is set by inductor's compile-time benchmarks, not by vLLM's
+    source: the allocator-snapshot probe (docs/memory.md) would settle it."""
+    if moe_workspace_bytes:
+        return True
+    if is_quantized or not cublas_workspace_bytes:
+        return False
+    if cublas_workspace_bytes >= LARGE_SEGMENT_SIZE:
+        return True
+    return is_tied and not config.text_model_type.startswith("gemma")
