@@ -159,7 +159,7 @@ def estimate_weights(checkpoint: Checkpoint, config: ModelConfig, settings: Weig
     tally = _Tally()
     quant = _Quant.from_config(config, settings)
     for entry in classified(checkpoint, config):
-        reason = _SKIP_REASONS.get(entry.skip)
+        reason = _SKIP_REASONS.get(entry.skip) if entry.skip else None
         if entry.skip == "tower" and not settings.language_model_only:
             reason = None
         if reason:
@@ -231,16 +231,21 @@ def classified(checkpoint: Checkpoint, config: ModelConfig) -> list[_Entry]:
 def _classify(checkpoint: Checkpoint, config: ModelConfig) -> list[_Entry]:
     tied = is_tied(checkpoint, config)
     method = config.quant_method
-    buckets: dict[tuple, list] = {}
+    sums: dict[_Key, list[int]] = {}
+    names: dict[_Key, str] = {}
     for tensor in checkpoint.tensors:
         key = _key(tensor, config, tied, method)
-        bucket = buckets.setdefault(key, [0, 0, tensor.name])
+        names.setdefault(key, tensor.name)
+        bucket = sums.setdefault(key, [0, 0])
         bucket[0] += tensor.num_elements
         bucket[1] += tensor.num_bytes
-    return [_Entry(*key, elements=e, checkpoint_bytes=b, example=name) for key, (e, b, name) in buckets.items()]
+    return [_Entry(*key, elements=e, checkpoint_bytes=b, example=names[key]) for key, (e, b) in sums.items()]
 
 
-def _key(tensor: TensorInfo, config: ModelConfig, tied: bool, method: str | None) -> tuple:
+_Key = tuple[str, str | None, str, str, int, bool, bool]  # the _Entry fields before the sums
+
+
+def _key(tensor: TensorInfo, config: ModelConfig, tied: bool, method: str | None) -> _Key:
     name = tensor.name
     module, leaf = _parts(name)
     skip = _skip_kind(name, config, tied)
@@ -316,7 +321,9 @@ def _params(checkpoint: Checkpoint, config: ModelConfig) -> list[list[_Entry]]:
         grouped: dict[str, list[_Entry]] = {}
         for t in checkpoint.tensors:
             key = _key(t, config, tied, method)
-            grouped.setdefault(_param_name(t.name), []).append(_Entry(*key, t.num_elements, t.num_bytes, t.name))
+            grouped.setdefault(_param_name(t.name), []).append(
+                _Entry(*key, elements=t.num_elements, checkpoint_bytes=t.num_bytes, example=t.name)
+            )
         cached = checkpoint.extra["_weight_params"] = list(grouped.values())
     return cached
 
@@ -344,10 +351,7 @@ def load_order_param_bytes(checkpoint: Checkpoint, config: ModelConfig, settings
     if key not in cache:
         sized, scratch = [], _Tally()
         for parts in _params(checkpoint, config):
-            if any(
-                _SKIP_REASONS.get(e.skip) and not (e.skip == "tower" and not settings.language_model_only)
-                for e in parts
-            ):
+            if any(_is_skipped(e, settings) for e in parts):
                 continue
             if any(e.is_relayout or (e.is_int4_part and quant.uses_marlin) for e in parts):
                 continue
@@ -356,6 +360,12 @@ def load_order_param_bytes(checkpoint: Checkpoint, config: ModelConfig, settings
             )
         cache[key] = tuple(size for _, size in sorted(sized))
     return tuple(cache[key])
+
+
+def _is_skipped(entry: _Entry, settings: WeightSettings) -> bool:
+    if entry.skip is None or (entry.skip == "tower" and not settings.language_model_only):
+        return False
+    return entry.skip in _SKIP_REASONS
 
 
 def _allocator_rounding(checkpoint: Checkpoint, config: ModelConfig, settings: WeightSettings) -> int:
