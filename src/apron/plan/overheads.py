@@ -264,7 +264,7 @@ def cudagraph_estimate(config: ModelConfig, settings: EngineSettings, inputs: Gr
 
 
 def capture_stream_cublas_delta(inputs: GraphInputs | None) -> Component | None:
-    """graph_capture() (distributed/parallel_state.py 0.29.0:655-665) runs the warm-ups and captures
+    """graph_capture() (distributed/parallel_state.py 0.29.0:659-661) runs the warm-ups and captures
     on a new torch.cuda.Stream; its first GEMM creates that stream's cuBLAS workspace in the regular
     pool, a fresh segment (plan/allocator.py allocation_size): 20 MiB for Ada's and Ampere's 8.125 MiB,
     32 MiB on cc 9.x/10.x/12.x. The fit's intercept already holds the 20 MiB; this is the rest."""

@@ -10,9 +10,9 @@ release's sequence as allocator events (plan/allocator.py) and replays it:
   0.29.0:488-495); 0.31 and later also wrap profile_run in _scoped_allocator_max_split(20)
   (gpu_worker.py 0.31.0:617-624, 0.33.0:689-697), so a freed block of 20 MiB or more is never split
   and a small persistent allocation cannot pin it;
-- the compile transient's blocks: inductor's random copy of the embedding table and two [T, H]
-  outputs, allocated and freed before the first real forward (activation.py compile_transient; the
-  count is observed); no copy under --enforce-eager, tensor parallelism or a multimodal runner;
+- the compile transient's random copy of the embedding table, allocated and freed before the first
+  real forward (activation.py compile_transient); no copy under --enforce-eager, tensor parallelism or
+  a multimodal runner;
 - the persistent allocations of the window: the default stream's cuBLAS workspace at the first cuBLAS
   GEMM (vLLM < 0.33; 0.33 runs a warm-up GEMM before the start-up snapshot, gpu_worker.py
   0.33.0:519-530) and the fused-MoE workspace at the first MoE layer (v1/worker/workspace.py). With
@@ -24,7 +24,7 @@ benchmarks (random arguments of the kernels it times, its L2-flush buffer, torch
 _inductor/runtime/benchmarking.py:649) and the generated code's allocation order leave blocks the
 allocator's best fit chooses among. That input is observed (lands_in_copy): a MoE workspace, Hopper's
 32 MiB cuBLAS workspace and, on tied unquantized non-Gemma models, Ada's 8.125 MiB one land in the
-table copy's segment (8 training boots); elsewhere the workspace finds a block of its own (10 boots).
+table copy's segment (9 training boots); elsewhere the workspace finds a block of its own (10 boots).
 """
 
 from __future__ import annotations

@@ -628,11 +628,11 @@ def _hopper_triton_expert_bytes(inter: int, hidden: int) -> int:
     convert_gpt_oss_weight_to_mxfp4_moe_kernel_format, 0.29.0:1233-1262, the same through 0.33):
     - biases become float32 (0.29.0:1236-1239);
     - scales: quantization/utils/mxfp4_utils.py _swizzle_mxfp4 pads the scale groups K to 0 mod 4 on
-      cc 9.0 (0.29.0:82-88), then triton_kernels' HopperMXScaleLayout (num_warps 8) pads the rows to
+      cc 9.0 (0.29.0:84-89), then triton_kernels' HopperMXScaleLayout (num_warps 8) pads the rows to
       SWIZZLE_ALIGN_M = 2 * 8 * 2 * 8 = 256 and K to even (third_party/triton_kernels/tensor_details/
-      layout_details/hopper_scale.py:22-28);
+      layout_details/hopper_scale.py:25-29);
     - values: HopperMXValueLayout (mma_version 3) pads rows to 16 and the packed K/2 to 32
-      (hopper_value.py:120-147); _pack_bits keeps the byte count. The old parameters are deleted."""
+      (hopper_value.py:120-148); _pack_bits keeps the byte count. The old parameters are deleted."""
     w13_rows, w2_rows = 2 * inter, hidden
     values = pad_to(w13_rows, 16) * pad_to(hidden // 2, 32) + pad_to(w2_rows, 16) * pad_to(inter // 2, 32)
     scales = pad_to(w13_rows, 256) * pad_to(pad_to(hidden // 32, 4), 2)
