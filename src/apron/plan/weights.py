@@ -229,16 +229,26 @@ def classified(checkpoint: Checkpoint, config: ModelConfig) -> list[_Entry]:
 
 
 def _classify(checkpoint: Checkpoint, config: ModelConfig) -> list[_Entry]:
+    """One pass over the tensors: the entries summed by kind, and (cached for _params) the same sums
+    per parameter vLLM allocates."""
     tied = is_tied(checkpoint, config)
     method = config.quant_method
     sums: dict[_Key, list[int]] = {}
     names: dict[_Key, str] = {}
+    params: dict[str, dict[_Key, list[int]]] = {}
     for tensor in checkpoint.tensors:
         key = _key(tensor, config, tied, method)
         names.setdefault(key, tensor.name)
         bucket = sums.setdefault(key, [0, 0])
         bucket[0] += tensor.num_elements
         bucket[1] += tensor.num_bytes
+        part = params.setdefault(_param_name(tensor.name), {}).setdefault(key, [0, 0])
+        part[0] += tensor.num_elements
+        part[1] += tensor.num_bytes
+    checkpoint.extra["_weight_params"] = [
+        [_Entry(*key, elements=e, checkpoint_bytes=b, example=name) for key, (e, b) in parts.items()]
+        for name, parts in params.items()
+    ]
     return [_Entry(*key, elements=e, checkpoint_bytes=b, example=names[key]) for key, (e, b) in sums.items()]
 
 
@@ -314,18 +324,12 @@ def _param_name(name: str) -> str:
 
 
 def _params(checkpoint: Checkpoint, config: ModelConfig) -> list[list[_Entry]]:
-    """The checkpoint's tensors grouped into the parameters vLLM allocates (cached per checkpoint)."""
-    cached = checkpoint.extra.get("_weight_params")
-    if cached is None:
-        tied, method = is_tied(checkpoint, config), config.quant_method
-        grouped: dict[str, list[_Entry]] = {}
-        for t in checkpoint.tensors:
-            key = _key(t, config, tied, method)
-            grouped.setdefault(_param_name(t.name), []).append(
-                _Entry(*key, elements=t.num_elements, checkpoint_bytes=t.num_bytes, example=t.name)
-            )
-        cached = checkpoint.extra["_weight_params"] = list(grouped.values())
-    return cached
+    """The checkpoint's tensors grouped into the parameters vLLM allocates (built by _classify)."""
+    if "_weight_params" not in checkpoint.extra:
+        checkpoint.extra.pop("_weight_entries", None)
+        classified(checkpoint, config)
+    params: list[list[_Entry]] = checkpoint.extra["_weight_params"]
+    return params
 
 
 # Module construction order inside a decoder layer (the attention or mixer block, then the MLP, then
