@@ -176,7 +176,7 @@ def load_window_component(config: ModelConfig, settings: EngineSettings, inputs:
     buffers = [size for _, size, _ in inputs.multimodal_buffers]
     buffers += sampler_buffer_bytes(settings.max_num_seqs, config.vocab_size)
     runner = runner_buffer_bytes(settings.max_num_seqs, settings.max_num_batched_tokens)
-    slack = load_window_slack(runner, inputs.param_bytes, buffers)
+    slack = load_window_slack(tuple(runner), inputs.param_bytes, tuple(buffers))
     return Component(
         "load-window allocator slack",
         slack,

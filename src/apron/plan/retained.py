@@ -29,6 +29,7 @@ table copy's segment (9 training boots); elsewhere the workspace finds a block o
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -142,11 +143,15 @@ def load_window_events(
     return events
 
 
-def load_window_slack(runner_bytes: Sequence[int], param_bytes: Sequence[int], buffer_bytes: Sequence[int]) -> int:
+@functools.lru_cache(maxsize=64)
+def load_window_slack(
+    runner_bytes: tuple[int, ...], param_bytes: tuple[int, ...], buffer_bytes: tuple[int, ...]
+) -> int:
     """Reserved bytes the load window leaves beyond what the weights estimate (each parameter's
     allocator block) and the buffers' own components (their requested bytes) already count: the free
     tails of the 20 MiB segments that parameters and buffers of 1-10 MiB share, the small pool's tails,
-    and the 2 MiB rounding of buffers of 20 MiB or more."""
+    and the 2 MiB rounding of buffers of 20 MiB or more. Cached: plans that differ only in settings the
+    window does not see (max_model_len, the GPU beyond its batch defaults) replay it once."""
     result = replay(load_window_events(runner_bytes, param_bytes, buffer_bytes))
     counted = sum(load_block_bytes(n) for n in param_bytes) + sum(runner_bytes) + sum(buffer_bytes)
     return max(result.final.reserved_bytes - counted, 0)
