@@ -33,13 +33,13 @@ def test_kv_projections_replicate_when_tp_exceeds_kv_heads():
     assert any(line.group == "attention" for line in at8.lines)
     attention = {
         tp: next(
-            l.bytes_per_gpu
-            for l in estimate_weights(ckpt, config, WeightSettings(tp, "bfloat16", (9, 0))).lines
-            if l.group == "attention"
+            line.bytes_per_gpu
+            for line in estimate_weights(ckpt, config, WeightSettings(tp, "bfloat16", (9, 0))).lines
+            if line.group == "attention"
         )
         for tp in (8, 16)
     }
-    q_o = sum(l.checkpoint_bytes for l in at8.lines if l.group == "attention") - kv
+    q_o = sum(line.checkpoint_bytes for line in at8.lines if line.group == "attention") - kv
     assert attention[16] == pytest.approx(q_o / 16 + kv / 8, rel=1e-3)
 
 
@@ -56,7 +56,7 @@ def test_tied_lm_head_is_not_loaded():
 
 def test_vocab_padded_to_64_then_split():
     est = weights("state-spaces/mamba-2.8b-hf", tp=2)  # vocab 50280 -> 50304 rows, 25152 per rank
-    embedding = next(l for l in est.lines if l.group == "embedding")
+    embedding = next(line for line in est.lines if line.group == "embedding")
     assert embedding.bytes_per_gpu == 25152 * 2560 * 2
 
 
