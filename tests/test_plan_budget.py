@@ -91,8 +91,28 @@ def test_moe_workspace_follows_the_experts_class():
     tokens, topk, inter, hidden = 2048, 4, 2944, 3072  # Marlin pads intermediate 2880 -> 2944, hidden -> 3072
     expected = (tokens * topk * max(inter, hidden) + tokens * topk * max(2 * inter, hidden)) * 2
     assert ada["MoE workspace"] == expected
-    # the retained compile copy: the whole table where no workspace sits inside it
-    assert hopper["retained segment (compile-time embedding-table copy)"] == 201088 * 2880 * 2
+    # the compile copy's segment (2 MiB-rounded) is kept; the persistent blocks inside it are counted
+    # as their own components: the 32 MiB cuBLAS workspace on Hopper, and the MoE workspace on Ada
+    table_segment = -(-201088 * 2880 * 2 // (2 * MIB)) * 2 * MIB
+    assert hopper["retained allocator segments"] == table_segment - 32 * MIB
+    assert ada["retained allocator segments"] == table_segment - ada["MoE workspace"] - (8 * MIB + 128 * 1024)
+
+
+@pytest.mark.parametrize("engine, cublas_rest", [("0.31.0", 12 * MIB - 128 * 1024), ("0.33.0", 0)])
+def test_split_limit_around_profile_run_frees_the_compile_copy_from_031(engine, cublas_rest):
+    """0.31 wraps profile_run in max_split_size_mb:20: neither workspace can take the freed table copy
+    (a block over the limit, more than 20 MiB larger than the request), so the copy is released; what
+    stays is the rest of the cuBLAS workspace's fresh 20 MiB segment (before 0.33 only)."""
+    ada = components(plan("openai/gpt-oss-20b", "4090", engine))
+    assert ada["retained allocator segments"] == cublas_rest
+
+
+def test_untied_workspace_takes_a_fresh_large_segment():
+    """Ada's 8.125 MiB cuBLAS workspace is under 10 MiB: on an untied model it gets a fresh segment of
+    20 MiB (kLargeBuffer) and the rest of that segment stays reserved; at 0.31 the same."""
+    for engine in ("0.29.0", "0.31.0"):
+        retained = components(plan("Qwen/Qwen3-8B", "4090", engine))["retained allocator segments"]
+        assert retained == 12 * MIB - 128 * 1024
 
 
 def test_fa3_accumulators_only_with_hopper_aot_full_graphs():
@@ -158,6 +178,29 @@ def test_encoder_tp_mode_data_runs_the_whole_tower_on_one_rank():
     assert gemma.details["encoder"]["batch"]["encoder_tp_mode"] == "weights"  # no supports_encoder_tp_data
 
 
+def test_encoder_tp_mode_data_keeps_the_whole_tower_on_every_rank():
+    """The tower's layers are built with disable_tp in data mode: each rank holds all of it, while the
+    language model stays sharded (weights mode splits the tower's linear layers like the LM's)."""
+    snapshot = load_snapshot(snapshot_path("Qwen/Qwen3.8-27B"))
+    tower_tensors = [t for t in snapshot.tensors if t.name.startswith(("model.visual.", "visual."))]
+    tower = sum(t.num_elements for t in tower_tensors) * 2
+    assert tower > 0
+    per_gpu = {
+        mode: plan("Qwen/Qwen3.8-27B", "H100", tensor_parallel_size=2, **kw).quantities["weights_bytes_per_gpu"].value
+        for mode, kw in (
+            ("text", {"language_model_only": True}),
+            ("weights", {}),
+            ("data", {"mm_encoder_tp_mode": "data"}),
+        )
+    }
+    # the whole tower, plus what the allocator rounds each of its parameters up to (under 2 MiB each)
+    assert 0 <= per_gpu["data"] - per_gpu["text"] - tower < 2 * MIB * len(tower_tensors)
+    assert per_gpu["text"] < per_gpu["weights"] < per_gpu["data"]
+    gemma = plan("google/gemma-4-31B-it", "H100", tensor_parallel_size=2, mm_encoder_tp_mode="data")
+    gemma_weights = plan("google/gemma-4-31B-it", "H100", tensor_parallel_size=2)
+    assert gemma.quantities["weights_bytes_per_gpu"].value == gemma_weights.quantities["weights_bytes_per_gpu"].value
+
+
 def test_gemma4_profiles_video_frames_in_chunks_sized_by_the_gpu():
     h100, h200 = plan("google/gemma-4-31B-it", "H100"), plan("google/gemma-4-31B-it", "H200")
     batch = h100.details["encoder"]["batch"]
@@ -199,3 +242,46 @@ def test_hybrid_refusal_at_defaults_and_the_emitted_max_num_seqs_still_fits():
     corrected = plan("Qwen/Qwen3.8-27B", "H100", max_model_len=32768, language_model_only=True, max_num_seqs=seqs)
     assert corrected.quantities["num_kv_blocks"].value >= seqs
     assert not [f for f in corrected.flags if f.startswith("--max-num-seqs") and f != flag]
+
+
+def test_load_window_slack_is_the_shared_segments_tails():
+    """Qwen3-0.6B's layers hold 4, 2, 6 and 3 MiB parameters that share 20 MiB segments under the load's
+    split limit and leave a 2 MiB tail a layer (28 layers); Qwen3-8B's and 14B's parameters are
+    2 MiB multiples over the limit and leave none, so they keep only the sampler buffers' slack, which
+    depends on the vocabulary and max_num_seqs they share."""
+    slack = {
+        name: components(plan(name, "4090", "0.29.0"))["load-window allocator slack"]
+        for name in ("Qwen/Qwen3-0.6B", "Qwen/Qwen3-8B", "Qwen/Qwen3-14B")
+    }
+    assert abs(slack["Qwen/Qwen3-8B"] - slack["Qwen/Qwen3-14B"]) < MIB  # small-pool norms differ
+    assert slack["Qwen/Qwen3-0.6B"] - slack["Qwen/Qwen3-8B"] >= 28 * 2 * MIB
+
+
+def test_graph_estimate_follows_vllms_extrapolation():
+    """profile_cudagraph_memory keeps the first FULL sample and stands the second, floored at 1 MiB, for
+    every later FULL graph; a new capture stream brings its own cuBLAS workspace segment (32 MiB on
+    Hopper against the 20 MiB segment already in the fit's intercept)."""
+    h100 = components(plan("Qwen/Qwen3-32B", "H100", "0.29.0", max_model_len=640), "cudagraphs")
+    ada = components(plan("Qwen/Qwen3-8B", "4090", "0.29.0", max_model_len=640), "cudagraphs")
+    per_graph = int(0.0123 * 2**30 / 86 * 64)
+    assert h100["FULL graphs extrapolated from the second sample"] == 50 * per_graph  # 51 FULL sizes up to 512
+    assert h100["capture stream's cuBLAS workspace (beyond the fit's GPUs)"] == 12 * MIB
+    assert "capture stream's cuBLAS workspace (beyond the fit's GPUs)" not in ada
+    assert ada["FULL graphs extrapolated from the second sample"] == 34 * int(0.0123 * 2**30 / 86 * 36)
+
+
+def test_hopper_workspace_lands_in_the_compile_copy_before_031():
+    """Hopper's 32 MiB cuBLAS workspace cannot use a 20 MiB segment's remainder, so before 0.31 it lands
+    in the freed embedding-table copy and keeps its whole segment (observed on both H100 boots); from
+    0.31 the split limit keeps the copy whole and releasable, and 0.33 creates the workspace before the
+    snapshot."""
+    table_segment = -(-151936 * 5120 * 2 // (2 * MIB)) * 2 * MIB
+    retained = {
+        engine: components(plan("Qwen/Qwen3-32B", "H100", engine))["retained allocator segments"]
+        for engine in ("0.29.0", "0.31.0", "0.33.0")
+    }
+    assert retained == {"0.29.0": table_segment - 32 * MIB, "0.31.0": 0, "0.33.0": 0}
+    # tensor parallelism routes the embedding to vLLM's own op: no copy, nothing kept
+    assert (
+        components(plan("Qwen/Qwen3-32B", "H100", "0.29.0", tensor_parallel_size=2))["retained allocator segments"] == 0
+    )

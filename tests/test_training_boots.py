@@ -29,18 +29,19 @@ FLOAT32_BOOTS = {("state-spaces/mamba-2.8b-hf", 11070278205)}
 TARGETS = {"weights": 0.01, "available_kv": 0.25 * GIB, "activation": 0.15 * GIB, "kv_tokens": 0.02}
 # (model, measured weights) -> {quantity: bound on |error| today}; see the closing notes of issue 4.
 KNOWN_MISSES = {
-    ("Qwen/Qwen3-0.6B-FP8", 794568949): {"weights": 0.045},
-    ("google/gemma-2-2b-it", 5304284610): {"weights": 0.015},
-    ("state-spaces/mamba-2.8b-hf", 5615669739): {"weights": 0.013, "available_kv": 0.33 * GIB, "kv_tokens": 0.025},
+    # FP8 block-quant on a small model: scales and the CUTLASS layout not yet read (docs/memory.md).
+    ("Qwen/Qwen3-0.6B-FP8", 794568949): {"weights": 0.04},
+    # Mamba's CUDA-graph estimate is 0.34-0.37 GiB below the dense fit; with its weights now exact
+    # (out_proj's 2 MiB segment rounding) nothing offsets it in the KV budget.
+    ("state-spaces/mamba-2.8b-hf", 5615669739): {"available_kv": 0.37 * GIB, "kv_tokens": 0.025},
     ("state-spaces/mamba-2.8b-hf", 11070278205): {"available_kv": 0.36 * GIB},
-    ("openai/gpt-oss-20b", 14817637171): {"kv_tokens": 0.06},
-    # The two H100 boots at the datacenter defaults (1,024 sequences, 8,192 batched tokens), added
-    # with the second wave's fixtures: the budget there is not yet derived (issue 11).
-    # Left after issue 11: Qwen3-32B kept a compile-copy segment the observed rule does not predict
-    # (-1.5 GiB non-torch) and its CUDA-graph estimate is 0.7 GiB above the FA3-aware fit; gpt-oss-120b
-    # is the MXFP4 weights on Hopper (-0.65 GiB).
-    ("Qwen/Qwen3-32B", 65530463518): {"available_kv": 2.3 * GIB},
-    ("openai/gpt-oss-120b", 65959960248): {"weights": 0.011, "available_kv": 0.75 * GIB, "kv_tokens": 0.13},
+    ("openai/gpt-oss-20b", 14817637171): {"kv_tokens": 0.045},
+    # Qwen3-32B on the H100 at the datacenter defaults: vLLM's graph estimate is 0.73 GiB above the
+    # FA3-aware per-graph slope (its FULL extrapolation over 50 graphs, docs/memory.md section 4).
+    ("Qwen/Qwen3-32B", 65530463518): {"available_kv": 0.9 * GIB},
+    # gpt-oss-120b: within the KV budget target once the Hopper MXFP4 re-layout is read; the tokens
+    # are 2.1% high (0.12 GiB of 5.7).
+    ("openai/gpt-oss-120b", 65959960248): {"kv_tokens": 0.025},
 }
 
 

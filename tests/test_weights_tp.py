@@ -98,3 +98,37 @@ def test_language_model_only_drops_the_vision_tower():
 def test_mtp_layers_are_skipped():
     est = weights("zai-org/GLM-4.7-Flash")
     assert dict(est.skipped)["MTP/next-token layers vLLM loads only for speculative decoding"] > 2_000_000_000
+
+
+MIB = 2**20
+
+
+def test_parameters_over_the_split_limit_keep_their_whole_segment():
+    """Weights load under max_split_size_mb:20: mamba's out_proj [2560, 5120] in bf16 is 25 MiB and is
+    never split off its 26 MiB segment, so memory_allocated() counts 26 MiB (in float32 it is 50 MiB
+    exactly, nothing added); the padded embedding rounds up to its 2 MiB segment too."""
+    bf16 = next(line for line in weights("state-spaces/mamba-2.8b-hf").lines if line.group == "allocator rounding")
+    out_proj = 64 * (26 * MIB - 2560 * 5120 * 2)
+    embedding = 246 * MIB - 50304 * 2560 * 2
+    assert bf16.bytes_per_gpu == out_proj + embedding
+    fp32 = {line.group: line.bytes_per_gpu for line in weights("state-spaces/mamba-2.8b-hf", dtype="float32").lines}
+    assert fp32["allocator rounding"] == 492 * MIB - 50304 * 2560 * 4  # the embedding only
+    # Qwen3-8B's layers are whole 2 MiB multiples: only the two vocabulary tables (1187 MiB each, in
+    # 1188 MiB segments) and the 256-byte q/k norms (512-byte blocks) add anything
+    qwen = {line.group: line.bytes_per_gpu for line in weights("Qwen/Qwen3-8B").lines}
+    assert qwen["allocator rounding"] == 2 * MIB + 2 * 36 * 256
+
+
+def test_mxfp4_triton_relayout_on_hopper():
+    """OAI Triton kernels on Hopper: fp32 biases, scale groups padded 90 -> 92 and rows to 256
+    (HopperMXScaleLayout), values unpadded for 2880-wide experts; then each stacked tensor keeps its
+    2 MiB-rounded segment."""
+    est = weights("openai/gpt-oss-120b", capability=(9, 0))
+    experts = next(line for line in est.lines if line.group == "experts")
+    e, i, h = 128, 2880, 2880
+    values = e * (2 * i * h // 2 + h * i // 2)
+    scales = e * (5888 * 92 + 3072 * 92)  # 5760 -> 5888 and 2880 -> 3072 rows (multiples of 256)
+    biases = e * 4 * (2 * i + h)
+    sizes = (e * 2 * i * h // 2, e * h * i // 2, e * 5888 * 92, e * 3072 * 92, e * 4 * 2 * i, e * 4 * h)
+    segments = sum(-(-n // (2 * MIB)) * 2 * MIB if n >= 20 * MIB else n for n in sizes)
+    assert experts.bytes_per_gpu == 36 * (values + scales + biases + segments - sum(sizes))

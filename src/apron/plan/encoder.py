@@ -95,6 +95,15 @@ def parse_limit_mm_per_prompt(text: str) -> tuple[tuple[str, int], ...]:
     return tuple(sorted(limits))
 
 
+def is_tower_whole_on_every_rank(architecture: str, settings: EngineSettings) -> bool:
+    """--mm-encoder-tp-mode data on a tower that supports it: the vision layers are built with
+    disable_tp (models/vision.py and the family's tower, e.g. qwen3_vl.py Qwen3_VisionTransformer
+    use_data_parallel), so every rank holds the whole tower; other towers fall back to weights
+    (config/model.py 0.33.0:836-843)."""
+    family = FAMILIES.get(architecture)
+    return bool(family and family[3]) and settings.user.mm_encoder_tp_mode == "data"
+
+
 def estimate_encoder(
     architecture: str,
     config: ModelConfig,

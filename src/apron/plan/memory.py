@@ -97,8 +97,12 @@ def plan_memory(
         overheads.NonTorchInputs(
             capability=gpu.compute_capability,
             is_tied=is_tied(checkpoint, config),
-            is_quantized=config.quant_method is not None,
+            # quantization/mxfp4.py get_quant_method: MXFP4 covers the experts; linear layers stay
+            # unquantized (cuBLAS), so only other methods change where the first GEMM runs
+            is_quantized=config.quant_method not in (None, "mxfp4", "gpt_oss_mxfp4"),
             moe_workspace_bytes=moe_ws,
+            has_compile_copy=any(m.name == "compile transient" for m in activation.moments),
+            param_bytes=weights.param_bytes,
             multimodal_buffers=tuple(
                 (b.name, b.num_bytes, RUNNER_BUFFER_SOURCES[b.name]) for b in (encoder.persistent if encoder else ())
             ),

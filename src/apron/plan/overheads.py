@@ -12,21 +12,33 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from apron.engine.facts import EngineFacts
+from apron.plan.allocator import allocation_size
 from apron.plan.model_config import ModelConfig
+from apron.plan.retained import (
+    WindowInputs,
+    lands_in_copy,
+    load_window_slack,
+    retained_segments,
+    runner_buffer_bytes,
+    sampler_buffer_bytes,
+)
 from apron.plan.settings import EngineSettings
 from apron.plan.weights import DTYPE_BYTES, pad_to
 
 GIB = 2**30
 MIB = 2**20
 # Median, over the 14 dense-attention consumer training boots (tests/fixtures/boots-training.json), of
-# consumed - weights - every derived component below: CUDA module images loaded on first use, the
-# cuBLAS / cuBLASLt handles (driver memory outside torch) and allocator rounding. Observed, not
-# derived (range 0.06-0.14 GiB); the memory-outside-torch probe (docs/memory.md) would settle it.
-BASE_NON_TORCH_BYTES = int(0.10 * GIB)
+# consumed - weights - every derived component below, the allocator replays included: CUDA module
+# images loaded on first use and the cuBLAS / cuBLASLt handles (driver memory outside torch). Observed,
+# not derived (range 0.03-0.10 GiB; the same model reads 0.04 GiB lower on an L4 than on an RTX 4090);
+# the memory-outside-torch probe (docs/memory.md) would settle it.
+BASE_NON_TORCH_BYTES = int(0.07 * GIB)
 # CUDA-graph estimate: least-squares fit of a + b * layers * graphs / 86 over the same 12 boots
 # (RMS residual 0.019 GiB). Dense attention only; MoE and Mamba boots missed it by 0.2-0.4 GiB.
 CUDAGRAPH_BASE_BYTES = int(0.0143 * GIB)
 CUDAGRAPH_PER_LAYER_GRAPH_BYTES = 0.0123 * GIB / 86
+# v1/worker/gpu/cudagraph_utils.py (0.29.0:714, 0.33.0 the same): the floor of the extrapolated FULL sample.
+MIN_PER_GRAPH_BYTES = 1 << 20
 # Memory in use before vLLM's start-up snapshot at TP=1 (CUDA context): total - initial free on the
 # RTX 4090 training boots. Not charged to the request, but it must fit beside it.
 PRE_SNAPSHOT_BYTES = 418_759_311
@@ -71,9 +83,11 @@ class NonTorchInputs:
 
     capability: tuple[int, int]
     is_tied: bool
-    is_quantized: bool
+    is_quantized: bool  # the linear layers are quantized (their GEMMs are not cuBLAS)
     moe_workspace_bytes: int
     multimodal_buffers: tuple[tuple[str, int, str], ...] = ()  # (name, bytes, basis) a multimodal runner adds
+    has_compile_copy: bool = False  # the compile transient happens (activation.py compile_transient)
+    param_bytes: tuple[int, ...] = ()  # the checkpoint's parameters in construction order (weights.py)
 
 
 def non_torch(config: ModelConfig, settings: EngineSettings, facts: EngineFacts, inputs: NonTorchInputs) -> Overhead:
@@ -99,20 +113,11 @@ def non_torch(config: ModelConfig, settings: EngineSettings, facts: EngineFacts,
             "kernels, handles, small buffers",
             BASE_NON_TORCH_BYTES,
             "predicted",
-            "observed: median residual of 14 dense consumer boots (module images, cuBLAS handles)",
+            "observed: median residual of 14 dense consumer boots after the allocator replays (module images, cuBLAS handles)",
         )
     )
-    pin = pinned_table_bytes(
-        config,
-        settings,
-        facts,
-        is_tied=inputs.is_tied,
-        is_quantized=inputs.is_quantized,
-        moe_workspace_bytes=inputs.moe_workspace_bytes,
-        is_moe=config.is_moe,
-    )
-    if pin:
-        parts.append(pin)
+    parts.append(load_window_component(config, settings, inputs))
+    parts.append(retained_component(config, settings, facts, inputs))
     return Overhead(tuple(parts))
 
 
@@ -165,43 +170,46 @@ def cublas_workspace(capability: tuple[int, int]) -> Component:
     )
 
 
-def pinned_table_bytes(
-    config: ModelConfig,
-    settings: EngineSettings,
-    facts: EngineFacts,
-    *,
-    is_tied: bool,
-    is_quantized: bool,
-    moe_workspace_bytes: int,
-    is_moe: bool = False,
-) -> Component | None:
-    """A retained allocator segment. The compile transient's random copy of the embedding table is
-    one cudaMalloc'd segment; freed, it stays cached. PyTorch's caching allocator gives a later
-    request the smallest cached block that holds it and splits it (no max_split_size by default), so a
-    persistent allocation made later in profile_run (the cuBLAS workspace of the first GEMM, the MoE
-    workspace) can land inside it, and empty_cache() in memory_profiling cannot return a segment with
-    a live block: the whole segment is charged as consumed. vLLM 0.31 wraps profile_run in
-    _scoped_allocator_max_split(20) (gpu_worker.py 0.31.0:617-624) for exactly this, so blocks above
-    20 MiB are never split. Which cached block the allocation lands in depends on the order of
-    inductor's generated allocations, which the source does not fix: the rule is observed - tied
-    unquantized models (4 of 5 training boots; gemma-2's two boots kept nothing) and MoE models (the
-    gpt-oss boots). The untied Qwen3-32B boot at the H100 defaults also kept a segment this size;
-    the rule does not predict it (docs/memory.md: the allocator-snapshot probe would settle it)."""
-    if facts.at_least("0.31.0") or settings.enforce_eager or settings.tensor_parallel_size > 1:
-        return None
-    tied_pin = is_tied and not is_quantized and not config.text_model_type.startswith("gemma")
-    if not (tied_pin or moe_workspace_bytes or is_moe):
-        return None
-    table = pad_to(config.vocab_size, 64) * config.hidden_size * DTYPE_BYTES[settings.dtype]
-    extra = max(table - moe_workspace_bytes, 0)
+def load_window_component(config: ModelConfig, settings: EngineSettings, inputs: NonTorchInputs) -> Component:
+    """The caching allocator's slack after load_model: what its segments reserve beyond the weights'
+    blocks and the buffers' requested bytes (plan/retained.py load_window_slack)."""
+    buffers = [size for _, size, _ in inputs.multimodal_buffers]
+    buffers += sampler_buffer_bytes(settings.max_num_seqs, config.vocab_size)
+    runner = runner_buffer_bytes(settings.max_num_seqs, settings.max_num_batched_tokens)
+    slack = load_window_slack(tuple(runner), inputs.param_bytes, tuple(buffers))
     return Component(
-        "retained segment (compile-time embedding-table copy)",
-        extra,
-        "predicted",
-        "vLLM < 0.31: a persistent allocation lands in the freed compile-time copy of the embedding "
-        "table and empty_cache() cannot release its segment (the MoE workspace, if any, is inside "
-        "it); observed on tied unquantized and MoE training boots, not on gemma-2",
+        "load-window allocator slack",
+        slack,
+        "derived",
+        f"caching-allocator replay of {len(inputs.param_bytes)} parameters in construction order under "
+        "max_split_size_mb:20, then the sampler and structured-output buffers: free tails of shared 20 MiB "
+        "segments and of the small pool, 2 MiB rounding of large buffers (re-laid quantized layouts are "
+        "left out)",
     )
+
+
+def retained_component(
+    config: ModelConfig, settings: EngineSettings, facts: EngineFacts, inputs: NonTorchInputs
+) -> Component:
+    """Reserved bytes that empty_cache() cannot return after profile_run: the caching allocator's
+    replay of the window's sequence (plan/retained.py, plan/allocator.py)."""
+    cublas = 0 if facts.at_least("0.33.0") else cublas_workspace(inputs.capability).num_bytes
+    landing = lands_in_copy(
+        config,
+        is_tied=inputs.is_tied,
+        is_quantized=inputs.is_quantized,
+        moe_workspace_bytes=inputs.moe_workspace_bytes,
+        cublas_workspace_bytes=cublas,
+    )
+    window = WindowInputs(
+        has_compile_copy=inputs.has_compile_copy,
+        cublas_workspace_bytes=cublas,
+        moe_workspace_bytes=inputs.moe_workspace_bytes,
+        is_first_gemm_quantized=inputs.is_quantized,
+        lands_in_copy=landing,
+    )
+    retained = retained_segments(config, settings, facts, window)
+    return Component("retained allocator segments", retained.num_bytes, "predicted", retained.basis)
 
 
 @dataclass(frozen=True)
@@ -221,21 +229,58 @@ def cudagraph_estimate(config: ModelConfig, settings: EngineSettings, inputs: Gr
         return Overhead((Component("CUDA graphs", 0, "derived", "eager mode captures no graphs"),))
     piecewise, full = graph_counts(settings)
     layers = config.num_layers
-    size = int(CUDAGRAPH_BASE_BYTES + CUDAGRAPH_PER_LAYER_GRAPH_BYTES * layers * (piecewise + full))
+    per_graph = CUDAGRAPH_PER_LAYER_GRAPH_BYTES * layers
     parts = [
         Component(
-            "graph capture (dense fit)",
-            size,
+            "piecewise graphs and the first FULL graph",
+            int(CUDAGRAPH_BASE_BYTES + per_graph * (piecewise + min(full, 1))),
             "predicted",
-            f"{piecewise} piecewise + {full} full graphs over {layers} layers at ~0.15 MiB per layer and "
-            "graph: observed, fit on 12 dense-attention consumer boots (MoE and Mamba boots differed by "
-            "up to 0.4 GiB); a capture probe per graph kind would settle it",
+            f"{piecewise} piecewise graphs and the largest FULL graph over {layers} layers at ~0.15 MiB per "
+            "layer and graph: observed, fit on 12 dense-attention consumer boots (its intercept holds the "
+            "capture stream's 20 MiB cuBLAS segment on those GPUs); MoE and Mamba boots differed by up to "
+            "0.4 GiB; a capture probe per graph kind would settle it",
         )
     ]
+    if full > 1:
+        # cudagraph_utils.py _extrapolate_full_graph_memory (0.29.0:823-831): the second FULL sample,
+        # floored at _MIN_PER_GRAPH_BYTES = 1 MiB, stands for every FULL graph after the first
+        second = max(int(per_graph), MIN_PER_GRAPH_BYTES)
+        parts.append(
+            Component(
+                "FULL graphs extrapolated from the second sample",
+                (full - 1) * second,
+                "predicted",
+                f"({full} - 1) x max(second FULL sample, 1 MiB) (cudagraph_utils.py 0.29.0:823-831, "
+                "0.33.0:1031-1039); the sample is the observed per-layer slope",
+            )
+        )
+    stream = capture_stream_cublas_delta(inputs)
+    if stream:
+        parts.append(stream)
     accumulators = fa3_split_accumulators(config, settings, inputs)
     if accumulators:
         parts.append(accumulators)
     return Overhead(tuple(parts))
+
+
+def capture_stream_cublas_delta(inputs: GraphInputs | None) -> Component | None:
+    """graph_capture() (distributed/parallel_state.py 0.29.0:659-661) runs the warm-ups and captures
+    on a new torch.cuda.Stream; its first GEMM creates that stream's cuBLAS workspace in the regular
+    pool, a fresh segment (plan/allocator.py allocation_size): 20 MiB for Ada's and Ampere's 8.125 MiB,
+    32 MiB on cc 9.x/10.x/12.x. The fit's intercept already holds the 20 MiB; this is the rest."""
+    if inputs is None:
+        return None
+    fitted = allocation_size(CUBLAS_WORKSPACE_BYTES)
+    delta = allocation_size(cublas_workspace(inputs.capability).num_bytes) - fitted
+    if delta <= 0:
+        return None
+    return Component(
+        "capture stream's cuBLAS workspace (beyond the fit's GPUs)",
+        delta,
+        "derived",
+        "a new capture stream's workspace segment: 32 MiB on this compute capability against the 20 MiB "
+        "segment of the fit's GPUs (PyTorch's default workspace size, caching-allocator segment rounding)",
+    )
 
 
 def fa3_split_accumulators(

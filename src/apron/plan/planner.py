@@ -11,6 +11,7 @@ from apron.engine.facts import EngineFacts, choose_version, engine_change, known
 from apron.errors import BadInput
 from apron.hardware import Gpu
 from apron.plan import memory
+from apron.plan.encoder import is_tower_whole_on_every_rank
 from apron.plan.model_config import ModelConfig
 from apron.plan.parsers import parser_flags, tokenizer_note
 from apron.plan.quantity import Problem, Quantity, one_of
@@ -47,6 +48,7 @@ def plan_checkpoint(checkpoint: Checkpoint, gpu: Gpu, user: UserSettings, engine
             runtime_dtype=settings.dtype,
             capability=gpu.compute_capability,
             language_model_only=settings.is_tower_off,
+            is_tower_whole=is_tower_whole_on_every_rank(checkpoint.architecture, settings),
             vocab_padding_size=facts.defaults.get("vocab_padding_size", 64),
         ),
     )

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from apron.checkpoint import Checkpoint
 from apron.checkpoint.safetensors import TensorInfo
+from apron.plan.allocator import load_block_bytes
 from apron.plan.model_config import ModelConfig
 from apron.plan.quantity import Problem
 
@@ -155,6 +156,7 @@ class WeightsEstimate:
     notes: tuple[str, ...]
     unknown_layout_tensors: tuple[str, ...]
     problems: tuple[Problem, ...] = ()
+    param_bytes: tuple[int, ...] = ()  # each parameter from the checkpoint, in construction order
 
     @property
     def host_table_bytes(self) -> int:
@@ -175,6 +177,7 @@ class WeightSettings:
     runtime_dtype: str  # "bfloat16" | "float16" | "float32"
     capability: tuple[int, int]
     language_model_only: bool = False
+    is_tower_whole: bool = False  # --mm-encoder-tp-mode data: the tower is replicated, not sharded
     vocab_padding_size: int = 64  # DEFAULT_VOCAB_PADDING_SIZE (vocab_parallel_embedding.py)
 
 
@@ -197,7 +200,7 @@ def estimate_weights(checkpoint: Checkpoint, config: ModelConfig, settings: Weig
     tally = _Tally()
     quant = _Quant.from_config(config, settings)
     for entry in classified(checkpoint, config):
-        reason = _SKIP_REASONS.get(entry.skip)
+        reason = _SKIP_REASONS.get(entry.skip) if entry.skip else None
         if entry.skip == "tower" and not settings.language_model_only:
             reason = None
         if reason:
@@ -207,6 +210,13 @@ def estimate_weights(checkpoint: Checkpoint, config: ModelConfig, settings: Weig
         else:
             tally.add(entry.group, entry.checkpoint_bytes, _entry_bytes(entry, config, settings, tally))
     notes = list(quant.add_relayout(checkpoint, config, settings, tally))
+    rounding = _allocator_rounding(checkpoint, config, settings)
+    if rounding:
+        tally.add("allocator rounding", 0, rounding)
+        notes.append(
+            f"allocator blocks: {rounding / 2**20:.1f} MiB of 2 MiB segment rounding on parameters of 20 MiB "
+            "or more, which load under max_split_size_mb:20 and are never split (plan/allocator.py)"
+        )
     rope_bytes, rope_note = rotary_cache_bytes(config, settings.runtime_dtype)
     if rope_bytes:
         tally.add("rotary cos/sin cache", 0, rope_bytes)
@@ -223,6 +233,7 @@ def estimate_weights(checkpoint: Checkpoint, config: ModelConfig, settings: Weig
         notes=tuple(notes),
         unknown_layout_tensors=tuple(tally.unknown),
         problems=tuple(tp_problems(config, settings)),
+        param_bytes=load_order_param_bytes(checkpoint, config, settings),
     )
 
 
@@ -260,18 +271,33 @@ def classified(checkpoint: Checkpoint, config: ModelConfig) -> list[_Entry]:
 
 
 def _classify(checkpoint: Checkpoint, config: ModelConfig) -> list[_Entry]:
+    """One pass over the tensors: the entries summed by kind, and (cached for _params) the same sums
+    per parameter vLLM allocates."""
     tied = is_tied(checkpoint, config)
     method = config.quant_method
-    buckets: dict[tuple, list] = {}
+    sums: dict[_Key, list[int]] = {}
+    names: dict[_Key, str] = {}
+    params: dict[str, dict[_Key, list[int]]] = {}
     for tensor in checkpoint.tensors:
         key = _key(tensor, config, tied, method)
-        bucket = buckets.setdefault(key, [0, 0, tensor.name])
+        names.setdefault(key, tensor.name)
+        bucket = sums.setdefault(key, [0, 0])
         bucket[0] += tensor.num_elements
         bucket[1] += tensor.num_bytes
-    return [_Entry(*key, elements=e, checkpoint_bytes=b, example=name) for key, (e, b, name) in buckets.items()]
+        part = params.setdefault(_param_name(tensor.name), {}).setdefault(key, [0, 0])
+        part[0] += tensor.num_elements
+        part[1] += tensor.num_bytes
+    checkpoint.extra["_weight_params"] = [
+        [_Entry(*key, elements=e, checkpoint_bytes=b, example=name) for key, (e, b) in parts.items()]
+        for name, parts in params.items()
+    ]
+    return [_Entry(*key, elements=e, checkpoint_bytes=b, example=names[key]) for key, (e, b) in sums.items()]
 
 
-def _key(tensor: TensorInfo, config: ModelConfig, tied: bool, method: str | None) -> tuple:
+_Key = tuple[str, str | None, str, str, int, bool, bool]  # the _Entry fields before the sums
+
+
+def _key(tensor: TensorInfo, config: ModelConfig, tied: bool, method: str | None) -> _Key:
     name = tensor.name
     module, leaf = _parts(name)
     skip = _skip_kind(name, config, tied)
@@ -318,6 +344,8 @@ def _entry_bytes(entry: _Entry, config: ModelConfig, settings: WeightSettings, t
     else:
         num_bytes = entry.checkpoint_bytes
     tp = settings.tensor_parallel_size
+    if entry.skip == "tower" and settings.is_tower_whole:
+        return num_bytes
     if entry.role == "vocab":
         rows_per_rank = pad_to(entry.vocab_rows, settings.vocab_padding_size) // tp
         return num_bytes // entry.vocab_rows * rows_per_rank
@@ -329,6 +357,76 @@ def _entry_bytes(entry: _Entry, config: ModelConfig, settings: WeightSettings, t
         return num_bytes
     numerator, denominator = fraction
     return math.ceil(num_bytes * numerator / denominator)
+
+
+# vLLM builds one parameter from several checkpoint tensors (linear.py QKVParallelLinear,
+# MergedColumnParallelLinear; FusedMoE stacks every expert's gate/up and down).
+_FUSED_INTO = {"q_proj": "qkv_proj", "k_proj": "qkv_proj", "v_proj": "qkv_proj"}
+_FUSED_INTO |= {"gate_proj": "gate_up_proj", "up_proj": "gate_up_proj", "w1": "w13", "w3": "w13"}
+_EXPERT_INDEX = re.compile(r"\.experts\.\d+\.")
+
+
+def _param_name(name: str) -> str:
+    name = _EXPERT_INDEX.sub(".experts.", name)
+    pieces = name.split(".")
+    if len(pieces) >= 2 and pieces[-2] in _FUSED_INTO:
+        pieces[-2] = _FUSED_INTO[pieces[-2]]
+    return ".".join(pieces)
+
+
+def _params(checkpoint: Checkpoint, config: ModelConfig) -> list[list[_Entry]]:
+    """The checkpoint's tensors grouped into the parameters vLLM allocates (built by _classify)."""
+    if "_weight_params" not in checkpoint.extra:
+        checkpoint.extra.pop("_weight_entries", None)
+        classified(checkpoint, config)
+    params: list[list[_Entry]] = checkpoint.extra["_weight_params"]
+    return params
+
+
+# Module construction order inside a decoder layer (the attention or mixer block, then the MLP, then
+# the layer's norms: Qwen3DecoderLayer, LlamaDecoderLayer, MambaDecoderLayer __init__), which is the
+# order vLLM allocates parameters in: initialize_model builds every module on the GPU before loading.
+_BUILD_RANK = (("embed", 0), ("self_attn", 1), ("attn", 1), ("mixer", 1), ("mlp", 2), ("experts", 2), ("norm", 3))
+
+
+def _build_order(name: str) -> tuple[int, int, str]:
+    match = _LAYER_INDEX.search(name)
+    layer = int(match.group(1)) if match else (-1 if "embed" in name else 1 << 30)
+    return layer, next((rank for key, rank in _BUILD_RANK if key in name), 2), name
+
+
+def load_order_param_bytes(checkpoint: Checkpoint, config: ModelConfig, settings: WeightSettings) -> tuple[int, ...]:
+    """Bytes per GPU of each parameter vLLM allocates from the checkpoint, in construction order
+    (layers by index, attention before MLP before norms). Layouts rebuilt after loading (MXFP4
+    experts, Marlin int4) are left out: they are counted where they are built. Cached per checkpoint
+    and weight settings, so plans that vary only the serving settings reuse it."""
+    quant = _Quant.from_config(config, settings)
+    key = (settings, quant.uses_marlin)
+    cache = checkpoint.extra.setdefault("_load_order_param_bytes", {})
+    if key not in cache:
+        sized, scratch = [], _Tally()
+        for parts in _params(checkpoint, config):
+            if any(_is_skipped(e, settings) for e in parts):
+                continue
+            if any(e.is_relayout or (e.is_int4_part and quant.uses_marlin) for e in parts):
+                continue
+            sized.append(
+                (_build_order(parts[0].example), sum(_entry_bytes(e, config, settings, scratch) for e in parts))
+            )
+        cache[key] = tuple(size for _, size in sorted(sized))
+    return tuple(cache[key])
+
+
+def _is_skipped(entry: _Entry, settings: WeightSettings) -> bool:
+    if entry.skip is None or (entry.skip == "tower" and not settings.language_model_only):
+        return False
+    return entry.skip in _SKIP_REASONS
+
+
+def _allocator_rounding(checkpoint: Checkpoint, config: ModelConfig, settings: WeightSettings) -> int:
+    """What the caching allocator adds to each parameter's bytes (allocator.load_block_bytes); the
+    layouts rebuilt from the config (MXFP4 experts) add theirs where they are built."""
+    return sum(load_block_bytes(size) - size for size in load_order_param_bytes(checkpoint, config, settings))
 
 
 def is_tied(checkpoint: Checkpoint, config: ModelConfig) -> bool:
@@ -564,10 +662,15 @@ def _mxfp4_experts(checkpoint: Checkpoint, config: ModelConfig, settings: Weight
     backend, align_i, align_h = mxfp4_backend(settings.capability)
     per_rank = config.moe_intermediate_size // settings.tensor_parallel_size
     inter, hid = pad_to(per_rank, align_i), pad_to(hidden, align_h)
-    # mxfp4.py create_weights: uint8 blocks (2 values a byte) and uint8 scales (one per 32), bf16 biases.
-    per_layer = experts * (
-        2 * inter * hid // 2 + 2 * inter * hid // 32 + hid * inter // 2 + hid * inter // 32 + 2 * 2 * inter + 2 * hid
-    )
+    if backend == "TRITON":
+        per_expert = _hopper_triton_expert_bytes(inter, hid)
+    else:
+        # mxfp4.py create_weights: uint8 blocks (2 values a byte), uint8 scales (one per 32), bf16 biases.
+        per_expert = 2 * inter * hid // 2 + 2 * inter * hid // 32 + hid * inter // 2 + hid * inter // 32
+        per_expert += 2 * 2 * inter + 2 * hid
+    per_layer = experts * per_expert
+    if backend == "TRITON":
+        per_layer += _hopper_triton_rounding(experts, inter, hid)
     checkpoint_bytes = sum(
         t.num_bytes for t in checkpoint.tensors if ".experts." in t.name and t.name.rsplit(".", 1)[-1] in _MXFP4_LEAVES
     )
@@ -576,6 +679,34 @@ def _mxfp4_experts(checkpoint: Checkpoint, config: ModelConfig, settings: Weight
         f"MXFP4 experts re-laid for the {backend} MoE backend: intermediate {per_rank} -> {inter}, "
         f"hidden {hidden} -> {hid} per rank"
     ]
+
+
+def _hopper_triton_expert_bytes(inter: int, hidden: int) -> int:
+    """One expert after the OAI Triton kernels' re-layout on Hopper (fused_moe/oracle/mxfp4.py
+    convert_gpt_oss_weight_to_mxfp4_moe_kernel_format, 0.29.0:1233-1262, the same through 0.33):
+    - biases become float32 (0.29.0:1236-1239);
+    - scales: quantization/utils/mxfp4_utils.py _swizzle_mxfp4 pads the scale groups K to 0 mod 4 on
+      cc 9.0 (0.29.0:84-89), then triton_kernels' HopperMXScaleLayout (num_warps 8) pads the rows to
+      SWIZZLE_ALIGN_M = 2 * 8 * 2 * 8 = 256 and K to even (third_party/triton_kernels/tensor_details/
+      layout_details/hopper_scale.py:25-29);
+    - values: HopperMXValueLayout (mma_version 3) pads rows to 16 and the packed K/2 to 32
+      (hopper_value.py:120-148); _pack_bits keeps the byte count. The old parameters are deleted."""
+    w13_rows, w2_rows = 2 * inter, hidden
+    values = pad_to(w13_rows, 16) * pad_to(hidden // 2, 32) + pad_to(w2_rows, 16) * pad_to(inter // 2, 32)
+    scales = pad_to(w13_rows, 256) * pad_to(pad_to(hidden // 32, 4), 2)
+    scales += pad_to(w2_rows, 256) * pad_to(pad_to(inter // 32, 4), 2)
+    return values + scales + 4 * (w13_rows + w2_rows)
+
+
+def _hopper_triton_rounding(experts: int, inter: int, hidden: int) -> int:
+    """The re-laid tensors are new allocations under the load's split limit: each keeps its whole
+    2 MiB-rounded segment (allocator.load_block_bytes). Four stacked tensors a layer plus fp32 biases."""
+    values_13 = experts * pad_to(2 * inter, 16) * pad_to(hidden // 2, 32)
+    values_2 = experts * pad_to(hidden, 16) * pad_to(inter // 2, 32)
+    scales_13 = experts * pad_to(2 * inter, 256) * pad_to(pad_to(hidden // 32, 4), 2)
+    scales_2 = experts * pad_to(hidden, 256) * pad_to(pad_to(inter // 32, 4), 2)
+    sizes = (values_13, values_2, scales_13, scales_2, experts * 4 * 2 * inter, experts * 4 * hidden)
+    return sum(load_block_bytes(n) - n for n in sizes)
 
 
 def _marlin_int4(
