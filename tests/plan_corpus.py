@@ -3,7 +3,7 @@ snapshot in tests/fixtures/checkpoints, each under a few settings, as `apron pla
 
     python tests/plan_corpus.py OUT.json.gz     # write the corpus (the "before" side of the test)
 
-The stored corpus (tests/fixtures/plans/contract-corpus.json.gz) was written by the code of commit
+The stored corpus (tests/fixtures/plans/contract-corpus.json.gz) was first written by the code of commit
 16f0303, before the plan became a typed document end to end. A change to the numbers themselves (a new
 budget term, a KV layout) changes it on purpose: write it again with the command above and say so in
 the commit.

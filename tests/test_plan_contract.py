@@ -18,8 +18,9 @@ from apron.plan.result import Plan
 from apron.plan.settings import UserSettings
 from conftest import snapshot_path
 
-# Fields added to the document since the corpus was written: (object path, key).
-ADDED: tuple[tuple[tuple[str, ...], str], ...] = ((("model",), "is_multimodal"),)
+# Fields added to the document since the corpus was written: (object path, key). The corpus was
+# written again when the second wave's budget and KV layouts changed the numbers on purpose.
+ADDED: tuple[tuple[tuple[str, ...], str], ...] = ()
 
 
 def without_added(document: dict) -> dict:

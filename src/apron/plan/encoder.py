@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from apron.engine.facts import EngineFacts
 from apron.errors import BadInput
@@ -70,7 +71,7 @@ class EncoderProfile:
     persistent: tuple[Buffer, ...] = ()  # runner buffers only a multimodal runner has
     skipped: str | None = None  # why no encoder moment happens
     unknown: str | None = None  # why the encoder moment is not modelled
-    batch: dict = field(default_factory=dict)  # the dummy batch, for --explain and tests
+    batch: dict[str, Any] = field(default_factory=dict)  # the dummy batch, for --explain and tests
 
 
 def parse_limit_mm_per_prompt(text: str) -> tuple[tuple[str, int], ...]:
@@ -109,7 +110,7 @@ def estimate_encoder(
     config: ModelConfig,
     settings: EngineSettings,
     facts: EngineFacts,
-    processor: dict,
+    processor: dict[str, Any],
     *,
     gpu_total_bytes: int,
 ) -> EncoderProfile:
@@ -298,7 +299,7 @@ class _NotModelled(Exception):
 # --- Qwen3-VL's tower: Qwen3-VL, Qwen3.5 / 3.6 / 3.8, Qwen4-Exp ------------------------------------------
 
 
-def qwen3_vl_costs(config: ModelConfig, settings: EngineSettings, processor: dict) -> list[ModalityCost]:
+def qwen3_vl_costs(config: ModelConfig, settings: EngineSettings, processor: dict[str, Any]) -> list[ModalityCost]:
     """models/qwen2_vl.py get_image_size_with_most_features / get_max_image_tokens and qwen3_vl.py
     get_max_video_tokens (0.33.0:1079-1139, 1038-1070; same in 0.29.0): the image budget is
     size.longest_edge pixels over (patch x merge)^2, factorised with an aspect ratio <= 200; the
@@ -347,7 +348,7 @@ GEMMA4_VIDEO_FRAMES = 32  # models/gemma4_mm.py _VIDEO_MAX_FRAMES (0.29.0-0.33.0
 GEMMA4_VIDEO_SOFT_TOKENS = 70  # _VIDEO_MAX_SOFT_TOKENS
 
 
-def gemma4_costs(config: ModelConfig, settings: EngineSettings, processor: dict) -> list[ModalityCost]:
+def gemma4_costs(config: ModelConfig, settings: EngineSettings, processor: dict[str, Any]) -> list[ModalityCost]:
     """models/gemma4_mm.py get_mm_max_tokens_per_item (0.33.0:272-296; 0.29.0:259-287): an image is
     vision_config.default_output_length soft tokens, a video 32 frames x (70 + 2 + 6) tokens, audio
     the processor's audio_seq_length. The HF processor pads every image to max_soft_tokens x k^2
@@ -389,7 +390,7 @@ def gemma4_tower(config: ModelConfig, modality: str) -> Tower | None:
 # --- Idefics3 / SmolVLM (SigLIP-style tower, pixel-shuffle connector) ----------------------------------
 
 
-def idefics3_costs(config: ModelConfig, settings: EngineSettings, processor: dict) -> list[ModalityCost]:
+def idefics3_costs(config: ModelConfig, settings: EngineSettings, processor: dict[str, Any]) -> list[ModalityCost]:
     """models/idefics3.py get_num_image_tokens: tiles x image_seq_len, one tile per image with
     do_image_splitting off, else (longest_edge / max_image_size)^2 tiles plus the global image."""
     vision = config.raw.get("vision_config") or {}
@@ -421,7 +422,7 @@ def idefics3_tower(config: ModelConfig, modality: str) -> Tower:
 # --- Muse-Glimmer and GLM-5.3 (Qwen-VL-style patch towers with their own token budgets) ------------------
 
 
-def muse_glimmer_costs(config: ModelConfig, settings: EngineSettings, processor: dict) -> list[ModalityCost]:
+def muse_glimmer_costs(config: ModelConfig, settings: EngineSettings, processor: dict[str, Any]) -> list[ModalityCost]:
     """models/muse_glimmer.py get_mm_max_tokens_per_item (0.33.0:159-198): an image is
     max_image_tokens; a video min(max_model_len // frame_tokens, num_frames // temporal) frame groups
     of max_video_frame_tokens each. Each token is merge^2 patches."""
@@ -454,7 +455,7 @@ def muse_glimmer_tower(config: ModelConfig, modality: str) -> Tower:
     )
 
 
-def glm5_costs(config: ModelConfig, settings: EngineSettings, processor: dict) -> list[ModalityCost]:
+def glm5_costs(config: ModelConfig, settings: EngineSettings, processor: dict[str, Any]) -> list[ModalityCost]:
     """models/glm5next/common/multimodal.py (0.30.0+): an image is max_image_tokens, factorised exactly
     (get_image_size_with_most_features); video is capped at _MAX_VIDEO_TOKENS = 30000 tokens, taken
     here at the cap (the frame search of Glm4v's get_max_video_tokens is not reproduced)."""
@@ -490,7 +491,7 @@ FAMILY_SOURCES = {
     "muse_glimmer": "models/muse_glimmer.py 0.33.0:159-198",
     "glm5next": "models/glm5next/common/multimodal.py 0.33.0:620-700",
 }
-CostsFn = Callable[[ModelConfig, EngineSettings, dict], list[ModalityCost]]
+CostsFn = Callable[[ModelConfig, EngineSettings, dict[str, Any]], list[ModalityCost]]
 TowerFn = Callable[[ModelConfig, str], "Tower | None"]
 # architecture -> (family, costs, tower, supports --mm-encoder-tp-mode data)
 FAMILIES: dict[str, tuple[str, CostsFn, TowerFn, bool]] = {

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 from apron.checkpoint import Checkpoint
 from apron.engine.facts import EngineFacts
@@ -19,7 +20,7 @@ from apron.plan.kv.layouts import KVLayout, build_layout
 from apron.plan.kv.planning import KVPlan, NotModelled, bytes_per_token, plan_kv
 from apron.plan.kv.specs import SchedulingContext
 from apron.plan.model_config import ModelConfig
-from apron.plan.quantity import Problem, Quantity
+from apron.plan.quantity import Label, Problem, Quantity
 from apron.plan.settings import EngineSettings
 from apron.plan.weights import WeightsEstimate, is_host_table, is_tied, mxfp4_backend, pad_to
 
@@ -34,7 +35,7 @@ class MemoryPlan:
     unknowns: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
     extra_flags: tuple[str, ...] = ()
-    details: dict = field(default_factory=dict)
+    details: dict[str, Any] = field(default_factory=dict)
 
 
 def requested_bytes(gpu: Gpu, utilization: float) -> int:
@@ -151,7 +152,7 @@ def _has_one_window_config(config: ModelConfig) -> bool:
     return len(kinds) <= 1
 
 
-def _encoder_details(encoder: EncoderProfile) -> dict:
+def _encoder_details(encoder: EncoderProfile) -> dict[str, Any]:
     return {
         "family": encoder.family,
         "batch": encoder.batch,
@@ -246,7 +247,7 @@ def _assemble(
     else:
         q["activation_peak_bytes"] = Quantity(peak.num_bytes, "bytes", "predicted", f"{peak.name}: {peak.basis}")
     graphs = budget.graphs
-    graph_label = "derived" if graphs.num_bytes == 0 else "predicted"
+    graph_label: Label = "derived" if graphs.num_bytes == 0 else "predicted"
     q["cudagraph_bytes"] = Quantity(graphs.num_bytes, "bytes", graph_label, graphs.basis)
     q["non_torch_bytes"] = Quantity(budget.non_torch.num_bytes, "bytes", "predicted", budget.non_torch.basis)
     q["requested_bytes"] = Quantity(
@@ -331,7 +332,7 @@ def _kv_quantities(
     }
 
 
-def _describe_layers(specs: dict) -> str:
+def _describe_layers(specs: dict[str, Any]) -> str:
     """Per-token basis in each cache's own terms (K and V for attention, one record for MLA)."""
     counts: dict[str, int] = {}
     for spec in specs.values():
@@ -482,7 +483,7 @@ def _host_ram_verdict(host: Quantity, settings: EngineSettings, problems: list[P
     return "does_not_fit"
 
 
-def _activation_details(activation: ActivationEstimate) -> dict:
+def _activation_details(activation: ActivationEstimate) -> dict[str, Any]:
     peak = activation.peak
     return {
         "peak": peak.name if peak else None,
@@ -499,7 +500,7 @@ def _activation_details(activation: ActivationEstimate) -> dict:
     }
 
 
-def _kv_details(layout: KVLayout, kv: KVPlan | None) -> dict:
+def _kv_details(layout: KVLayout, kv: KVPlan | None) -> dict[str, Any]:
     kinds: dict[str, int] = {}
     for _, spec in layout.specs:
         key = f"{spec.kind} page {spec.page_size_bytes()} B, block {spec.block_size}"

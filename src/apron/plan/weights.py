@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from apron.checkpoint import Checkpoint
 from apron.checkpoint.safetensors import TensorInfo
@@ -522,7 +524,7 @@ def _role(tensor: TensorInfo, module: str, leaf: str, config: ModelConfig) -> st
     return "unknown"
 
 
-_ROLE_FRACTIONS = {
+_ROLE_FRACTIONS: dict[str, Callable[[ModelConfig, int], tuple[int, int] | None]] = {
     "replicated": lambda config, tp: (1, 1),
     "sharded": lambda config, tp: (1, tp),
     "kv": lambda config, tp: (1, min(tp, max(config.num_kv_heads, 1))),
@@ -730,7 +732,7 @@ def _marlin_int4(
 
 
 def _marlin_layer_bytes(
-    prefix: str, parts: dict, config: ModelConfig, settings: WeightSettings, quant: _Quant
+    prefix: str, parts: dict[str, Any], config: ModelConfig, settings: WeightSettings, quant: _Quant
 ) -> tuple[int, int]:
     scales, qweight = parts["scales"], parts["qweight"]
     # Logical (K, N): GPTQ qweight is [K/8, N], AWQ qweight is [K, N/8]; scales are [K/g, N] in both.

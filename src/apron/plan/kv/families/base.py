@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from apron.engine.facts import EngineFacts
 from apron.plan.kv.backends import BackendChoice, choose_backend
@@ -29,6 +30,7 @@ from apron.plan.kv.specs import (
     cdiv,
 )
 from apron.plan.model_config import ModelConfig
+from apron.plan.quantity import ProblemKind
 from apron.plan.settings import EngineSettings
 
 KV_DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1}
@@ -102,7 +104,7 @@ class KVLayout:
     # Buffers the family's layers add to the start-up profile (see ProfilingBuffer).
     buffers: tuple[ProfilingBuffer, ...] = ()
     mamba_page_size_padded: int | None = None
-    refusals: tuple[tuple[str, str], ...] = ()  # (kind, the engine's message)
+    refusals: tuple[tuple[ProblemKind, str], ...] = ()  # (kind, the engine's message)
 
     @property
     def has_state(self) -> bool:
@@ -164,7 +166,7 @@ class Refusal(Exception):
     """What the engine refuses at model construction (a proven constraint): a shape its divide()
     rejects (kind "tp"), a KV cache dtype or a GPU the layout's kernels do not take."""
 
-    def __init__(self, message: str, what: str, kind: str = "tp"):
+    def __init__(self, message: str, what: str, kind: ProblemKind | Literal["tp", "not_modelled"] = "tp"):
         super().__init__(message)
         self.what, self.kind = what, kind
 
