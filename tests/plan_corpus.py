@@ -64,7 +64,9 @@ def plan_texts() -> dict[str, str]:
         checkpoint = load_checkpoint(source)
         for variant, gpu, user, engine in VARIANTS:
             plan = plan_checkpoint(checkpoint, resolve_gpu(gpu), UserSettings(**user), engine)
-            out[_key(source, variant)] = json.dumps(plan.to_json(), indent=2)  # as `apron plan --json` prints
+            text = json.dumps(plan.to_json(), indent=2)  # as `apron plan --json` prints
+            # A snapshot's source is its absolute path; the corpus must not depend on where the clone lives.
+            out[_key(source, variant)] = text.replace(str(ROOT) + "/", "<repo>/")
     return out
 
 
