@@ -64,7 +64,8 @@ def plan_texts() -> dict[str, str]:
         checkpoint = load_checkpoint(source)
         for variant, gpu, user, engine in VARIANTS:
             plan = plan_checkpoint(checkpoint, resolve_gpu(gpu), UserSettings(**user), engine)
-            out[_key(source, variant)] = json.dumps(plan.to_json(), indent=2)  # as `apron plan --json` prints
+            text = json.dumps(plan.to_json(), indent=2)  # as `apron plan --json` prints
+            out[_key(source, variant)] = text.replace(json.dumps(str(ROOT))[1:-1], "<repo>")  # any checkout
     return out
 
 

@@ -118,6 +118,21 @@ def _engine_option(value: str | None) -> str | None:
     return parse_engine_spec(value) if value else None
 
 
+class ByteSize(click.ParamType):
+    """A byte count as vLLM's human_readable_int reads it (vllm/utils/argparse_utils.py): 1k = 1,000,
+    1K = 1,024, 25.6k = 25,600; M, G, T likewise."""
+
+    name = "bytes"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        from apron.plan.settings import parse_byte_size
+
+        try:
+            return parse_byte_size(str(value))
+        except BadInput as exc:
+            self.fail(exc.message, param, ctx)
+
+
 def gpu_options(command: F) -> F:
     """The GPU a plan is made for (apron plan, apron boot SOURCE)."""
     group = "GPU"
@@ -159,6 +174,12 @@ def settings_options(command: F) -> F:
             option("--gpu-memory-utilization", group=engine, type=float),
             option("--max-num-seqs", group=engine, type=int),
             option("--max-num-batched-tokens", group=engine, type=int),
+            option(
+                "--kv-cache-memory-bytes",
+                group=engine,
+                type=ByteSize(),
+                help="The KV cache size itself (vLLM's syntax: 67108864, 64M, 1G); the CPU platform's way.",
+            ),
             option("--kv-cache-dtype", group=engine, default="auto", show_default=True),
             option("--dtype", group=engine, default="auto", show_default=True),
             option("--enforce-eager", group=engine, is_flag=True),
@@ -219,6 +240,7 @@ def plan_request(source: str, gpu: Gpu, settings: dict[str, Any]) -> PlanRequest
         limit_mm_per_prompt=_limits(settings.get("limit_mm_per_prompt")),
         mm_encoder_tp_mode=settings.get("mm_encoder_tp_mode"),
         host_ram_bytes=settings.get("host_ram_bytes"),
+        kv_cache_memory_bytes=settings.get("kv_cache_memory_bytes"),
     )
     return PlanRequest(
         source=source,
@@ -243,6 +265,7 @@ _SETTING_FIELDS = {
     "limit_mm_per_prompt": "limit_mm_per_prompt",
     "mm_encoder_tp_mode": "mm_encoder_tp_mode",
     "host_ram_bytes": "host_ram_bytes",
+    "kv_cache_memory_bytes": "kv_cache_memory_bytes",
 }
 
 

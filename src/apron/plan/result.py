@@ -17,7 +17,8 @@ from apron.errors import BadInput
 from apron.plan.quantity import Problem, Quantity, one_of
 
 SCHEMA = "apron.plan/1"
-Verdict = Literal["fits", "does_not_fit", "unknown"]
+# unsupported: the release does not register the architecture (or refuses its quantization on this GPU)
+Verdict = Literal["fits", "does_not_fit", "unsupported", "unknown"]
 VERDICTS: tuple[Verdict, ...] = get_args(Verdict)
 # The quantities every plan carries, in display order.
 REQUIRED_QUANTITIES = (
@@ -91,6 +92,7 @@ class PlanSettings:
     cudagraph_capture_sizes: tuple[int, ...] = ()
     extra_flags: tuple[str, ...] = ()  # `vllm serve` arguments with no field of their own
     env: tuple[tuple[str, str], ...] = ()  # the engine's environment, in the document's order
+    kv_cache_memory_bytes: int | None = None  # --kv-cache-memory-bytes, when the plan sets the KV size
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -108,6 +110,7 @@ class PlanSettings:
             "cudagraph_capture_sizes": list(self.cudagraph_capture_sizes),
             "extra_flags": list(self.extra_flags),
             "env": dict(self.env),
+            "kv_cache_memory_bytes": self.kv_cache_memory_bytes,
         }
 
     @classmethod
@@ -130,6 +133,7 @@ class PlanSettings:
             cudagraph_capture_sizes=tuple(document.get("cudagraph_capture_sizes") or ()),
             extra_flags=tuple(document.get("extra_flags") or ()),
             env=tuple((str(k), str(v)) for k, v in (document.get("env") or {}).items()),
+            kv_cache_memory_bytes=document.get("kv_cache_memory_bytes"),
         )
 
 
