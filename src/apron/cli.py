@@ -362,6 +362,7 @@ def plan_command(
         if diff is not None:
             document["engine_diff"] = diff
         emit_json(document)
+        _exit_by_verdict(plan)
         return
     from apron.report.card import render_card, render_engine_diff
 
@@ -379,6 +380,13 @@ def plan_command(
     if diff is not None:
         click.echo("")
         click.echo(render_engine_diff(diff))
+    _exit_by_verdict(plan)
+
+
+def _exit_by_verdict(plan: Plan) -> None:
+    """0 fits; 1 does_not_fit, unsupported or unknown, after the whole document is printed."""
+    if plan.verdict != "fits":
+        raise Failed(f"verdict {plan.verdict}", quiet=True)
 
 
 @cli.command("fit")
@@ -482,10 +490,86 @@ def gpus_command(as_json: bool) -> None:
     if as_json:
         emit_json(rows)
         return
-    for g in all_gpus():
-        mark = "" if g.is_total_exact else " (approx.)"
-        capability = "{}.{}".format(*g.compute_capability)
-        click.echo(f"{g.name:<34} {g.total_bytes / 2**30:8.2f} GiB{mark:<10} cc {capability:<5} {', '.join(g.aliases)}")
+    from apron.report.tables import render_table
+    from apron.units import format_bytes
+
+    table = [
+        (
+            g.name,
+            format_bytes(g.total_bytes),
+            "exact" if g.is_total_exact else "approximate",
+            "{}.{}".format(*g.compute_capability),
+            ", ".join(g.aliases),
+        )
+        for g in all_gpus()
+    ]
+    click.echo(render_table(("GPU (PyTorch's name)", "total", "total is", "capability", "aliases"), table, right=(1,)))
+    click.echo("\n--gpu cpu plans for vLLM's CPU platform on this machine (its NUMA node's memory).")
+
+
+@cli.command("models")
+@json_option()
+def models_command(as_json: bool) -> None:
+    """The bundled catalog: models `apron plan` reads with no network (id, architecture, layout, size)."""
+    from apron.plan.models import catalog_models
+    from apron.report.tables import render_table
+    from apron.units import format_bytes
+
+    rows = catalog_models()
+    if as_json:
+        emit_json([row.to_json() for row in rows])
+        return
+    click.echo(
+        render_table(
+            ("model", "architecture", "layout family", "size"),
+            [(r.repo_id, r.architecture, r.layout_family, format_bytes(r.checkpoint_bytes)) for r in rows],
+            right=(3,),
+        )
+    )
+
+
+@cli.group("example")
+def example_group() -> None:
+    """Example inputs to try Apron with, made on this machine."""
+
+
+@example_group.command("tiny")
+@click.argument("folder", type=click.Path(file_okay=False))
+@option(
+    "--family",
+    group="Model",
+    type=click.Choice(["llama", "qwen3", "gemma2", "mamba", "idefics3"]),
+    default="llama",
+    show_default=True,
+    help="The architecture: Llama, Qwen3, Gemma 2 (sliding + full attention), Mamba, Idefics3 (vision).",
+)
+@option("--layers", group="Model", type=click.IntRange(1, 64), default=8, show_default=True)
+@option(
+    "--max-position-embeddings",
+    "max_positions",
+    group="Model",
+    type=click.IntRange(16),
+    default=32768,
+    show_default=True,
+    help="The model's context length.",
+)
+@json_option("Print what was written as JSON.")
+def example_tiny_command(folder: str, family: str, layers: int, max_positions: int, as_json: bool) -> None:
+    """Write a tiny random-weight checkpoint of a real architecture to FOLDER (a few MiB, no network):
+    config, tokenizer and safetensors that vLLM loads. Its answers mean nothing; boots skip the checks."""
+    from pathlib import Path
+
+    from apron.checkpoint.example import TinySpec, write_tiny_model
+    from apron.units import format_bytes
+
+    model = write_tiny_model(Path(folder), TinySpec(family=family, num_layers=layers, max_positions=max_positions))
+    if as_json:
+        emit_json(model.to_json())
+        return
+    click.echo(
+        f"{model.folder}: {model.architecture}, {model.num_parameters:,} random parameters, "
+        f"{format_bytes(model.total_bytes)} in {len(model.files)} files"
+    )
 
 
 def _store(records: str | None) -> RecordStore:
@@ -1183,9 +1267,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cli.main(args=argv, prog_name="apron", standalone_mode=False)
     except ApronError as exc:
-        if debug:
+        if debug and not exc.quiet:
             raise
-        say(f"apron: error: {exc.message}")
+        if not exc.quiet:
+            say(f"apron: error: {exc.message}")
         return exc.exit_code
     except click.exceptions.Abort:
         say("apron: interrupted")

@@ -35,7 +35,7 @@ class Gpu:
 
     @property
     def capability_text(self) -> str | None:
-        """"8.9"; None on the CPU platform, which has no compute capability."""
+        """ "8.9"; None on the CPU platform, which has no compute capability."""
         return None if self.is_cpu else "{}.{}".format(*self.compute_capability)
 
     @property

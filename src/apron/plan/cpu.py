@@ -29,10 +29,7 @@ from apron.plan.weights import WeightsEstimate
 
 WORKER = "vllm/v1/worker/cpu_worker.py determine_available_memory"
 NO_GRAPHS = "none on the CPU platform: platforms/cpu.py check_and_update_config empties cudagraph_capture_sizes"
-NO_PROFILE = (
-    "none: with --kv-cache-memory-bytes the CPU worker sizes the KV cache without a profiling run "
-    f"({WORKER})"
-)
+NO_PROFILE = f"none: with --kv-cache-memory-bytes the CPU worker sizes the KV cache without a profiling run ({WORKER})"
 NO_NON_TORCH = "none: the CPU worker keeps no memory outside what it reports as the KV size"
 # The worker's resident memory after warm-up (Python, torch, vLLM, the weights, warm-up buffers) is
 # what the auto KV size subtracts; Apron reads none of it from source.
@@ -64,7 +61,9 @@ def plan_cpu_memory(
     explicit = settings.kv_cache_memory_bytes
     kv = _kv(layout, explicit, settings) if explicit is not None and not unknowns else None
     q = _budget_quantities(gpu, settings, explicit)
-    q.update(_derived(kv_quantities(layout, kv, unknowns if explicit is not None else [*unknowns, RSS_UNKNOWN], settings)))
+    q.update(
+        _derived(kv_quantities(layout, kv, unknowns if explicit is not None else [*unknowns, RSS_UNKNOWN], settings))
+    )
     problems: list[Problem] = [Problem(kind, message, "proven_constraint") for kind, message in layout.refusals]
     q["host_ram_bytes"] = _host_ram(weights, explicit, q["requested_bytes"])
     verdict = _verdict(kv, unknowns, explicit, settings, gpu, q["host_ram_bytes"], problems)

@@ -40,11 +40,12 @@ def plan_checkpoint(
 ) -> Plan:
     """The plan; with ADVISE, a plan that does not fit for memory also names the --tp that would."""
     plan = _plan(checkpoint, gpu, user, engine_version)
+    advice = None
     if advise and plan.has_problem(*_MEMORY_PROBLEMS) and plan.verdict == "does_not_fit" and not gpu.is_cpu:
         advice = tp_advice(checkpoint, gpu, user, plan)
-        if advice is not None:
-            return replace(plan, problems=plan.problems + (advice,))
-    return plan
+    if advise and plan.verdict == "unknown" and plan.model.is_multimodal and not user.language_model_only:
+        advice = text_only_advice(checkpoint, gpu, user, plan)
+    return replace(plan, problems=plan.problems + (advice,)) if advice is not None else plan
 
 
 _MEMORY_PROBLEMS = ("weights_exceed_request", "no_kv_memory", "kv_cache_too_small")
@@ -63,6 +64,18 @@ def tp_advice(checkpoint: Checkpoint, gpu: Gpu, user: UserSettings, plan: Plan) 
             shown = f" (a predicted KV budget of {budget / 2**30:.2f} GiB per GPU)" if budget is not None else ""
             return Problem("fix", f"--tp {tp} fits{shown}", "predicted")
     return None
+
+
+def text_only_advice(checkpoint: Checkpoint, gpu: Gpu, user: UserSettings, plan: Plan) -> Problem | None:
+    """A multimodal plan that is unknown only because of its tower: the text-only plan's verdict."""
+    trial = plan_checkpoint(checkpoint, gpu, replace(user, language_model_only=True), plan.engine_version, advise=False)
+    if trial.verdict == "unknown":
+        return None
+    words = {"fits": "fits", "does_not_fit": "does not fit", "unsupported": "is unsupported"}[trial.verdict]
+    return Problem("fix", f"{TEXT_ONLY_FLAG} (text only, no vision tower) {words}", "predicted")
+
+
+TEXT_ONLY_FLAG = "--language-model-only"
 
 
 def _plan(checkpoint: Checkpoint, gpu: Gpu, user: UserSettings, engine_version: str | None) -> Plan:
@@ -109,6 +122,7 @@ def _plan(checkpoint: Checkpoint, gpu: Gpu, user: UserSettings, engine_version: 
             model_type=checkpoint.model_type,
             source_kind=checkpoint.source_kind,
             is_multimodal=memory.model_traits(checkpoint, config, facts).is_multimodal,
+            has_random_weights=checkpoint.has_random_weights,
         ),
         engine_version=facts.version,
         gpu_name=gpu.name,
@@ -147,7 +161,9 @@ def registry_problems(checkpoint: Checkpoint, config: ModelConfig, gpu: Gpu, fac
     refusal = facts.unregistered_architecture_refusal(checkpoint.architectures or [checkpoint.architecture])
     if refusal is not None:
         where = registering_releases(checkpoint.architecture, facts)
-        problems.append(Problem("architecture_not_supported", f"{_short(refusal.message)} ({where})", "proven_constraint"))
+        problems.append(
+            Problem("architecture_not_supported", f"{_short(refusal.message)} ({where})", "proven_constraint")
+        )
     method = config.quant_method
     if method and not gpu.is_cpu:
         refusal = facts.quantization_capability_refusal(_facts_quant_name(method), gpu.compute_capability)

@@ -48,9 +48,12 @@ class ModelIdentity:
     # The release registers the architecture as multimodal (or, where its registry cannot say, the
     # config carries a vision or audio tower): the checks send it an image.
     is_multimodal: bool = False
+    # The checkpoint's weights are random (`apron example tiny`): it boots and serves, but its answers
+    # mean nothing, so the boot does not check them. In the document only when true.
+    has_random_weights: bool = False
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out = {
             "source": self.source,
             "repo_id": self.repo_id,
             "revision": self.revision,
@@ -59,6 +62,7 @@ class ModelIdentity:
             "source_kind": self.source_kind,
             "is_multimodal": self.is_multimodal,
         }
+        return {**out, "has_random_weights": True} if self.has_random_weights else out
 
     @classmethod
     def from_json(cls, document: dict[str, Any]) -> ModelIdentity:
@@ -70,6 +74,7 @@ class ModelIdentity:
             document["model_type"],
             one_of(document.get("source_kind", "local"), SOURCE_KINDS, "source_kind"),
             bool(document.get("is_multimodal", False)),
+            bool(document.get("has_random_weights", False)),
         )
 
 
