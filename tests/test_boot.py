@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -546,6 +547,7 @@ def test_a_source_is_planned_first_then_booted(fake_vllm, tmp_path, apron_home_w
         "--records",
         str(records),
         "--json",
+        env={"APRON_PROGRESS": "1"},
     )
     assert result.returncode == 0, result.stderr[-2000:]
     document = json.loads(result.stdout)
@@ -553,4 +555,4 @@ def test_a_source_is_planned_first_then_booted(fake_vllm, tmp_path, apron_home_w
     assert plan.model.source == str(folder) and plan.engine_version == "0.32.0"
     argv = document["command"]["argv"]
     assert argv[2] == str(folder) and argv[3:5] == ["--max-model-len", "4096"]
-    assert "planning" in result.stderr
+    assert re.search(r"^apron: \[ *\d+\.\d s\] planning ", result.stderr, re.M), result.stderr

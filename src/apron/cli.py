@@ -36,6 +36,27 @@ def say(message: str) -> None:
     click.echo(message, err=True)
 
 
+# Progress lines that are results or answers to the user's own action: shown even off a terminal.
+NOTICES = ("interrupted", "rule ", "--fix", "engine mismatch", "answers not checked")
+
+
+def progress_printer() -> Callable[[str], None]:
+    """Progress of long work on stderr with the seconds since it began - on a terminal only (or with
+    APRON_PROGRESS=1); a log or a pipe gets only the notices."""
+    import time
+
+    started = time.monotonic()
+    shown = sys.stderr.isatty() or os.environ.get("APRON_PROGRESS") == "1"
+
+    def show(message: str) -> None:
+        if shown:
+            say(f"apron: [{time.monotonic() - started:6.1f} s] {message}")
+        elif message.startswith(NOTICES):
+            say(f"apron: {message}")
+
+    return show
+
+
 class GroupedOption(click.Option):
     """An option listed under a heading in --help; OLD names still work but are not shown."""
 
@@ -729,6 +750,12 @@ def serving_options(group: str, defaults: tuple[int, int, int, int], old: bool =
 )
 @option("--served-model-name", group="Engine on the target", help="Default: the repo id or the folder name.")
 @option(
+    "--allow-engine-mismatch",
+    group="Engine on the target",
+    is_flag=True,
+    help="Boot a plan made for another vLLM release than the engine's (the record notes it).",
+)
+@option(
     "--workdir",
     group="Engine on the target",
     help="Folder on the target for runs and downloads (default ~/.cache/apron).",
@@ -808,6 +835,7 @@ def boot_command(
             served_model_name=opts["served_model_name"],
             keep_run_dir=opts["keep_run_dir"],
             retries=opts["retries"],
+            allow_engine_mismatch=opts["allow_engine_mismatch"],
         ),
         answers=AnswerSettings(
             opts["suite"],
@@ -821,14 +849,17 @@ def boot_command(
         ssh=SshSettings(opts["identity_file"], opts["known_hosts_file"], tuple(opts["ssh_options"])),
         fix_attempts=opts["fix_attempts"] if opts["fix"] else 0,
         records=opts["records"],
+        gpu=gpu,
+        engine=opts["engine"],
     )
 
-    def planner(source: str) -> Plan:
+    def planner(source: str, gpu_name: str, engine: str | None) -> Plan:
         from apron.plan.planner import make_plan
 
-        return make_plan(plan_request(source, resolve_gpu_option(str(gpu), opts), opts))
+        settings = {**opts, "engine": engine}
+        return make_plan(plan_request(source, resolve_gpu_option(gpu_name, settings), settings))
 
-    outcome = run_boot(request, planner if gpu else None, progress=lambda m: say(f"apron: {m}"))
+    outcome = run_boot(request, planner, progress=progress_printer())
     result = outcome.final
     if as_json:
         emit_json({"id": result.record_id, **result.record.to_json()})

@@ -46,7 +46,7 @@ def suite_for(plan: Plan, settings: AnswerSettings) -> str | None:
 
 def after_healthy_hook(plan: Plan, settings: AnswerSettings, progress: Progress = lambda m: None) -> AfterHealthy:
     def hook(endpoint: ServedEngine) -> dict[str, Any]:
-        out = {"responded": smoke_answer(endpoint.url, endpoint.served_model_name)}
+        out: dict[str, Any] = {"responded": smoke_answer(endpoint.url, endpoint.served_model_name)}
         progress(f"smoke request: {'answered' if out['responded']['ok'] else out['responded']['error']}")
         suite = suite_for(plan, settings)
         if suite and plan.model.has_random_weights:

@@ -40,6 +40,7 @@ _FLAG_FIELDS = {
     "--max-num-batched-tokens": ("max_num_batched_tokens", int),
     "--kv-cache-dtype": ("kv_cache_dtype", str),
     "--dtype": ("dtype", str),
+    "--kv-cache-memory-bytes": ("kv_cache_memory_bytes", int),
 }
 
 
