@@ -882,8 +882,16 @@ def log_group() -> None:
 @json_option("Print every field as JSON.")
 def log_parse_command(file: str, as_json: bool) -> None:
     """What a vLLM start-up log says: memory accounting, timings, config, errors (null when not printed)."""
-    from apron.measure.logparse import parse_file
+    from apron.measure.logparse import parse_file, split_line
+    from apron.units import shorten
 
+    with open(file, "rb") as handle:
+        head = handle.read(4 * 2**20).decode("utf-8", errors="replace").splitlines()
+    if not any(split_line(number, line).level for number, line in enumerate(head)):
+        raise Failed(
+            f"{file} has no vLLM log lines (none carries vLLM's 'INFO MM-DD HH:MM:SS [file.py:N]' prefix): "
+            "give the engine's start-up log"
+        )
     parsed = parse_file(file).to_json()
     if as_json:
         emit_json(parsed)
@@ -891,11 +899,23 @@ def log_parse_command(file: str, as_json: bool) -> None:
     for name, value in parsed.items():
         if name in ("sources", "per_rank") or value in (None, [], {}):
             continue
-        if name == "errors":
+        if name in ("errors", "errors_after_shutdown"):
             for line in value:
-                click.echo(f"error: {line[:300]}")
+                click.echo(f"{'error' if name == 'errors' else 'error after shutdown'}: {shorten(line, 300)}")
             continue
-        click.echo(f"{name:<36} {value}")
+        click.echo(f"{name:<36} {_log_value(name, value)}")
+
+
+def _log_value(name: str, value: Any) -> str:
+    from apron.units import format_bytes, format_count, format_seconds
+
+    if name.endswith("_bytes") and isinstance(value, (int, float)):
+        return f"{format_bytes(value)} ({int(value):,} B)"
+    if name.endswith("_seconds") and isinstance(value, (int, float)):
+        return format_seconds(value)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    return format_count(value)
 
 
 @cli.group("records")
@@ -937,7 +957,6 @@ def records_show_command(
 ) -> None:
     """One record (a unique id prefix is enough)."""
     from apron.records.documents import BootRecord
-    from apron.records.report import render_boot
 
     store = _store(records)
     if html_file is not None:
@@ -954,24 +973,27 @@ def records_show_command(
             raise BadInput(f"record {record.id[:12]} is a {record.kind}: only boot records keep a log")
         sys.stdout.write(store.get_blob(document.log.sha256).decode("utf-8", errors="replace"))
         return
-    if as_json or not isinstance(document, BootRecord):
+    if as_json:
         from apron.records.views import show_document
 
         emit_json(show_document(store, record.id))
     else:
-        click.echo(render_boot(record.id, document))
+        from apron.report.record_text import render_record
+
+        click.echo(render_record(record))
 
 
 @records_group.command("compare")
-@click.argument("record_id")
+@click.argument("record_id", required=False)
 @records_option
 @json_option()
-def records_compare_command(record_id: str, records: str | None, as_json: bool) -> None:
-    """Predicted (the linked plan) beside measured (the boot), with the error per quantity."""
+def records_compare_command(record_id: str | None, records: str | None, as_json: bool) -> None:
+    """Predicted (the linked plan) beside measured (a boot: RECORD_ID, default the newest), with the error."""
     from apron.records.report import render_compare
-    from apron.records.views import compare_document
+    from apron.records.views import compare_document, newest_boot
 
-    table = compare_document(_store(records), record_id)
+    store = _store(records)
+    table = compare_document(store, record_id or newest_boot(store))
     if as_json:
         emit_json(table)
     else:

@@ -72,7 +72,7 @@ def boot_with_fix(
         found, match, corrected = correction
         statuses.note_hypothesis(match.rule_id, current.engine_version, result.record_id)
         next_plan = replan(current, corrected)
-        fix = _fix_record(current, next_plan, found, match, result)
+        fix = _fix_record(current, next_plan, found, match, result, store)
         outcome.fixes.append(store.put(fix))
         progress(f"rule {match.rule_id}: {' '.join(fix.corrected_flags) or 'settings changed'}; booting again")
         current = next_plan
@@ -102,9 +102,14 @@ def _correction(
     return f"no correction rule matches {found.family}"
 
 
-def _fix_record(plan: Plan, next_plan: Plan, found: Fingerprint, match: RuleMatch, result: BootResult) -> FixRecord:
+def _fix_record(
+    plan: Plan, next_plan: Plan, found: Fingerprint, match: RuleMatch, result: BootResult, store: RecordStore
+) -> FixRecord:
     from apron.rules import could_have_known
+    from apron.rules.logtext import non_default_args, read_lines
 
+    log_text = store.get_blob(result.record.log.sha256).decode("utf-8", errors="replace")
+    ran = non_default_args(read_lines(log_text[:200_000]))
     return FixRecord(
         rule=match.rule_id,
         engine_version=plan.engine_version,
@@ -114,7 +119,7 @@ def _fix_record(plan: Plan, next_plan: Plan, found: Fingerprint, match: RuleMatc
         fields=dict(match.fields),
         corrected_flags=tuple(f for f in next_plan.flags if f not in set(plan.flags)),
         corrected_command=next_plan.command,
-        could_have_known=could_have_known(plan, found).line,
+        could_have_known=could_have_known(plan, found, ran, result.record.engine.version).line,
     )
 
 

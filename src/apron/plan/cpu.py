@@ -60,10 +60,10 @@ def plan_cpu_memory(
     unknowns = list(layout.unknowns) + _not_modelled(config, settings)
     explicit = settings.kv_cache_memory_bytes
     kv = _kv(layout, explicit, settings) if explicit is not None and not unknowns else None
+    if explicit is None:
+        unknowns.append(RSS_UNKNOWN)
     q = _budget_quantities(gpu, settings, explicit)
-    q.update(
-        _derived(kv_quantities(layout, kv, unknowns if explicit is not None else [*unknowns, RSS_UNKNOWN], settings))
-    )
+    q.update(_derived(kv_quantities(layout, kv, unknowns, settings)))
     problems: list[Problem] = [Problem(kind, message, "proven_constraint") for kind, message in layout.refusals]
     q["host_ram_bytes"] = _host_ram(weights, explicit, q["requested_bytes"])
     verdict = _verdict(kv, unknowns, explicit, settings, gpu, q["host_ram_bytes"], problems)

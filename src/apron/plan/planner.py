@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shlex
 from dataclasses import dataclass, replace
 from typing import Any
@@ -202,6 +203,19 @@ def registering_releases(architecture: str, facts: EngineFacts) -> str:
     if previous is not None:
         return f"vLLM {previous} was the last release to register it"
     return f"no known release ({versions[0]} to {versions[-1]}) registers it"
+
+
+_WHERE = re.compile(r" \(((?:vLLM [\d.]+ |no known release ).*)\)$")
+
+
+def unsupported_summary(plan: Plan) -> str:
+    """One line for an `unsupported` plan: what the release refuses, and which release would not."""
+    refusal = next((p for p in plan.problems if p.kind in _UNSUPPORTED), None)
+    if refusal is None or refusal.kind == "quantization_capability":
+        return f"vLLM {plan.engine_version} refuses the checkpoint's quantization on {plan.gpu_name}"
+    found = _WHERE.search(refusal.message)
+    where = f" ({found.group(1)})" if found else ""
+    return f"vLLM {plan.engine_version} does not register {plan.model.architecture}{where}"
 
 
 def _short(message: str, limit: int = 600) -> str:

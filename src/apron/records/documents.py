@@ -442,15 +442,16 @@ def compare(plan: Plan, boot: BootRecord) -> Json:
         if measured is None and (predicted is None or predicted.value is None):
             continue
         unit = measured.unit if measured else predicted.unit if predicted else None
-        rows.append(
-            _row(
-                name,
-                unit,
-                predicted.value if predicted else None,
-                predicted.label if predicted else None,
-                measured.value if measured else None,
-            )
+        row = _row(
+            name,
+            unit,
+            predicted.value if predicted else None,
+            predicted.label if predicted else None,
+            measured.value if measured else None,
         )
+        if measured is not None and measured.resolution_bytes and row["error"] is not None:
+            row["within_log_rounding"] = abs(row["error"]) <= measured.resolution_bytes  # at most half a 0.01 GiB step
+        rows.append(row)
     return {
         "plan_id": boot.plan_id,
         "outcome": boot.outcome,
@@ -463,13 +464,16 @@ def compare(plan: Plan, boot: BootRecord) -> Json:
 def _warnings(plan: Plan, boot: BootRecord) -> list[str]:
     warnings = []
     hardware = boot.hardware
-    if hardware.platform == "cpu":
+    if hardware.platform == "cpu" and plan.gpu_name != "cpu":
         warnings.append(
-            f"this boot ran on a CPU ({hardware.cpu_model or 'unknown model'}), the plan on "
+            f"this boot ran on a CPU ({hardware.cpu_model or 'model not reported'}), the plan on "
             f"{plan.gpu_name}: memory numbers are not comparable, only the way they are read"
         )
     elif hardware.gpu_name and hardware.gpu_name != plan.gpu_name:
         warnings.append(f"the plan was for {plan.gpu_name}, the boot ran on {hardware.gpu_name}")
+    booted = (boot.engine.version or "").split("+", 1)[0]
+    if booted and booted != plan.engine_version:
+        warnings.append(f"the plan was for vLLM {plan.engine_version}, the boot ran vLLM {boot.engine.version}")
     if boot.outcome == "host_fault":
         warnings.append("a host fault: nothing here is counted against the model")
     return warnings

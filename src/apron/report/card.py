@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any, Protocol
 
 from apron.plan.result import REQUIRED_QUANTITIES, Plan
@@ -58,14 +57,9 @@ def verdict_line(plan: Plan) -> str:
     """The verdict, and for an unsupported or unknown plan the one thing to know about it."""
     text = f"verdict: {_VERDICT[plan.verdict]}"
     if plan.verdict == "unsupported":
-        refusal = next(
-            (p for p in plan.problems if p.kind in ("architecture_not_supported", "quantization_capability")), None
-        )
-        if refusal is not None and refusal.kind == "architecture_not_supported":
-            found = re.search(r" \(((?:vLLM [\d.]+ |no known release ).*)\)$", refusal.message)
-            where = f" ({found.group(1)})" if found else ""
-            return f"{text}: vLLM {plan.engine_version} does not register {plan.model.architecture}{where}"
-        return f"{text}: vLLM {plan.engine_version} refuses the checkpoint's quantization on {plan.gpu_name}"
+        from apron.plan.planner import unsupported_summary
+
+        return f"{text}: {unsupported_summary(plan)}"
     hint = next((p.message for p in plan.problems if p.kind == "fix" and "--language-model-only" in p.message), None)
     if plan.verdict == "unknown" and hint:
         return f"{text}: the vision tower's profiling peak is not modelled; {hint}"
