@@ -46,5 +46,5 @@ def shorten(text: str, limit: int) -> str:
     text = " ".join(str(text).split())
     if len(text) <= limit:
         return text
-    cut = text.rfind(" ", 0, limit - 1)
+    cut = text.rfind(" ", 0, limit)
     return text[: cut if cut > limit // 2 else limit - 1].rstrip(" ,;:") + "…"

@@ -156,6 +156,8 @@ class BootRun:
             self.attempt.fault = self._engine_fault("start", str(exc), exc.exit_code)
         except TimeoutError as exc:
             self.attempt.fault = self._engine_fault("health", str(exc))
+        except HubUnreachable as exc:
+            self.attempt.fault = Fault("host", "the Hub is not reachable from the target", exc.message, "download")
         except HostFault as exc:
             self.attempt.fault = classify(self._stage, exc.message, ssh_exit_code=255)
         except Exception as exc:  # noqa: BLE001 - any other failure is recorded, never raised past teardown
@@ -283,7 +285,8 @@ class BootRun:
         env = "HF_HUB_DISABLE_PROGRESS_BARS=1 "
         result = self.host.run(f"{env}{q(python)} -c {q(DOWNLOAD)}", 6 * 3600, stdin=request)
         if result.exit_code == 3:
-            raise HarnessFault(download_error(result.stdout, model.repo_id, revision))
+            message, is_unreachable = download_error(result.stdout, model.repo_id, revision)
+            raise HubUnreachable(message) if is_unreachable else HarnessFault(message)
         return json.loads(self._check(result, "download").stdout.strip().splitlines()[-1])["path"]
 
     def _free_port(self, python: str) -> int:
@@ -462,12 +465,17 @@ PHASES = (
 )
 
 
-def download_error(stdout: str, repo_id: str, revision: str | None) -> str:
-    """The download's failure in the words `apron plan` uses for the same failure (apron.checkpoint)."""
+class HubUnreachable(HostFault):
+    """The target cannot reach the Hub: the machine's network, not the model (another target may)."""
+
+
+def download_error(stdout: str, repo_id: str, revision: str | None) -> tuple[str, bool]:
+    """The download's failure in the words `apron plan` uses for the same failure (apron.checkpoint),
+    and whether it is the Hub that could not be reached."""
     try:
         error = json.loads(stdout.strip().splitlines()[-1])["error"]
     except (ValueError, IndexError, KeyError, TypeError):
-        return f"downloading {repo_id} failed: {stdout.strip()[-300:]}"
+        return f"downloading {repo_id} failed: {stdout.strip()[-300:]}", False
     from apron.checkpoint.hub_http import HubSettings, Where, to_apron_error
 
     where = Where(repo_id, revision)
@@ -476,8 +484,8 @@ def download_error(stdout: str, repo_id: str, revision: str | None) -> str:
 
         mapped = to_apron_error(httpx2.ConnectError(error.get("message") or ""), where, 1, HubSettings())
         if mapped is not None:
-            return mapped.message
-    return f"{where.describe()}: the download failed ({error.get('type')}: {error.get('message')})"
+            return mapped.message, True
+    return f"{where.describe()}: the download failed ({error.get('type')}: {error.get('message')})", False
 
 
 def resolve_tools(host: Host, options: BootOptions) -> tuple[str, str, str]:

@@ -221,7 +221,7 @@ class HardwareIdentity:
     def describe(self) -> str:
         if self.gpu_name:
             return f"{self.gpu_count} x {self.gpu_name}"
-        return f"CPU {self.cpu_model or '?'}" if self.platform == "cpu" else "?"
+        return f"CPU {self.cpu_model or '(model not reported)'}" if self.platform == "cpu" else "not reported"
 
 
 _HOST_FIELDS = ("platform", "hostname", "cpu_model", "cpu_cores", "ram_bytes", "machine")

@@ -26,7 +26,7 @@ def summary_row(record: StoredRecord[RecordDocument]) -> dict[str, Any]:
         return row | {
             "model": doc.rule,
             "engine": doc.engine_version,
-            "hardware": f"{doc.failed_boot[:12]} -> {str(doc.corrected_boot)[:12]}",
+            "hardware": f"{doc.failed_boot[:12]} -> {(doc.corrected_boot or 'not booted yet')[:14]}",
             "outcome": doc.status,
         }
     if isinstance(doc, BootRecord):
