@@ -570,7 +570,7 @@ def example_group() -> None:
     "max_positions",
     group="Model",
     type=click.IntRange(16),
-    default=32768,
+    default=4096,
     show_default=True,
     help="The model's context length.",
 )
@@ -713,9 +713,8 @@ def serving_options(group: str, defaults: tuple[int, int, int, int], old: bool =
     "--profile",
     group="Engine on the target",
     type=click.Choice(["gpu", "cpu"]),
-    default="gpu",
-    show_default=True,
-    help="cpu adds the vLLM CPU build's flags: a 64 MiB KV cache, one process.",
+    help="cpu adds the vLLM CPU build's flags: one process, a 64 MiB KV cache unless the plan sizes it "
+    "(default: cpu for a plan made with --gpu cpu, else gpu).",
 )
 @option(
     "--extra-args",

@@ -23,6 +23,7 @@ from apron.plan.settings import UserSettings
 from apron.records.documents import FixRecord
 from apron.records.store import RecordStore
 from apron.rules import Fingerprint, RuleMatch, StatusStore
+from apron.units import shorten
 
 Replan = Callable[[Plan, UserSettings], Plan]  # (plan, corrected settings) -> the plan made from them
 NO_SSH = SshSettings()
@@ -92,7 +93,7 @@ def _correction(
     found = fingerprint(log_text, engine_version=plan.engine_version)
     if found is None:
         return "no decisive error found in the log"
-    progress(f"failure: {found.family}: {found.message[:200]}")
+    progress(f"failure: {found.family}: {shorten(found.message, 200)}")
     user = settings_from_plan(plan)
     for match in match_rules(found, log_text, plan):
         try:

@@ -24,6 +24,7 @@ from apron.errors import BadInput, HostFault
 from apron.plan.result import Plan
 from apron.records.documents import BootRecord, EarlierAttempt, PlanRecord
 from apron.records.store import RecordStore
+from apron.units import shorten
 
 
 @dataclass(frozen=True)
@@ -111,7 +112,7 @@ def boot(
         last = number == options.retries
         if attempt.fault is not None and attempt.fault.is_host and not last:
             progress(
-                f"host fault on {attempt.target}: {attempt.fault.reason} ({attempt.fault.evidence[:160]}); "
+                f"host fault on {attempt.target}: {attempt.fault.reason} ({shorten(attempt.fault.evidence, 160)}); "
                 f"retrying on {targets[(number + 1) % len(targets)].address}"
             )
             earlier.append(EarlierAttempt(attempt.target, attempt.started_at, attempt.fault, store.put_blob(log_bytes)))

@@ -30,6 +30,7 @@ from apron.measure import logparse
 from apron.measure.endpoint import Endpoint
 from apron.plan.result import Plan
 from apron.records.documents import Fault
+from apron.units import shorten
 
 Progress = Callable[[str], None]
 
@@ -38,7 +39,7 @@ Progress = Callable[[str], None]
 class BootOptions:
     vllm: str | None = None  # the vllm executable on the target
     venv: str | None = None  # or the venv that holds it
-    profile: str = "gpu"
+    profile: str | None = None  # None: "cpu" for a plan made for the CPU platform, else "gpu"
     extra_args: tuple[str, ...] = ()
     extra_env: dict = field(default_factory=dict)
     log_level: str = "INFO"
@@ -193,7 +194,7 @@ class BootRun:
             model_path=model_path,
             port=port,
             served_model_name=self._served_name(),
-            profile=o.profile,
+            profile=o.profile or ("cpu" if self.plan.gpu_name == "cpu" else "gpu"),
             extra_args=o.extra_args,
             log_level=o.log_level,
             run_dir=self.run_dir,
@@ -440,9 +441,13 @@ def engine_phase(line: str) -> str | None:
         return None
     for needle, label in PHASES:
         if needle in parsed.message:
-            return f"engine: {label}: {parsed.message[:160]}" if label else f"engine: {parsed.message[:160]}"
+            return (
+                f"engine: {label}: {shorten(parsed.message, 160)}"
+                if label
+                else f"engine: {shorten(parsed.message, 160)}"
+            )
     if parsed.level in ("ERROR", "CRITICAL") and not parsed.message.startswith((" ", "File ", "Traceback")):
-        return f"engine error: {parsed.message[:200]}"
+        return f"engine error: {shorten(parsed.message, 200)}"
     return None
 
 

@@ -36,7 +36,7 @@ CHAT_TEMPLATE = (
 
 @dataclass(frozen=True)
 class TinySpec:
-    """What to build. The defaults: 8 layers of 128 wide, 2 query heads of 64 and 1 KV head, a 32,768
+    """What to build. The defaults: 8 layers of 128 wide, 2 query heads of 64 and 1 KV head, a 4,096
     token context; 2,048 KV bytes a token for the attention families."""
 
     family: str = "llama"
@@ -45,7 +45,7 @@ class TinySpec:
     num_heads: int = 2
     num_kv_heads: int = 1
     intermediate_size: int = 256
-    max_positions: int = 32768
+    max_positions: int = 4096
     model_max_length: int | None = None  # tokenizer_config's (vLLM caps the derived length with it)
     dtype: str = "bfloat16"
     seed: int = 0

@@ -94,6 +94,7 @@ def _plan(checkpoint: Checkpoint, gpu: Gpu, user: UserSettings, engine_version: 
             language_model_only=settings.is_tower_off,
             is_tower_whole=is_tower_whole_on_every_rank(checkpoint.architecture, settings),
             vocab_padding_size=facts.defaults.get("vocab_padding_size", 64),
+            has_caching_allocator=not gpu.is_cpu,
         ),
     )
     problems += list(settings.problems) + list(weights.problems)

@@ -16,7 +16,7 @@ from typing import Any, ClassVar, Literal, get_args
 
 from apron.plan.quantity import UNITS, Unit, one_of
 from apron.plan.result import SCHEMA as PLAN_SCHEMA
-from apron.plan.result import Plan
+from apron.plan.result import REQUIRED_QUANTITIES, Plan
 
 Json = dict[str, Any]
 GIB = 2**30
@@ -433,7 +433,10 @@ class FixRecord(RecordDocument):
 
 def compare(plan: Plan, boot: BootRecord) -> Json:
     """Predicted beside measured, with the error (predicted - measured) in GiB and in % of measured."""
-    names = list(plan.quantities)
+    # the card's order (a stored plan reads back with its quantities in key order)
+    names = [n for n in REQUIRED_QUANTITIES if n in plan.quantities] + sorted(
+        set(plan.quantities) - set(REQUIRED_QUANTITIES)
+    )
     rows = []
     for name in sorted(
         set(names) | set(boot.measured), key=lambda n: (names.index(n) if n in names else len(names), n)

@@ -79,10 +79,10 @@ def render_boot(record_id: str, doc: BootRecord) -> str:
         lines.append(f"  evidence  {shorten(fault.evidence, 300)}")
     if doc.command:
         lines.append(f"  command   {doc.command.get('shell')}")
-    timings = [f"{TIMING_TITLES[k]} {format_seconds(v)}" for k, v in doc.timings.items() if k in TIMING_TITLES]
+    timings = [f"{TIMING_TITLES[k]} {format_seconds(v)}" for k, v in doc.timings.items() if k in TIMING_TITLES and v]
     if timings:
         lines.append("  timings   " + ", ".join(timings))
-    lines.append("  measured  " + ("" if doc.measured else "nothing (the engine's log printed no accounting line)"))
+    lines.append("  measured" + ("" if doc.measured else "  nothing (the engine's log printed no accounting line)"))
     for name, q in doc.measured.items():
         lines.append(f"    {name:<28} {format_quantity(q.value, q.unit)}")
     lines += _answer_lines(doc)
