@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, get_args
 
 from apron.plan.quantity import UNITS, Unit, one_of
-from apron.plan.result import SCHEMA as PLAN_SCHEMA
 from apron.plan.result import REQUIRED_QUANTITIES, Plan
+from apron.plan.result import SCHEMA as PLAN_SCHEMA
 
 Json = dict[str, Any]
 GIB = 2**30
