@@ -376,6 +376,7 @@ def test_boot_ssh_real_engine_through_the_cli(tiny_gemma2, ssh_server, tmp_path,
             "--records",
             str(records),
             "--json",
+            env={"APRON_PROGRESS": "1"},
         )
     boot_pool.add(RecordStore(records))
     # Random weights: the engine boots, answers with tokens and serves, but the short questions fail

@@ -84,15 +84,16 @@ def test_what_the_cpu_platform_lacks_is_absent_not_zero(examples, apron_home_wit
 
 
 def test_a_cpu_refusal_names_the_fix(examples, apron_home_with_facts):
+    """4 MiB holds 16 blocks of 128 tokens, one kept back: 1,920 tokens, not the model's 4,096."""
     result = apron(
         "plan", str(examples["llama"]), "--gpu", "cpu", "--gpu-memory-bytes", str(NODE_BYTES),
-        "--engine", "vllm==0.32.0", "--kv-cache-memory-bytes", "32M",
+        "--engine", "vllm==0.32.0", "--kv-cache-memory-bytes", "4M",
     )  # fmt: skip
     assert result.returncode == 1
     assert "verdict: DOES NOT FIT" in result.stdout
     assert (
-        "  - [predicted] largest max_model_len that fits: --max-model-len 16256; "
-        "or raise --kv-cache-memory-bytes to 67371008\n" in result.stdout
+        "  - [predicted] largest max_model_len that fits: --max-model-len 1920; "
+        "or raise --kv-cache-memory-bytes to 8650752\n" in result.stdout
     )
 
 

@@ -153,8 +153,9 @@ def test_what_the_page_says_about_real_boots(browser, boots):
     assert len(on_cpu_plans) >= 3 and len(notes) == len(on_gpu_plans)
     for boot in on_gpu_plans:
         assert any(boot.record_id[:12] in n and "ran on a CPU, planned for NVIDIA L4" in n for n in notes)
-    for boot in on_cpu_plans:
-        assert sum(boot.record_id[:8] in t for t in titles) >= 2, boot.record_id  # KV budget and KV tokens
+    for boot in on_cpu_plans:  # the KV budget, and the KV tokens where the engine got to log them
+        marks = sum(boot.record_id[:8] in t for t in titles)
+        assert marks >= (2 if boot.outcome == "healthy" else 1), boot.record_id
     # Chart 4 and its sentence: the ssh boot ran vllm bench serve with 8 requests.
     served = [b for b in boots if b.serving]
     assert served and all(b.serving.num_requests == 8 for b in served)

@@ -1157,11 +1157,13 @@ def engine_list_command(as_json: bool) -> None:
     if as_json:
         emit_json(rows)
         return
-    for r in rows:
-        click.echo(
-            f"{r['version']:<10} {r['origin']:<8} {r['num_architectures']:>4} architectures  "
-            f"{r['torch'] or '':<14} {r['filename']}"
-        )
+    from apron.report.tables import render_table
+
+    table = [
+        (r["version"], r["origin"], f"{r['num_architectures']:,}", r["torch"] or "not pinned", r["filename"])
+        for r in rows
+    ]
+    click.echo(render_table(("release", "facts", "architectures", "torch", "read from"), table, right=(2,)))
 
 
 @engine_group.command("show")
