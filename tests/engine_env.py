@@ -84,14 +84,18 @@ def engine_lock():
 
 
 def build_tiny_model(out_dir: Path, *options: str) -> Path:
-    """scripts/make_tiny_model.py with the engine venv's python (it needs `tokenizers`)."""
+    """scripts/make_tiny_model.py's variants (apron example tiny with the test knobs), in this process."""
     if not (out_dir / "config.json").exists():
-        subprocess.run(
-            [vllm_python(), str(ROOT / "scripts" / "make_tiny_model.py"), str(out_dir), *options],
-            check=True,
-            capture_output=True,
-            timeout=300,
-        )
+        import importlib.util
+
+        spec = importlib.util.spec_from_file_location("make_tiny_model", ROOT / "scripts" / "make_tiny_model.py")
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        from apron.checkpoint.example import write_tiny_model
+
+        folder, tiny = module.spec_from_args([str(out_dir), *options])
+        write_tiny_model(folder, tiny)
     return out_dir
 
 

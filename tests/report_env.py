@@ -1,6 +1,6 @@
 """A record store that gathers the records of the suite's real engine boots, for the report tests.
 
-tests/test_boot.py and tests/test_boot_fix.py boot the real vLLM CPU engine (20-90 s a boot); each adds
+tests/test_boot.py and tests/test_readme_walkthrough.py boot the real vLLM CPU engine (20-90 s a boot); each adds
 its store to the session's pool right after booting, so the report is drawn from real boots without
 booting again. Run on its own, the report test first runs those boot tests in a child pytest that
 fills the same pool (APRON_TEST_BOOT_POOL names it).
@@ -17,12 +17,12 @@ from apron.records.store import RecordStore
 
 ROOT = Path(__file__).resolve().parent.parent
 POOL_VARIABLE = "APRON_TEST_BOOT_POOL"
-# The tests whose boots fill the pool: healthy (local; ssh with the serving test), refused, fixed.
+# The tests whose boots fill the pool: GPU plans booted on the CPU (ssh with the serving test, a refusal)
+# and the README's CPU-platform plans (healthy, refused, fixed).
 BOOT_TESTS = (
-    "tests/test_boot.py::test_boot_local_real_engine",
     "tests/test_boot.py::test_boot_ssh_real_engine_through_the_cli",
     "tests/test_boot.py::test_boot_records_a_real_engine_refusal",
-    "tests/test_boot_fix.py::test_boot_fix_proves_a_rule_with_two_real_boots",
+    "tests/test_readme_walkthrough.py::test_the_readme_walkthrough_runs_as_written",
 )
 
 

@@ -42,7 +42,9 @@ def test_deploy_suite_on_the_real_engine(cpu_engine):
 
 def test_named_tool_choice_is_parsed_into_a_tool_call(cpu_engine):
     """tool_choice named: the server constrains the call to the Hermes format and its parser returns
-    `tool_calls`; without `strict`, vLLM lets the arguments be any JSON value and random weights pick null."""
+    `tool_calls`; without `strict`, vLLM lets the arguments be any JSON value, which random weights may
+    close at once (null: a parsed call with malformed arguments) or leave an open string until the
+    budget ends (the call comes back cut off, as text): both are the constrained call, judged."""
     report = run_checks(
         cpu_engine.url,
         "tiny",
@@ -53,8 +55,13 @@ def test_named_tool_choice_is_parsed_into_a_tool_call(cpu_engine):
         seed=3,
     )
     (result,) = report.results
-    assert result.details["name"] == "get_weather" and result.details["num_tool_calls"] >= 1
-    assert result.status == "fail" and result.reason.startswith("malformed tool call")
+    assert result.status == "fail"
+    if "name" in result.details:
+        assert result.details["name"] == "get_weather" and result.details["num_tool_calls"] >= 1
+        assert result.reason.startswith("malformed tool call")
+    else:
+        assert result.details == {"marker": "<tool_call>", "tool_choice": "named"}
+        assert result.reason.startswith("no tool call: a call ('<tool_call>') was cut off at the")
 
 
 def test_check_cli_json_and_exit_code(cpu_engine, capsys):

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "src" / "apron"
-SHARED = {"errors", "paths"}  # the one errors module and the one way to write a file, for every room
+SHARED = {"errors", "paths", "units"}  # one errors module, one way to write a file, one way to print numbers
 # room -> the rooms it may import (besides itself and SHARED)
 MAY_IMPORT = {
     "checkpoint": set(),
@@ -30,6 +30,7 @@ MAY_IMPORT = {
     "cli": {"mcp", "boot", "report", "rules", "records", "plan", "checkpoint", "engine", "hardware", "measure"},
     "errors": set(),
     "paths": set(),
+    "units": set(),
 }
 PLANNING_PATH = ("plan", "checkpoint", "engine", "hardware")
 HEAVY = {"torch", "transformers", "vllm"}

@@ -32,16 +32,19 @@ def test_pinned_to_029_reports_the_engines_refusal(apron_home_with_facts):
         llama_as(NEW_ARCH), resolve_gpu("H100"), UserSettings(max_model_len=8192), engine_version="0.29.0"
     )
     assert plan.engine_version == "0.29.0"
-    assert plan.verdict == "does_not_fit"
+    assert plan.verdict == "unsupported"
     problem = next(p for p in plan.problems if p.kind == "architecture_not_supported")
     assert problem.label == "proven_constraint"
     assert problem.message.startswith(f"Model architectures ['{NEW_ARCH}'] are not supported for now.")
+    # cut after a whole name, and the release that first registers it
+    assert ", ...]) (vLLM 0.30.0 first registers it: plan with --engine vllm==0.30.0)" in problem.message
 
 
 def test_previously_supported_architecture_quotes_the_last_version(apron_home_with_facts):
     plan = plan_checkpoint(llama_as("MiniMaxText01ForCausalLM"), resolve_gpu("H100"), UserSettings(max_model_len=8192))
     problem = next(p for p in plan.problems if p.kind == "architecture_not_supported")
     assert "was supported in vLLM until v" in problem.message
+    assert problem.message.endswith("(vLLM 0.23.0 was the last release to register it)")
 
 
 def test_quantization_below_minimum_capability_is_refused(apron_home_with_facts):
@@ -53,7 +56,7 @@ def test_quantization_below_minimum_capability_is_refused(apron_home_with_facts)
     )
     problem = next(p for p in plan.problems if p.kind == "quantization_capability")
     assert "Minimum capability: 75. Current capability: 70." in problem.message
-    assert plan.verdict == "does_not_fit"
+    assert plan.verdict == "unsupported"
 
 
 def test_every_shipped_release_is_known():

@@ -67,9 +67,10 @@ def test_diagnose_a_healthy_log(apron_home):
 
 
 def test_diagnose_with_a_plan_file_and_a_record_id(apron_home, tmp_path):
+    # the plan of the settings the boot ran (--kv-cache-memory-bytes as the log's non-default args say)
     plan = a_plan(
-        settings={"max_model_len": 32768},
-        flags=("--max-model-len 32768",),
+        settings={"max_model_len": 32768, "kv_cache_memory_bytes": 33554432},
+        flags=("--max-model-len 32768", "--kv-cache-memory-bytes 33554432"),
         quantities={"available_kv_bytes": 2**30},
     )
     plan_file = tmp_path / "plan.json"
@@ -80,16 +81,38 @@ def test_diagnose_with_a_plan_file_and_a_record_id(apron_home, tmp_path):
     assert "could have known plan said fits; engine refused: KV cache too small by 0.03 GiB" in result.stdout
     assert "calculator miss" in result.stdout
     plan_id = RecordStore(apron_home / "data" / "records").put(PlanRecord(plan))
-    by_id = run("diagnose", log, "--plan", plan_id[:6], "--json", home=apron_home)
+    by_id = run("diagnose", log, "--plan", plan_id[:4], "--json", home=apron_home)  # 4 characters, as records show
     assert by_id.returncode == 0, by_id.stderr
     assert json.loads(by_id.stdout)["could_have_known"]["basis"] == "miss"
+
+
+def test_diagnose_knows_when_the_boot_overrode_the_plan(apron_home, tmp_path):
+    """The boot added --kv-cache-memory-bytes the plan never had (--extra-args): the engine's refusal is
+    the override's doing, not the calculator's."""
+    plan = a_plan(settings={"max_model_len": 32768}, flags=("--max-model-len 32768",))
+    plan_file = tmp_path / "plan.json"
+    plan_file.write_text(json.dumps(plan.to_json()))
+    result = run("diagnose", str(LOGS / "d_kv_too_small_deep_33554432.log"), "--plan", str(plan_file), home=apron_home)
+    assert result.returncode == 0, result.stderr
+    line = next(x for x in result.stdout.splitlines() if x.startswith("could have known"))
+    assert line.endswith(
+        "the boot's settings differed from the plan: --kv-cache-memory-bytes 33554432 (the plan: none) "
+        "- not a calculator miss"
+    )
+    other_engine = a_plan(settings={"max_model_len": 32768}, flags=("--max-model-len 32768",), engine_version="0.33.0")
+    plan_file.write_text(json.dumps(other_engine.to_json()))
+    result = run(
+        "diagnose", str(LOGS / "d_kv_too_small_deep_33554432.log"), "--plan", str(plan_file), "--json", home=apron_home
+    )
+    known = json.loads(result.stdout)["could_have_known"]
+    assert known["basis"] == "settings_differ" and "vLLM 0.32.0 (the plan: 0.33.0)" in known["line"]
 
 
 @pytest.mark.parametrize(
     "args,message",
     [
         (["diagnose", "/no/such.log"], "log file /no/such.log does not exist"),
-        (["diagnose", str(LOGS / "g_gemma2_float16.log"), "--plan", "abc"], "nor the id of one (6+ hex"),
+        (["diagnose", str(LOGS / "g_gemma2_float16.log"), "--plan", "abc"], "nor the id of one (4+ hex"),
         (["diagnose", str(LOGS / "g_gemma2_float16.log"), "--plan", "abcdef0123"], "no record abcdef0123"),
         (["diagnose", str(LOGS / "g_gemma2_float16.log"), "--engine", "trt==1"], "must look like vllm==0.33.0"),
         (["diagnose", str(LOGS / "g_gemma2_float16.log"), "--plan", str(LOGS / "index.json")], "apron.plan/1"),

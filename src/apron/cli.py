@@ -36,6 +36,27 @@ def say(message: str) -> None:
     click.echo(message, err=True)
 
 
+# Progress lines that are results or answers to the user's own action: shown even off a terminal.
+NOTICES = ("interrupted", "rule ", "--fix", "engine mismatch", "answers not checked")
+
+
+def progress_printer() -> Callable[[str], None]:
+    """Progress of long work on stderr with the seconds since it began - on a terminal only (or with
+    APRON_PROGRESS=1); a log or a pipe gets only the notices."""
+    import time
+
+    started = time.monotonic()
+    shown = sys.stderr.isatty() or os.environ.get("APRON_PROGRESS") == "1"
+
+    def show(message: str) -> None:
+        if shown:
+            say(f"apron: [{time.monotonic() - started:6.1f} s] {message}")
+        elif message.startswith(NOTICES):
+            say(f"apron: {message}")
+
+    return show
+
+
 class GroupedOption(click.Option):
     """An option listed under a heading in --help; OLD names still work but are not shown."""
 
@@ -118,6 +139,21 @@ def _engine_option(value: str | None) -> str | None:
     return parse_engine_spec(value) if value else None
 
 
+class ByteSize(click.ParamType):
+    """A byte count as vLLM's human_readable_int reads it (vllm/utils/argparse_utils.py): 1k = 1,000,
+    1K = 1,024, 25.6k = 25,600; M, G, T likewise."""
+
+    name = "bytes"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        from apron.plan.settings import parse_byte_size
+
+        try:
+            return parse_byte_size(str(value))
+        except BadInput as exc:
+            self.fail(exc.message, param, ctx)
+
+
 def gpu_options(command: F) -> F:
     """The GPU a plan is made for (apron plan, apron boot SOURCE)."""
     group = "GPU"
@@ -159,6 +195,12 @@ def settings_options(command: F) -> F:
             option("--gpu-memory-utilization", group=engine, type=float),
             option("--max-num-seqs", group=engine, type=int),
             option("--max-num-batched-tokens", group=engine, type=int),
+            option(
+                "--kv-cache-memory-bytes",
+                group=engine,
+                type=ByteSize(),
+                help="The KV cache size itself (vLLM's syntax: 67108864, 64M, 1G); the CPU platform's way.",
+            ),
             option("--kv-cache-dtype", group=engine, default="auto", show_default=True),
             option("--dtype", group=engine, default="auto", show_default=True),
             option("--enforce-eager", group=engine, is_flag=True),
@@ -219,6 +261,7 @@ def plan_request(source: str, gpu: Gpu, settings: dict[str, Any]) -> PlanRequest
         limit_mm_per_prompt=_limits(settings.get("limit_mm_per_prompt")),
         mm_encoder_tp_mode=settings.get("mm_encoder_tp_mode"),
         host_ram_bytes=settings.get("host_ram_bytes"),
+        kv_cache_memory_bytes=settings.get("kv_cache_memory_bytes"),
     )
     return PlanRequest(
         source=source,
@@ -243,6 +286,7 @@ _SETTING_FIELDS = {
     "limit_mm_per_prompt": "limit_mm_per_prompt",
     "mm_encoder_tp_mode": "mm_encoder_tp_mode",
     "host_ram_bytes": "host_ram_bytes",
+    "kv_cache_memory_bytes": "kv_cache_memory_bytes",
 }
 
 
@@ -339,6 +383,7 @@ def plan_command(
         if diff is not None:
             document["engine_diff"] = diff
         emit_json(document)
+        _exit_by_verdict(plan)
         return
     from apron.report.card import render_card, render_engine_diff
 
@@ -356,6 +401,13 @@ def plan_command(
     if diff is not None:
         click.echo("")
         click.echo(render_engine_diff(diff))
+    _exit_by_verdict(plan)
+
+
+def _exit_by_verdict(plan: Plan) -> None:
+    """0 fits; 1 does_not_fit, unsupported or unknown, after the whole document is printed."""
+    if plan.verdict != "fits":
+        raise Failed(f"verdict {plan.verdict}", quiet=True)
 
 
 @cli.command("fit")
@@ -459,10 +511,86 @@ def gpus_command(as_json: bool) -> None:
     if as_json:
         emit_json(rows)
         return
-    for g in all_gpus():
-        mark = "" if g.is_total_exact else " (approx.)"
-        capability = "{}.{}".format(*g.compute_capability)
-        click.echo(f"{g.name:<34} {g.total_bytes / 2**30:8.2f} GiB{mark:<10} cc {capability:<5} {', '.join(g.aliases)}")
+    from apron.report.tables import render_table
+    from apron.units import format_bytes
+
+    table = [
+        (
+            g.name,
+            format_bytes(g.total_bytes),
+            "exact" if g.is_total_exact else "approximate",
+            "{}.{}".format(*g.compute_capability),
+            ", ".join(g.aliases),
+        )
+        for g in all_gpus()
+    ]
+    click.echo(render_table(("GPU (PyTorch's name)", "total", "total is", "capability", "aliases"), table, right=(1,)))
+    click.echo("\n--gpu cpu plans for vLLM's CPU platform on this machine (its NUMA node's memory).")
+
+
+@cli.command("models")
+@json_option()
+def models_command(as_json: bool) -> None:
+    """The bundled catalog: models `apron plan` reads with no network (id, architecture, layout, size)."""
+    from apron.plan.models import catalog_models
+    from apron.report.tables import render_table
+    from apron.units import format_bytes
+
+    rows = catalog_models()
+    if as_json:
+        emit_json([row.to_json() for row in rows])
+        return
+    click.echo(
+        render_table(
+            ("model", "architecture", "layout family", "size"),
+            [(r.repo_id, r.architecture, r.layout_family, format_bytes(r.checkpoint_bytes)) for r in rows],
+            right=(3,),
+        )
+    )
+
+
+@cli.group("example")
+def example_group() -> None:
+    """Example inputs to try Apron with, made on this machine."""
+
+
+@example_group.command("tiny")
+@click.argument("folder", type=click.Path(file_okay=False))
+@option(
+    "--family",
+    group="Model",
+    type=click.Choice(["llama", "qwen3", "gemma2", "mamba", "idefics3"]),
+    default="llama",
+    show_default=True,
+    help="The architecture: Llama, Qwen3, Gemma 2 (sliding + full attention), Mamba, Idefics3 (vision).",
+)
+@option("--layers", group="Model", type=click.IntRange(1, 64), default=8, show_default=True)
+@option(
+    "--max-position-embeddings",
+    "max_positions",
+    group="Model",
+    type=click.IntRange(16),
+    default=4096,
+    show_default=True,
+    help="The model's context length.",
+)
+@json_option("Print what was written as JSON.")
+def example_tiny_command(folder: str, family: str, layers: int, max_positions: int, as_json: bool) -> None:
+    """Write a tiny random-weight checkpoint of a real architecture to FOLDER (a few MiB, no network):
+    config, tokenizer and safetensors that vLLM loads. Its answers mean nothing; boots skip the checks."""
+    from pathlib import Path
+
+    from apron.checkpoint.example import TinySpec, write_tiny_model
+    from apron.units import format_bytes
+
+    model = write_tiny_model(Path(folder), TinySpec(family=family, num_layers=layers, max_positions=max_positions))
+    if as_json:
+        emit_json(model.to_json())
+        return
+    click.echo(
+        f"{model.folder}: {model.architecture}, {model.num_parameters:,} random parameters, "
+        f"{format_bytes(model.total_bytes)} in {len(model.files)} files"
+    )
 
 
 def _store(records: str | None) -> RecordStore:
@@ -585,9 +713,8 @@ def serving_options(group: str, defaults: tuple[int, int, int, int], old: bool =
     "--profile",
     group="Engine on the target",
     type=click.Choice(["gpu", "cpu"]),
-    default="gpu",
-    show_default=True,
-    help="cpu adds the vLLM CPU build's flags: a 64 MiB KV cache, one process.",
+    help="cpu adds the vLLM CPU build's flags: one process, a 64 MiB KV cache unless the plan sizes it "
+    "(default: cpu for a plan made with --gpu cpu, else gpu).",
 )
 @option(
     "--extra-args",
@@ -621,6 +748,12 @@ def serving_options(group: str, defaults: tuple[int, int, int, int], old: bool =
     "--weights", group="Engine on the target", help="A local checkpoint folder to boot instead of the plan's source."
 )
 @option("--served-model-name", group="Engine on the target", help="Default: the repo id or the folder name.")
+@option(
+    "--allow-engine-mismatch",
+    group="Engine on the target",
+    is_flag=True,
+    help="Boot a plan made for another vLLM release than the engine's (the record notes it).",
+)
 @option(
     "--workdir",
     group="Engine on the target",
@@ -701,6 +834,7 @@ def boot_command(
             served_model_name=opts["served_model_name"],
             keep_run_dir=opts["keep_run_dir"],
             retries=opts["retries"],
+            allow_engine_mismatch=opts["allow_engine_mismatch"],
         ),
         answers=AnswerSettings(
             opts["suite"],
@@ -714,14 +848,17 @@ def boot_command(
         ssh=SshSettings(opts["identity_file"], opts["known_hosts_file"], tuple(opts["ssh_options"])),
         fix_attempts=opts["fix_attempts"] if opts["fix"] else 0,
         records=opts["records"],
+        gpu=gpu,
+        engine=opts["engine"],
     )
 
-    def planner(source: str) -> Plan:
+    def planner(source: str, gpu_name: str, engine: str | None) -> Plan:
         from apron.plan.planner import make_plan
 
-        return make_plan(plan_request(source, resolve_gpu_option(str(gpu), opts), opts))
+        settings = {**opts, "engine": engine}
+        return make_plan(plan_request(source, resolve_gpu_option(gpu_name, settings), settings))
 
-    outcome = run_boot(request, planner if gpu else None, progress=lambda m: say(f"apron: {m}"))
+    outcome = run_boot(request, planner, progress=progress_printer())
     result = outcome.final
     if as_json:
         emit_json({"id": result.record_id, **result.record.to_json()})
@@ -744,8 +881,16 @@ def log_group() -> None:
 @json_option("Print every field as JSON.")
 def log_parse_command(file: str, as_json: bool) -> None:
     """What a vLLM start-up log says: memory accounting, timings, config, errors (null when not printed)."""
-    from apron.measure.logparse import parse_file
+    from apron.measure.logparse import parse_file, split_line
+    from apron.units import shorten
 
+    with open(file, "rb") as handle:
+        head = handle.read(4 * 2**20).decode("utf-8", errors="replace").splitlines()
+    if not any(split_line(number, line).level for number, line in enumerate(head)):
+        raise Failed(
+            f"{file} has no vLLM log lines (none carries vLLM's 'INFO MM-DD HH:MM:SS [file.py:N]' prefix): "
+            "give the engine's start-up log"
+        )
     parsed = parse_file(file).to_json()
     if as_json:
         emit_json(parsed)
@@ -753,11 +898,23 @@ def log_parse_command(file: str, as_json: bool) -> None:
     for name, value in parsed.items():
         if name in ("sources", "per_rank") or value in (None, [], {}):
             continue
-        if name == "errors":
+        if name in ("errors", "errors_after_shutdown"):
             for line in value:
-                click.echo(f"error: {line[:300]}")
+                click.echo(f"{'error' if name == 'errors' else 'error after shutdown'}: {shorten(line, 300)}")
             continue
-        click.echo(f"{name:<36} {value}")
+        click.echo(f"{name:<36} {_log_value(name, value)}")
+
+
+def _log_value(name: str, value: Any) -> str:
+    from apron.units import format_bytes, format_count, format_seconds
+
+    if name.endswith("_bytes") and isinstance(value, (int, float)):
+        return f"{format_bytes(value)} ({int(value):,} B)"
+    if name.endswith("_seconds") and isinstance(value, (int, float)):
+        return format_seconds(value)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    return format_count(value)
 
 
 @cli.group("records")
@@ -799,7 +956,6 @@ def records_show_command(
 ) -> None:
     """One record (a unique id prefix is enough)."""
     from apron.records.documents import BootRecord
-    from apron.records.report import render_boot
 
     store = _store(records)
     if html_file is not None:
@@ -816,24 +972,27 @@ def records_show_command(
             raise BadInput(f"record {record.id[:12]} is a {record.kind}: only boot records keep a log")
         sys.stdout.write(store.get_blob(document.log.sha256).decode("utf-8", errors="replace"))
         return
-    if as_json or not isinstance(document, BootRecord):
+    if as_json:
         from apron.records.views import show_document
 
         emit_json(show_document(store, record.id))
     else:
-        click.echo(render_boot(record.id, document))
+        from apron.report.record_text import render_record
+
+        click.echo(render_record(record))
 
 
 @records_group.command("compare")
-@click.argument("record_id")
+@click.argument("record_id", required=False)
 @records_option
 @json_option()
-def records_compare_command(record_id: str, records: str | None, as_json: bool) -> None:
-    """Predicted (the linked plan) beside measured (the boot), with the error per quantity."""
+def records_compare_command(record_id: str | None, records: str | None, as_json: bool) -> None:
+    """Predicted (the linked plan) beside measured (a boot: RECORD_ID, default the newest), with the error."""
     from apron.records.report import render_compare
-    from apron.records.views import compare_document
+    from apron.records.views import compare_document, newest_boot
 
-    table = compare_document(_store(records), record_id)
+    store = _store(records)
+    table = compare_document(store, record_id or newest_boot(store))
     if as_json:
         emit_json(table)
     else:
@@ -998,11 +1157,13 @@ def engine_list_command(as_json: bool) -> None:
     if as_json:
         emit_json(rows)
         return
-    for r in rows:
-        click.echo(
-            f"{r['version']:<10} {r['origin']:<8} {r['num_architectures']:>4} architectures  "
-            f"{r['torch'] or '':<14} {r['filename']}"
-        )
+    from apron.report.tables import render_table
+
+    table = [
+        (r["version"], r["origin"], f"{r['num_architectures']:,}", r["torch"] or "not pinned", r["filename"])
+        for r in rows
+    ]
+    click.echo(render_table(("release", "facts", "architectures", "torch", "read from"), table, right=(2,)))
 
 
 @engine_group.command("show")
@@ -1160,9 +1321,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cli.main(args=argv, prog_name="apron", standalone_mode=False)
     except ApronError as exc:
-        if debug:
+        if debug and not exc.quiet:
             raise
-        say(f"apron: error: {exc.message}")
+        if not exc.quiet:
+            say(f"apron: error: {exc.message}")
         return exc.exit_code
     except click.exceptions.Abort:
         say("apron: interrupted")

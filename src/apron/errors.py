@@ -13,9 +13,11 @@ class ApronError(Exception):
 
     exit_code = 1
 
-    def __init__(self, message: str):
+    def __init__(self, message: str, *, quiet: bool = False):
         # Keep the message to one line: a newline in an error is a formatting bug, not content.
         super().__init__(" ".join(str(message).split()))
+        # quiet: the output already says it all (a plan's verdict); only the exit code carries it
+        self.quiet = quiet
 
     @property
     def message(self) -> str:

@@ -4,15 +4,18 @@ order, so a later flag wins where vLLM takes the last occurrence. The record kee
 
 from __future__ import annotations
 
+import os
 import shlex
 from dataclasses import dataclass, field
 
 from apron.errors import BadInput
+from apron.units import shorten
 
 LOG_LEVELS = ("INFO", "DEBUG")
 # Engine profiles: flags and environment added to the plan's command for a kind of machine.
 # "cpu": the vLLM CPU build on a small machine (tests, demos): a small explicit KV cache instead of
-# 0.92 x RAM, one process (no executor or engine-core subprocesses), as in tests/engine_env.py.
+# 0.92 x RAM (unless the plan sizes it), one process (no executor or engine-core subprocesses), as in
+# tests/engine_env.py. A plan for the CPU platform (--gpu cpu) boots with it unless --profile says otherwise.
 PROFILES: dict[str, tuple[tuple[str, ...], dict[str, str]]] = {
     "gpu": ((), {}),
     "cpu": (
@@ -75,9 +78,12 @@ def build_command(
         raise BadInput(f"--log-level '{log_level}' must be INFO or DEBUG (the accounting lines are INFO)")
     words = shlex.split(plan_command)
     if words[:2] != ["vllm", "serve"] or len(words) < 3:
-        raise BadInput(f"the plan's command does not start with 'vllm serve MODEL': {plan_command[:80]}")
+        raise BadInput(f"the plan's command does not start with 'vllm serve MODEL': {shorten(plan_command, 80)}")
     flags = _drop_revision(words[3:])  # the weights are a local folder now; the revision was fetched
     profile_flags, profile_env = PROFILES[profile]
+    if "--kv-cache-memory-bytes" in flags:  # the plan sizes the KV cache itself: the profile's default gives way
+        at = profile_flags.index("--kv-cache-memory-bytes") if "--kv-cache-memory-bytes" in profile_flags else -1
+        profile_flags = profile_flags[:at] + profile_flags[at + 2 :] if at >= 0 else profile_flags
     argv = (
         vllm,
         "serve",
@@ -96,7 +102,9 @@ def build_command(
         **BASE_ENV,
         "VLLM_LOGGING_LEVEL": log_level.upper(),
         "TMPDIR": tmp_dir or f"{run_dir}/tmp",
-        "VLLM_CACHE_ROOT": f"{run_dir}/cache",
+        # A fresh cache per run: every boot measures a cold start. APRON_VLLM_CACHE_ROOT shares one
+        # between boots (faster: vLLM inspects the model once; compiled graphs are reused).
+        "VLLM_CACHE_ROOT": os.environ.get("APRON_VLLM_CACHE_ROOT") or f"{run_dir}/cache",
         **profile_env,
         **(extra_env or {}),
     }

@@ -23,6 +23,7 @@ from apron.plan.settings import UserSettings
 from apron.records.documents import FixRecord
 from apron.records.store import RecordStore
 from apron.rules import Fingerprint, RuleMatch, StatusStore
+from apron.units import shorten
 
 Replan = Callable[[Plan, UserSettings], Plan]  # (plan, corrected settings) -> the plan made from them
 NO_SSH = SshSettings()
@@ -72,7 +73,7 @@ def boot_with_fix(
         found, match, corrected = correction
         statuses.note_hypothesis(match.rule_id, current.engine_version, result.record_id)
         next_plan = replan(current, corrected)
-        fix = _fix_record(current, next_plan, found, match, result)
+        fix = _fix_record(current, next_plan, found, match, result, store)
         outcome.fixes.append(store.put(fix))
         progress(f"rule {match.rule_id}: {' '.join(fix.corrected_flags) or 'settings changed'}; booting again")
         current = next_plan
@@ -92,7 +93,7 @@ def _correction(
     found = fingerprint(log_text, engine_version=plan.engine_version)
     if found is None:
         return "no decisive error found in the log"
-    progress(f"failure: {found.family}: {found.message[:200]}")
+    progress(f"failure: {found.family}: {shorten(found.message, 200)}")
     user = settings_from_plan(plan)
     for match in match_rules(found, log_text, plan):
         try:
@@ -102,9 +103,14 @@ def _correction(
     return f"no correction rule matches {found.family}"
 
 
-def _fix_record(plan: Plan, next_plan: Plan, found: Fingerprint, match: RuleMatch, result: BootResult) -> FixRecord:
+def _fix_record(
+    plan: Plan, next_plan: Plan, found: Fingerprint, match: RuleMatch, result: BootResult, store: RecordStore
+) -> FixRecord:
     from apron.rules import could_have_known
+    from apron.rules.logtext import non_default_args, read_lines
 
+    log_text = store.get_blob(result.record.log.sha256).decode("utf-8", errors="replace")
+    ran = non_default_args(read_lines(log_text[:200_000]))
     return FixRecord(
         rule=match.rule_id,
         engine_version=plan.engine_version,
@@ -114,7 +120,7 @@ def _fix_record(plan: Plan, next_plan: Plan, found: Fingerprint, match: RuleMatc
         fields=dict(match.fields),
         corrected_flags=tuple(f for f in next_plan.flags if f not in set(plan.flags)),
         corrected_command=next_plan.command,
-        could_have_known=could_have_known(plan, found).line,
+        could_have_known=could_have_known(plan, found, ran, result.record.engine.version).line,
     )
 
 

@@ -81,11 +81,31 @@ def cpu():
 print(json.dumps({"engine": engine(), "gpus": gpus(), "cpu": cpu(), "hostname": platform.node()}))
 """
 
+# On failure DOWNLOAD prints {"error": {"type", "message"}} (the innermost cause) and exits 3, so the
+# boot can say it in the words `apron plan` uses; an endpoint that cannot be reached at all is found
+# with one request first, not after huggingface_hub's minute of retries.
 DOWNLOAD = r"""
-import json, sys, time
+import json, sys, urllib.error, urllib.request
 request = json.loads(sys.stdin.read())
-from huggingface_hub import snapshot_download
-path = snapshot_download(repo_id=request["repo_id"], revision=request.get("revision"),
-                         local_dir=request["local_dir"], token=request.get("token") or None)
+from huggingface_hub import constants, snapshot_download
+
+def fail(kind, message):
+    print(json.dumps({"error": {"type": kind, "message": message, "endpoint": constants.ENDPOINT}}))
+    sys.exit(3)
+
+try:
+    urllib.request.urlopen(constants.ENDPOINT, timeout=20).close()
+except urllib.error.HTTPError:
+    pass
+except (urllib.error.URLError, OSError) as exc:
+    fail("ConnectError", str(getattr(exc, "reason", exc)))
+try:
+    path = snapshot_download(repo_id=request["repo_id"], revision=request.get("revision"),
+                             local_dir=request["local_dir"], token=request.get("token") or None)
+except Exception as exc:
+    inner = exc
+    while inner.__cause__ is not None:
+        inner = inner.__cause__
+    fail(type(inner).__name__, (str(inner).strip().splitlines() or [""])[0][:500])
 print(json.dumps({"path": path}))
 """

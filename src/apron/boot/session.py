@@ -30,6 +30,7 @@ from apron.measure import logparse
 from apron.measure.endpoint import Endpoint
 from apron.plan.result import Plan
 from apron.records.documents import Fault
+from apron.units import shorten
 
 Progress = Callable[[str], None]
 
@@ -38,7 +39,7 @@ Progress = Callable[[str], None]
 class BootOptions:
     vllm: str | None = None  # the vllm executable on the target
     venv: str | None = None  # or the venv that holds it
-    profile: str = "gpu"
+    profile: str | None = None  # None: "cpu" for a plan made for the CPU platform, else "gpu"
     extra_args: tuple[str, ...] = ()
     extra_env: dict = field(default_factory=dict)
     log_level: str = "INFO"
@@ -50,6 +51,8 @@ class BootOptions:
     retries: int = 2  # further attempts after a host fault
     stop_grace_seconds: float = 30.0
     hf_token: str | None = None
+    # Boot a plan made for another vLLM release than the engine's (the record notes it).
+    allow_engine_mismatch: bool = False
 
 
 @dataclass(frozen=True)
@@ -143,14 +146,19 @@ class BootRun:
             with _terminate_as_interrupt():
                 self._boot()
         except KeyboardInterrupt:
-            self.progress("interrupted: stopping the engine and tearing down")
+            waiting = (
+                f"stopping the engine, up to {self.options.stop_grace_seconds:.0f} s" if self.pgid else "tearing down"
+            )
+            self.progress(f"interrupted: {waiting}")
             raise
         except BadInput:
             raise
         except EngineExited as exc:
-            self.attempt.fault = self._engine_fault("start", str(exc))
+            self.attempt.fault = self._engine_fault("start", str(exc), exc.exit_code)
         except TimeoutError as exc:
             self.attempt.fault = self._engine_fault("health", str(exc))
+        except HubUnreachable as exc:
+            self.attempt.fault = Fault("host", "the Hub is not reachable from the target", exc.message, "download")
         except HostFault as exc:
             self.attempt.fault = classify(self._stage, exc.message, ssh_exit_code=255)
         except Exception as exc:  # noqa: BLE001 - any other failure is recorded, never raised past teardown
@@ -173,6 +181,7 @@ class BootRun:
         self.tmp_dir = made.stdout.strip().splitlines()[-1]
         self._stage = "identity"
         self.attempt.identity = self._identity(python)
+        self._check_engine(vllm, python)
         self._stage = "download"
         with self.attempt.timings.time("weights_download_seconds"):
             model_path = self._weights(python, workdir)
@@ -185,7 +194,7 @@ class BootRun:
             model_path=model_path,
             port=port,
             served_model_name=self._served_name(),
-            profile=o.profile,
+            profile=o.profile or ("cpu" if self.plan.gpu_name == "cpu" else "gpu"),
             extra_args=o.extra_args,
             log_level=o.log_level,
             run_dir=self.run_dir,
@@ -226,25 +235,31 @@ class BootRun:
 
     # -- steps -----------------------------------------------------------------------------------
     def _resolve_tools(self) -> tuple[str, str, str]:
-        o = self.options
-        vllm = o.vllm or (f"{o.venv.rstrip('/')}/bin/vllm" if o.venv else "")
-        workdir = o.workdir or ("$HOME/.cache/apron" if self.host.kind != "local" else _local_workdir())
-        script = (
-            f'W0={q(vllm or "vllm")}; V=$(command -v "$W0") || true; '
-            f'[ -n "$V" ] && [ -x "$V" ] || {{ echo "no vllm executable (looked for $W0)" >&2; exit 127; }}; '
-            f'P="$(dirname "$V")/python"; [ -x "$P" ] || P=$(command -v python3); '
-            f'mkdir -p "{workdir}" && W=$(cd "{workdir}" && pwd) && printf "%s\\n%s\\n%s\\n" "$V" "$P" "$W"'
-        )
-        result = self._check(self.host.run(script, 60), "prepare")
-        vllm_path, python, resolved = result.stdout.strip().splitlines()[-3:]
-        return vllm_path, python, resolved
+        return resolve_tools(self.host, self.options)
 
     def _identity(self, python: str) -> dict:
-        # The engine's --env values reach the probe too: APRON_IMAGE_DIGEST names a container image.
-        env = " ".join(f"{k}={q(v)}" for k, v in sorted(self.options.extra_env.items()))
-        script = f"env {env} {q(python)} -" if env else f"{q(python)} -"
-        result = self._check(self.host.run(script, 120, stdin=IDENTITY.encode()), "identity")
-        return json.loads(result.stdout.strip().splitlines()[-1])
+        return probe_identity(self.host, python, self.options)
+
+    def _check_engine(self, vllm: str, python: str) -> None:
+        """The engine must be a vLLM install, of the release the plan was made for."""
+        version = (self.attempt.identity.get("engine") or {}).get("version")
+        if not version:
+            self.attempt.notes.append(
+                f"the engine's release is not known ({python} has no vllm package metadata): not checked against "
+                f"the plan's vLLM {self.plan.engine_version}"
+            )
+            return
+        planned = self.plan.engine_version
+        if base_version(version) == planned:
+            return
+        if not self.options.allow_engine_mismatch:
+            raise BadInput(
+                f"the plan is for vLLM {planned} but the engine at {vllm} is vLLM {version}: re-plan with "
+                f"--engine vllm=={base_version(version)}, or pass --allow-engine-mismatch to boot it anyway"
+            )
+        note = f"engine mismatch allowed (--allow-engine-mismatch): planned for vLLM {planned}, booted vLLM {version}"
+        self.attempt.notes.append(note)
+        self.progress(note)
 
     def _weights(self, python: str, workdir: str) -> str:
         o, model = self.options, self.plan.model
@@ -269,8 +284,11 @@ class BootRun:
             {"repo_id": model.repo_id, "revision": revision, "local_dir": local_dir, "token": o.hf_token}
         ).encode()
         env = "HF_HUB_DISABLE_PROGRESS_BARS=1 "
-        result = self._check(self.host.run(f"{env}{q(python)} -c {q(DOWNLOAD)}", 6 * 3600, stdin=request), "download")
-        return json.loads(result.stdout.strip().splitlines()[-1])["path"]
+        result = self.host.run(f"{env}{q(python)} -c {q(DOWNLOAD)}", 6 * 3600, stdin=request)
+        if result.exit_code == 3:
+            message, is_unreachable = download_error(result.stdout, model.repo_id, revision)
+            raise HubUnreachable(message) if is_unreachable else HarnessFault(message)
+        return json.loads(self._check(result, "download").stdout.strip().splitlines()[-1])["path"]
 
     def _free_port(self, python: str) -> int:
         code = "import socket; s=socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])"
@@ -399,14 +417,14 @@ class BootRun:
 
     # -- helpers ---------------------------------------------------------------------------------
     def _check(self, result: Result, stage: str) -> Result:
-        if result.ok:
-            return result
-        message = (result.stderr.strip() or result.stdout.strip())[-1500:] or f"exit status {result.exit_code}"
-        if result.exit_code == 255 and self.host.kind == "ssh":
-            raise HostFault(f"{self.host.address}: {message}")
-        raise HarnessFault(f"{stage} on {self.host.address} failed: {message}")
+        return check_result(self.host, result, stage)
 
-    def _engine_fault(self, stage: str, message: str) -> Fault:
+    def _engine_fault(self, stage: str, message: str, exit_code: int | None = None) -> Fault:
+        if exit_code in (126, 127) and self.attempt.command is not None:
+            # the shell could not run the engine at all: nothing the model did
+            return Fault(
+                "harness", "engine executable could not run", f"{message}: {self.attempt.command.argv[0]}", stage
+            )
         self._pump_log()
         text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
         parsed = logparse.parse_log(text)
@@ -423,9 +441,13 @@ def engine_phase(line: str) -> str | None:
         return None
     for needle, label in PHASES:
         if needle in parsed.message:
-            return f"engine: {label}: {parsed.message[:160]}" if label else f"engine: {parsed.message[:160]}"
+            return (
+                f"engine: {label}: {shorten(parsed.message, 160)}"
+                if label
+                else f"engine: {shorten(parsed.message, 160)}"
+            )
     if parsed.level in ("ERROR", "CRITICAL") and not parsed.message.startswith((" ", "File ", "Traceback")):
-        return f"engine error: {parsed.message[:200]}"
+        return f"engine error: {shorten(parsed.message, 200)}"
     return None
 
 
@@ -446,6 +468,73 @@ PHASES = (
     ("init engine (profile, create kv cache, warmup model)", ""),
     ("Starting vLLM server on", "API server"),
 )
+
+
+class HubUnreachable(HostFault):
+    """The target cannot reach the Hub: the machine's network, not the model (another target may)."""
+
+
+def download_error(stdout: str, repo_id: str, revision: str | None) -> tuple[str, bool]:
+    """The download's failure in the words `apron plan` uses for the same failure (apron.checkpoint),
+    and whether it is the Hub that could not be reached."""
+    try:
+        error = json.loads(stdout.strip().splitlines()[-1])["error"]
+    except (ValueError, IndexError, KeyError, TypeError):
+        return f"downloading {repo_id} failed: {stdout.strip()[-300:]}", False
+    from apron.checkpoint.hub_http import HubSettings, Where, to_apron_error
+
+    where = Where(repo_id, revision)
+    if error.get("type") == "ConnectError":
+        import httpx2
+
+        mapped = to_apron_error(httpx2.ConnectError(error.get("message") or ""), where, 1, HubSettings())
+        if mapped is not None:
+            return mapped.message, True
+    return f"{where.describe()}: the download failed ({error.get('type')}: {error.get('message')})", False
+
+
+def resolve_tools(host: Host, options: BootOptions) -> tuple[str, str, str]:
+    """(the vllm executable, the Python beside it, the work folder) on HOST, all absolute."""
+    vllm = options.vllm or (f"{options.venv.rstrip('/')}/bin/vllm" if options.venv else "")
+    workdir = options.workdir or ("$HOME/.cache/apron" if host.kind != "local" else _local_workdir())
+    # The engine starts in its run folder: a relative --vllm/--venv becomes absolute here first.
+    # An executable whose #! interpreter is gone (a moved or deleted venv) is a broken engine.
+    script = (
+        f'W0={q(vllm or "vllm")}; V=$(command -v "$W0") || true; '
+        f'[ -n "$V" ] && [ -x "$V" ] || {{ echo "no vllm executable (looked for $W0)" >&2; exit 127; }}; '
+        f'V="$(cd "$(dirname "$V")" && pwd)/$(basename "$V")"; '
+        f"I=$(head -n 1 \"$V\" | sed -n 's/^#! *\\([^ ]*\\).*/\\1/p'); "
+        f'[ -z "$I" ] || [ -x "$I" ] || {{ echo "broken vllm executable $V: its interpreter $I is missing" >&2; '
+        f"exit 126; }}; "
+        f'P="$(dirname "$V")/python"; [ -x "$P" ] || P=$(command -v python3); '
+        f'mkdir -p "{workdir}" && W=$(cd "{workdir}" && pwd) && printf "%s\\n%s\\n%s\\n" "$V" "$P" "$W"'
+    )
+    result = check_result(host, host.run(script, 60), "prepare")
+    vllm_path, python, resolved = result.stdout.strip().splitlines()[-3:]
+    return vllm_path, python, resolved
+
+
+def probe_identity(host: Host, python: str, options: BootOptions) -> dict:
+    """The engine and hardware identity (apron.boot.probe.IDENTITY) as the engine's Python sees it."""
+    # The engine's --env values reach the probe too: APRON_IMAGE_DIGEST names a container image.
+    env = " ".join(f"{k}={q(v)}" for k, v in sorted(options.extra_env.items()))
+    script = f"env {env} {q(python)} -" if env else f"{q(python)} -"
+    result = check_result(host, host.run(script, 120, stdin=IDENTITY.encode()), "identity")
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def check_result(host: Host, result: Result, stage: str) -> Result:
+    if result.ok:
+        return result
+    message = (result.stderr.strip() or result.stdout.strip())[-1500:] or f"exit status {result.exit_code}"
+    if result.exit_code == 255 and host.kind == "ssh":
+        raise HostFault(f"{host.address}: {message}")
+    raise HarnessFault(f"{stage} on {host.address} failed: {message}")
+
+
+def base_version(version: str) -> str:
+    """ "0.32.0+cpu" -> "0.32.0": the release, without the build's local label."""
+    return version.split("+", 1)[0]
 
 
 def q(text: str) -> str:

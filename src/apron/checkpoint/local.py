@@ -6,8 +6,8 @@ import os
 from pathlib import Path
 
 from apron.checkpoint import files as cf
-from apron.checkpoint.model import Checkpoint
-from apron.checkpoint.safetensors import LENGTH_PREFIX_BYTES, TensorInfo, header_length, parse_header
+from apron.checkpoint.model import RANDOM_WEIGHTS_KEY, Checkpoint
+from apron.checkpoint.safetensors import LENGTH_PREFIX_BYTES, TensorInfo, header_length, header_metadata, parse_header
 from apron.errors import BadInput
 
 
@@ -42,7 +42,17 @@ def load_local(folder: str | os.PathLike[str]) -> Checkpoint:
         chat_template=small.chat_template,
         processor_configs=small.processor_configs,
         header_bytes_read=bytes_read + header_bytes,
+        extra={"random_weights": True} if _random_weights(root, names) else {},
     )
+
+
+def _random_weights(root: Path, names: list[str]) -> bool:
+    """The first shard's metadata marks the weights random (`apron example tiny` writes one small
+    shard; a header over 1 MiB is a real checkpoint's and is not read again)."""
+    with open(root / names[0], "rb") as handle:
+        length = int.from_bytes(handle.read(LENGTH_PREFIX_BYTES), "little")
+        raw = handle.read(length) if length <= 2**20 else b""
+    return RANDOM_WEIGHTS_KEY.encode() in raw and header_metadata(raw).get(RANDOM_WEIGHTS_KEY) == "true"
 
 
 def _weight_files(root: Path) -> list[str]:

@@ -10,6 +10,8 @@ from apron.checkpoint.safetensors import TensorInfo
 from apron.errors import BadInput
 
 SourceKind = Literal["local", "hub", "snapshot", "catalog"]
+# safetensors __metadata__ key: "true" in a checkpoint whose weights are random (`apron example tiny`)
+RANDOM_WEIGHTS_KEY = "apron.random_weights"
 SOURCE_KINDS: tuple[SourceKind, ...] = get_args(SourceKind)
 
 
@@ -65,6 +67,11 @@ class Checkpoint:
         for tensor in self.tensors:
             sizes[tensor.file] = sizes.get(tensor.file, 0) + tensor.num_bytes
         return sizes
+
+    @property
+    def has_random_weights(self) -> bool:
+        """The weights mean nothing (their safetensors metadata says so): answers are not checked."""
+        return bool(self.extra.get("random_weights"))
 
     @property
     def label(self) -> str:

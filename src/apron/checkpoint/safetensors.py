@@ -91,6 +91,15 @@ def header_length(prefix: bytes, file_label: str, file_size: int | None = None) 
     return length
 
 
+def header_metadata(raw: bytes) -> dict[str, str]:
+    """The header's __metadata__ strings ({} when absent or unreadable: parse_header reports damage)."""
+    try:
+        metadata = json.loads(raw).get("__metadata__")
+    except (ValueError, AttributeError):
+        return {}
+    return {str(k): str(v) for k, v in metadata.items()} if isinstance(metadata, dict) else {}
+
+
 def parse_header(raw: bytes, file_label: str, data_bytes: int | None = None) -> list[TensorInfo]:
     """Parse header JSON bytes into tensors, validating what the safetensors loader validates.
 

@@ -8,8 +8,10 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
 from apron.errors import BadInput
+from apron.hardware.cpu import CPU_NAMES, cpu_flags, node_memory
 
 MIB = 2**20
 
@@ -22,6 +24,19 @@ class Gpu:
     is_total_exact: bool  # read on a real machine, or derived from nvidia-smi's figure
     total_bytes_basis: str
     aliases: tuple[str, ...] = ()
+    # "cpu": vLLM's CPU platform (`--gpu cpu`); total_bytes is then the worker's NUMA node memory and
+    # compute_capability is (0, 0), which no CPU code path reads (the CPU platform has none).
+    platform: Literal["cuda", "cpu"] = "cuda"
+    cpu_flags: frozenset[str] = frozenset()
+
+    @property
+    def is_cpu(self) -> bool:
+        return self.platform == "cpu"
+
+    @property
+    def capability_text(self) -> str | None:
+        """ "8.9"; None on the CPU platform, which has no compute capability."""
+        return None if self.is_cpu else "{}.{}".format(*self.compute_capability)
 
     @property
     def capability_int(self) -> int:
@@ -65,7 +80,10 @@ def _lookup() -> dict[str, Gpu]:
 
 
 def resolve_gpu(text: str, *, memory_bytes: int | None = None, capability: str | None = None) -> Gpu:
-    """Find a GPU by name or alias; `memory_bytes` overrides the total (and allows unknown names)."""
+    """Find a GPU by name or alias; `memory_bytes` overrides the total (and allows unknown names).
+    "cpu" is vLLM's CPU platform on this machine (its NUMA node's memory, or MEMORY_BYTES)."""
+    if text.strip().lower() in CPU_NAMES:
+        return cpu_device(memory_bytes)
     gpu = _lookup().get(_normalize(text))
     if gpu is None:
         if memory_bytes is not None and capability is not None:
@@ -80,6 +98,18 @@ def resolve_gpu(text: str, *, memory_bytes: int | None = None, capability: str |
     if memory_bytes is not None:
         return Gpu(gpu.name, memory_bytes, gpu.compute_capability, True, "given with --gpu-memory-bytes", gpu.aliases)
     return gpu
+
+
+def cpu_device(memory_bytes: int | None = None) -> Gpu:
+    """This machine's CPU as vLLM's CPU worker sizes it (apron.hardware.cpu)."""
+    if memory_bytes is not None:
+        total, basis = memory_bytes, "given with --gpu-memory-bytes"
+    else:
+        node = node_memory()
+        total, basis = node.total_bytes, node.basis
+    if total <= 0:
+        raise BadInput("--gpu cpu: this machine's memory could not be read; give --gpu-memory-bytes")
+    return Gpu("cpu", total, (0, 0), True, basis, ("cpu",), "cpu", cpu_flags())
 
 
 def _parse_capability(text: str) -> tuple[int, int]:

@@ -22,7 +22,7 @@ from apron.hardware import Gpu, all_gpus, resolve_gpu
 from apron.hardware.prices import TIERS, Price, PriceTable, load_prices
 from apron.plan.candidates import Candidate, candidate_engine, candidate_settings, read_candidate
 from apron.plan.memory import MARGIN_BYTES
-from apron.plan.planner import choose_engine, plan_checkpoint
+from apron.plan.planner import choose_engine, plan_checkpoint, unsupported_summary
 from apron.plan.result import Plan
 from apron.plan.settings import UserSettings
 
@@ -295,6 +295,8 @@ def evaluate(plan: Plan, users: int, context_tokens: int) -> Outcome:
     """Feasible, infeasible (with the one reason) or unknown, for N users at C tokens."""
     if plan.verdict == "unknown":
         return Outcome("unknown", plan.unknowns[0] if plan.unknowns else "the plan is unknown")
+    if plan.verdict == "unsupported":
+        return Outcome("infeasible", f"the release refuses: {unsupported_summary(plan)}")
     if plan.verdict != "fits":
         return _does_not_fit(plan, context_tokens)
     concurrency = plan.quantities["max_concurrency"].value

@@ -260,7 +260,7 @@ def _assemble(
         q["available_kv_bytes"] = Quantity(
             available, "bytes", "predicted", "requested - weights - non-torch - activation peak - CUDA graphs"
         )
-    q.update(_kv_quantities(layout, kv, kv_unknown, settings))
+    q.update(kv_quantities(layout, kv, kv_unknown, settings))
     verdict = _verdict_and_problems(budget, kv, kv_unknown, layout, settings, problems, flags)
     q["host_ram_bytes"] = host_ram(checkpoint, settings, layout, budget.weights.host_table_bytes)
     verdict = _host_ram_verdict(q["host_ram_bytes"], settings, problems, verdict)
@@ -279,7 +279,7 @@ def _assemble(
     return MemoryPlan(q, verdict, tuple(problems), tuple(kv_unknown), tuple(notes), tuple(flags), details)
 
 
-def _kv_quantities(
+def kv_quantities(
     layout: KVLayout, kv: KVPlan | None, unknown: list[str], settings: EngineSettings
 ) -> dict[str, Quantity]:
     specs = dict(layout.specs)
@@ -350,14 +350,16 @@ def _verdict_and_problems(
     problems: list[Problem],
     flags: list[str],
 ) -> str:
+    raise_util = _utilization_that_fits(budget, kv, settings)
     if budget.weights.bytes_per_gpu > budget.requested:
         problems.append(
             Problem(
                 "weights_exceed_request",
                 f"The weights need {budget.weights.bytes_per_gpu / GIB:.2f} "
                 f"GiB per GPU but vLLM may use {budget.requested / GIB:.2f} GiB "
-                f"(--gpu-memory-utilization {settings.gpu_memory_utilization}); raise "
-                "--tp or use a quantized checkpoint",
+                f"(--gpu-memory-utilization {settings.gpu_memory_utilization}); "
+                + (f"raise --gpu-memory-utilization to {raise_util}, or " if raise_util else "")
+                + "raise --tp or use a quantized checkpoint",
                 "predicted",
             )
         )
@@ -365,27 +367,49 @@ def _verdict_and_problems(
     if kv is None:
         available = budget.available
         if available is not None and available <= 0:
-            problems.append(_no_memory_problem(available))
+            problems.append(_no_memory_problem(available, raise_util))
             return "does_not_fit"
         return "unknown"
     if kv.refusal:
-        problems.append(Problem("kv_cache_too_small", kv.refusal, "predicted"))
-        _margin_note(kv, problems)
-        if kv.estimated_max_model_len:
-            problems.append(
-                Problem(
-                    "fix",
-                    f"largest max_model_len that fits: --max-model-len "
-                    f"{kv.estimated_max_model_len}; or raise --tp, or use --kv-cache-dtype fp8 "
-                    "or a quantized checkpoint",
-                    "predicted",
-                )
-            )
+        others = [f"raise --gpu-memory-utilization to {raise_util}"] if raise_util else []
+        others += ["raise --tp", "use --kv-cache-dtype fp8 or a quantized checkpoint"]
+        kv_refusal_problems(kv, settings, problems, others)
+        margin_note(kv, problems)
         return "does_not_fit"
     if layout.has_state and settings.uses_cudagraphs and settings.max_num_seqs > kv.num_blocks:
         _state_block_flag(kv, settings, problems, flags)
-    _margin_note(kv, problems)
+    margin_note(kv, problems)
     return "fits"
+
+
+def kv_refusal_problems(kv: KVPlan, settings: EngineSettings, problems: list[Problem], others: list[str]) -> None:
+    """The engine's refusal of a KV cache too small for one request, and the fix: the longest
+    max_model_len that fits (never above the model's own limit), or OTHERS, what else makes room."""
+    problems.append(Problem("kv_cache_too_small", kv.refusal or "", "predicted"))
+    fitting = min(kv.estimated_max_model_len or 0, settings.derived_max_model_len)
+    if fitting > 0:
+        limit = " (the model's own limit)" if fitting == settings.derived_max_model_len else ""
+        text = f"largest max_model_len that fits: --max-model-len {fitting}{limit}; or " + ", or ".join(others)
+    else:
+        text = "no max_model_len fits; " + ", or ".join(others)
+    problems.append(Problem("fix", text, "predicted"))
+
+
+def one_request_bytes(kv: KVPlan) -> int:
+    """What _check_enough_kv_cache_memory needs: one request at max_model_len plus the null block."""
+    return kv.bytes_per_block * (kv.blocks_per_request + 1)
+
+
+def _utilization_that_fits(budget: _Budget, kv: KVPlan | None, settings: EngineSettings) -> float | None:
+    """The --gpu-memory-utilization (two decimals, at most 0.99) whose request holds everything the
+    plan predicts plus one request's KV cache; None when nothing below 1 would, or it is unknown."""
+    available = budget.available
+    if kv is None or available is None or kv.refusal is None and budget.weights.bytes_per_gpu <= budget.requested:
+        return None
+    total = budget.requested / settings.gpu_memory_utilization
+    needed = budget.requested - available + one_request_bytes(kv)
+    util = math.ceil(needed / total * 100) / 100
+    return util if settings.gpu_memory_utilization < util <= 0.99 else None
 
 
 # Largest available-KV error on the training boots of modelled (dense-attention) families is about
@@ -393,7 +417,7 @@ def _verdict_and_problems(
 MARGIN_BYTES = GIB // 4
 
 
-def _margin_note(kv: KVPlan, problems: list[Problem]) -> None:
+def margin_note(kv: KVPlan, problems: list[Problem]) -> None:
     needed = kv.bytes_per_block * (kv.blocks_per_request + 1)
     available = kv.num_blocks * kv.bytes_per_block
     if abs(available - needed) < MARGIN_BYTES:
@@ -408,12 +432,13 @@ def _margin_note(kv: KVPlan, problems: list[Problem]) -> None:
         )
 
 
-def _no_memory_problem(available: int) -> Problem:
+def _no_memory_problem(available: int, raise_util: float | None) -> Problem:
+    fix = f"raise --gpu-memory-utilization to {raise_util}" if raise_util else "raise --tp"
     return Problem(
         "no_kv_memory",
         "No available memory for the cache blocks. Try increasing "
         f"`gpu_memory_utilization` when initializing the engine. (Predicted KV budget "
-        f"{available / GIB:.2f} GiB.)",
+        f"{available / GIB:.2f} GiB: {fix}.)",
         "predicted",
     )
 

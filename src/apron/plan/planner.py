@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import re
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from apron.checkpoint import Checkpoint, load_checkpoint
-from apron.engine.facts import EngineFacts, choose_version, engine_change, known_versions, load_facts
+from apron.engine.facts import EngineFacts, choose_version, engine_change, known_versions, load_facts, version_key
 from apron.errors import BadInput
 from apron.hardware import Gpu
-from apron.plan import memory
+from apron.plan import cpu, memory
 from apron.plan.encoder import is_tower_whole_on_every_rank
 from apron.plan.model_config import ModelConfig
 from apron.plan.parsers import parser_flags, tokenizer_note
@@ -35,7 +36,50 @@ def make_plan(request: PlanRequest) -> Plan:
     return plan_checkpoint(checkpoint, request.gpu, request.user, request.engine_version)
 
 
-def plan_checkpoint(checkpoint: Checkpoint, gpu: Gpu, user: UserSettings, engine_version: str | None = None) -> Plan:
+def plan_checkpoint(
+    checkpoint: Checkpoint, gpu: Gpu, user: UserSettings, engine_version: str | None = None, *, advise: bool = True
+) -> Plan:
+    """The plan; with ADVISE, a plan that does not fit for memory also names the --tp that would."""
+    plan = _plan(checkpoint, gpu, user, engine_version)
+    advice = None
+    if advise and plan.has_problem(*_MEMORY_PROBLEMS) and plan.verdict == "does_not_fit" and not gpu.is_cpu:
+        advice = tp_advice(checkpoint, gpu, user, plan)
+    if advise and plan.verdict == "unknown" and plan.model.is_multimodal and not user.language_model_only:
+        advice = text_only_advice(checkpoint, gpu, user, plan)
+    return replace(plan, problems=plan.problems + (advice,)) if advice is not None else plan
+
+
+_MEMORY_PROBLEMS = ("weights_exceed_request", "no_kv_memory", "kv_cache_too_small")
+
+
+def tp_advice(checkpoint: Checkpoint, gpu: Gpu, user: UserSettings, plan: Plan) -> Problem | None:
+    """The smallest --tp above the plan's (2, 4, 8 GPUs) whose plan fits, as a fix."""
+    for tp in (2, 4, 8):
+        if tp <= user.tensor_parallel_size:
+            continue
+        trial = plan_checkpoint(
+            checkpoint, gpu, replace(user, tensor_parallel_size=tp), plan.engine_version, advise=False
+        )
+        if trial.verdict == "fits":
+            budget = trial.quantity_value("available_kv_bytes")
+            shown = f" (a predicted KV budget of {budget / 2**30:.2f} GiB per GPU)" if budget is not None else ""
+            return Problem("fix", f"--tp {tp} fits{shown}", "predicted")
+    return None
+
+
+def text_only_advice(checkpoint: Checkpoint, gpu: Gpu, user: UserSettings, plan: Plan) -> Problem | None:
+    """A multimodal plan that is unknown only because of its tower: the text-only plan's verdict."""
+    trial = plan_checkpoint(checkpoint, gpu, replace(user, language_model_only=True), plan.engine_version, advise=False)
+    if trial.verdict == "unknown":
+        return None
+    words = {"fits": "fits", "does_not_fit": "does not fit", "unsupported": "is unsupported"}[trial.verdict]
+    return Problem("fix", f"{TEXT_ONLY_FLAG} (text only, no vision tower) {words}", "predicted")
+
+
+TEXT_ONLY_FLAG = "--language-model-only"
+
+
+def _plan(checkpoint: Checkpoint, gpu: Gpu, user: UserSettings, engine_version: str | None) -> Plan:
     config = ModelConfig.from_config(checkpoint.config)
     facts, engine_note = choose_engine(checkpoint.architecture, engine_version)
     problems = registry_problems(checkpoint, config, gpu, facts)
@@ -50,10 +94,12 @@ def plan_checkpoint(checkpoint: Checkpoint, gpu: Gpu, user: UserSettings, engine
             language_model_only=settings.is_tower_off,
             is_tower_whole=is_tower_whole_on_every_rank(checkpoint.architecture, settings),
             vocab_padding_size=facts.defaults.get("vocab_padding_size", 64),
+            has_caching_allocator=not gpu.is_cpu,
         ),
     )
     problems += list(settings.problems) + list(weights.problems)
-    budget = memory.plan_memory(checkpoint, config, gpu, facts, settings, weights)
+    platform = cpu.plan_cpu_memory if gpu.is_cpu else memory.plan_memory
+    budget = platform(checkpoint, config, gpu, facts, settings, weights)
     problems += list(budget.problems)
     quantities = {"weights_bytes_per_gpu": weights_quantity(weights), **budget.quantities}
     parser_flag_list, parser_problems, parser_note = parser_flags(checkpoint, facts)
@@ -78,13 +124,14 @@ def plan_checkpoint(checkpoint: Checkpoint, gpu: Gpu, user: UserSettings, engine
             model_type=checkpoint.model_type,
             source_kind=checkpoint.source_kind,
             is_multimodal=memory.model_traits(checkpoint, config, facts).is_multimodal,
+            has_random_weights=checkpoint.has_random_weights,
         ),
         engine_version=facts.version,
         gpu_name=gpu.name,
         gpu_count=settings.tensor_parallel_size,
         total_bytes_per_gpu=gpu.total_bytes,
         settings=PlanSettings.from_json(settings.to_json()),
-        compute_capability="{}.{}".format(*gpu.compute_capability),
+        compute_capability=gpu.capability_text,
         verdict=verdict(problems, budget.verdict),
         quantities=quantities,
         flags=tuple(flags),
@@ -115,9 +162,12 @@ def registry_problems(checkpoint: Checkpoint, config: ModelConfig, gpu: Gpu, fac
     problems = engine_changed_problems(facts)
     refusal = facts.unregistered_architecture_refusal(checkpoint.architectures or [checkpoint.architecture])
     if refusal is not None:
-        problems.append(Problem("architecture_not_supported", _short(refusal.message), "proven_constraint"))
+        where = registering_releases(checkpoint.architecture, facts)
+        problems.append(
+            Problem("architecture_not_supported", f"{_short(refusal.message)} ({where})", "proven_constraint")
+        )
     method = config.quant_method
-    if method:
+    if method and not gpu.is_cpu:
         refusal = facts.quantization_capability_refusal(_facts_quant_name(method), gpu.compute_capability)
         if refusal is not None:
             problems.append(Problem("quantization_capability", refusal.message, "proven_constraint"))
@@ -142,9 +192,40 @@ def engine_changed_problems(facts: EngineFacts) -> list[Problem]:
     return [Problem("engine_changed", message, "predicted")]
 
 
+def registering_releases(architecture: str, facts: EngineFacts) -> str:
+    """Which known release registers ARCHITECTURE, first or last, for the `unsupported` verdict."""
+    versions = known_versions()
+    having = [v for v in versions if load_facts(v).architecture(architecture) is not None]
+    if having:
+        newer = [v for v in having if version_key(v) > version_key(facts.version)]
+        pick = newer[0] if newer else having[-1]
+        return f"vLLM {pick} {'first' if newer else 'last'} registers it: plan with --engine vllm=={pick}"
+    previous = facts.previously_supported(architecture)
+    if previous is not None:
+        return f"vLLM {previous} was the last release to register it"
+    return f"no known release ({versions[0]} to {versions[-1]}) registers it"
+
+
+_WHERE = re.compile(r" \(((?:vLLM [\d.]+ |no known release ).*)\)$")
+
+
+def unsupported_summary(plan: Plan) -> str:
+    """One line for an `unsupported` plan: what the release refuses, and which release would not."""
+    refusal = next((p for p in plan.problems if p.kind in _UNSUPPORTED), None)
+    if refusal is None or refusal.kind == "quantization_capability":
+        return f"vLLM {plan.engine_version} refuses the checkpoint's quantization on {plan.gpu_name}"
+    found = _WHERE.search(refusal.message)
+    where = f" ({found.group(1)})" if found else ""
+    return f"vLLM {plan.engine_version} does not register {plan.model.architecture}{where}"
+
+
 def _short(message: str, limit: int = 600) -> str:
-    """The 'not supported' refusal lists every registered architecture; keep the message readable."""
-    return message if len(message) <= limit else message[:limit] + " ...]"
+    """The 'not supported' refusal lists every registered architecture; keep the message readable,
+    cut after a whole name."""
+    if len(message) <= limit:
+        return message
+    cut = message.rfind(", ", 0, limit)
+    return message[: cut if cut > 0 else limit] + ", ...])"
 
 
 def _facts_quant_name(method: str) -> str:
@@ -181,11 +262,15 @@ def weights_details(weights: WeightsEstimate) -> dict[str, Any]:
 
 
 def verdict(problems: list[Problem], memory_verdict: str) -> Verdict:
+    if any(p.kind in _UNSUPPORTED for p in problems):
+        return "unsupported"
     if any(p.label == "proven_constraint" and p.kind not in _ADVISORY for p in problems):
         return "does_not_fit"
     return one_of(memory_verdict, VERDICTS, "the memory budget's verdict")
 
 
+# The release refuses the model itself, whatever the memory: the verdict is `unsupported`.
+_UNSUPPORTED = {"architecture_not_supported", "quantization_capability"}
 # Problems the plan already works around with a flag, or that do not stop the engine from booting.
 _ADVISORY = {"max_num_seqs_exceeds_state_blocks", "reasoning_parser_missing", "tool_parser_missing"}
 

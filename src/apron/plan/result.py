@@ -17,7 +17,8 @@ from apron.errors import BadInput
 from apron.plan.quantity import Problem, Quantity, one_of
 
 SCHEMA = "apron.plan/1"
-Verdict = Literal["fits", "does_not_fit", "unknown"]
+# unsupported: the release does not register the architecture (or refuses its quantization on this GPU)
+Verdict = Literal["fits", "does_not_fit", "unsupported", "unknown"]
 VERDICTS: tuple[Verdict, ...] = get_args(Verdict)
 # The quantities every plan carries, in display order.
 REQUIRED_QUANTITIES = (
@@ -47,9 +48,12 @@ class ModelIdentity:
     # The release registers the architecture as multimodal (or, where its registry cannot say, the
     # config carries a vision or audio tower): the checks send it an image.
     is_multimodal: bool = False
+    # The checkpoint's weights are random (`apron example tiny`): it boots and serves, but its answers
+    # mean nothing, so the boot does not check them. In the document only when true.
+    has_random_weights: bool = False
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out = {
             "source": self.source,
             "repo_id": self.repo_id,
             "revision": self.revision,
@@ -58,6 +62,7 @@ class ModelIdentity:
             "source_kind": self.source_kind,
             "is_multimodal": self.is_multimodal,
         }
+        return {**out, "has_random_weights": True} if self.has_random_weights else out
 
     @classmethod
     def from_json(cls, document: dict[str, Any]) -> ModelIdentity:
@@ -69,6 +74,7 @@ class ModelIdentity:
             document["model_type"],
             one_of(document.get("source_kind", "local"), SOURCE_KINDS, "source_kind"),
             bool(document.get("is_multimodal", False)),
+            bool(document.get("has_random_weights", False)),
         )
 
 
@@ -91,6 +97,7 @@ class PlanSettings:
     cudagraph_capture_sizes: tuple[int, ...] = ()
     extra_flags: tuple[str, ...] = ()  # `vllm serve` arguments with no field of their own
     env: tuple[tuple[str, str], ...] = ()  # the engine's environment, in the document's order
+    kv_cache_memory_bytes: int | None = None  # --kv-cache-memory-bytes, when the plan sets the KV size
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -108,6 +115,7 @@ class PlanSettings:
             "cudagraph_capture_sizes": list(self.cudagraph_capture_sizes),
             "extra_flags": list(self.extra_flags),
             "env": dict(self.env),
+            "kv_cache_memory_bytes": self.kv_cache_memory_bytes,
         }
 
     @classmethod
@@ -130,6 +138,7 @@ class PlanSettings:
             cudagraph_capture_sizes=tuple(document.get("cudagraph_capture_sizes") or ()),
             extra_flags=tuple(document.get("extra_flags") or ()),
             env=tuple((str(k), str(v)) for k, v in (document.get("env") or {}).items()),
+            kv_cache_memory_bytes=document.get("kv_cache_memory_bytes"),
         )
 
 

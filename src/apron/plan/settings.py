@@ -56,6 +56,8 @@ class UserSettings:
     # The machine's host RAM, when the user gives it (--host-ram-bytes): a plan whose host tables
     # and buffers do not fit in it does not fit. Not a vLLM setting.
     host_ram_bytes: int | None = None
+    # --kv-cache-memory-bytes: the KV cache size itself, instead of what the utilization leaves.
+    kv_cache_memory_bytes: int | None = None
     # `vllm serve` arguments with no field of their own (--tokenizer-mode mistral, --reasoning-parser
     # X), each one string; and environment variables for the engine process (NCCL_NVLS_ENABLE=0).
     # Correction rules set these; the plan carries them into its flags and command.
@@ -72,6 +74,7 @@ class UserSettings:
             ("--max-model-len", self.max_model_len),
             ("--max-num-seqs", self.max_num_seqs),
             ("--max-num-batched-tokens", self.max_num_batched_tokens),
+            ("--kv-cache-memory-bytes", self.kv_cache_memory_bytes),
         ):
             if value is not None and value < 1:
                 raise BadInput(f"{flag} {value} must be a positive integer")
@@ -98,6 +101,27 @@ class UserSettings:
         return dict(self.env)
 
 
+_DECIMAL = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
+_BINARY = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+
+
+def parse_byte_size(text: str) -> int:
+    """vllm/utils/argparse_utils.py human_readable_int: 1k = 1,000, 1K = 1,024, 25.6k = 25,600; a
+    decimal with a binary suffix is refused, as vLLM refuses it."""
+    text = text.strip()
+    if text.isdigit():
+        return int(text)
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)([kKmMgGtT])", text)
+    if match is None:
+        raise BadInput(f"'{text}' is not a byte count (67108864, 64M, 1G: K/M/G/T binary, k/m/g/t decimal)")
+    number, suffix = match.groups()
+    if suffix in _DECIMAL:
+        return int(float(number) * _DECIMAL[suffix])
+    if "." in number:
+        raise BadInput(f"'{text}': decimals are not allowed with binary suffixes like {suffix}")
+    return int(number) * _BINARY[suffix]
+
+
 def user_flags(user: UserSettings) -> list[str]:
     """The `vllm serve` arguments that carry what the user set, beyond the engine's defaults."""
     flags = []
@@ -108,6 +132,7 @@ def user_flags(user: UserSettings) -> list[str]:
         ("--gpu-memory-utilization", user.gpu_memory_utilization),
         ("--max-num-batched-tokens", user.max_num_batched_tokens),
         ("--max-num-seqs", user.max_num_seqs),
+        ("--kv-cache-memory-bytes", user.kv_cache_memory_bytes),
     )
     flags += [f"{flag} {value}" for flag, value in pairs if value is not None]
     if user.dtype != "auto":
@@ -145,6 +170,7 @@ class EngineSettings:
     # tower (models/interfaces.py _mark_tower_model, 0.33.0:347-400), so its weights are not loaded.
     is_tower_off: bool = False
     notes: tuple[str, ...] = field(default=())
+    kv_cache_memory_bytes: int | None = None
 
     @property
     def uses_cudagraphs(self) -> bool:
@@ -166,6 +192,7 @@ class EngineSettings:
             "cudagraph_capture_sizes": list(self.cudagraph_capture_sizes),
             "extra_flags": list(self.user.extra_flags),
             "env": self.user.env_dict,
+            "kv_cache_memory_bytes": self.kv_cache_memory_bytes,
         }
 
 
@@ -189,7 +216,9 @@ def resolve_settings(
         )
     util = user.gpu_memory_utilization or facts.defaults["gpu_memory_utilization"]
     problems += _multimodal_flag_problems(user, facts)
-    sizes = () if user.enforce_eager else capture_sizes(gpu, facts, mns, mnbt, _capture_ceiling(checkpoint, facts))
+    # platforms/cpu.py check_and_update_config (0.29-0.33): cudagraph_capture_sizes = [] on the CPU
+    graphless = user.enforce_eager or gpu.is_cpu
+    sizes = () if graphless else capture_sizes(gpu, facts, mns, mnbt, _capture_ceiling(checkpoint, facts))
     return EngineSettings(
         tensor_parallel_size=user.tensor_parallel_size,
         max_model_len=max_model_len,
@@ -205,6 +234,7 @@ def resolve_settings(
         user=user,
         problems=tuple(problems),
         is_tower_off=user.language_model_only or _limits_turn_towers_off(config, user),
+        kv_cache_memory_bytes=user.kv_cache_memory_bytes,
     )
 
 
@@ -239,7 +269,9 @@ def resolve_dtype(
     """--dtype auto takes the config's dtype, downcasting float32 to the platform's first supported
     dtype (bf16 from cc 8.0, else fp16), skipping fp16 for models that refuse it."""
     model_type = config.model_type
-    supported = ["bfloat16", "float16", "float32"] if gpu.capability_int >= 80 else ["float16", "float32"]
+    # platforms/cpu.py supported_dtypes: x86 and aarch64 CPUs take bf16 first, as GPUs from cc 8.0 do
+    has_bf16 = gpu.is_cpu or gpu.capability_int >= 80
+    supported = ["bfloat16", "float16", "float32"] if has_bf16 else ["float16", "float32"]
     supported = [d for d in supported if not (d == "float16" and model_type in FLOAT16_UNSUPPORTED)]
     wanted = DTYPE_ALIASES[requested]
     if wanted == "auto":
@@ -256,7 +288,7 @@ def resolve_dtype(
                 "proven_constraint",
             )
         )
-    if wanted == "bfloat16" and gpu.capability_int < 80:
+    if wanted == "bfloat16" and not has_bf16:
         problems.append(
             Problem(
                 "dtype",
@@ -324,16 +356,27 @@ def _long_max_model_len(requested: int, derived: int, config: ModelConfig) -> Pr
 
 def batch_defaults(gpu: Gpu, facts: EngineFacts, user: UserSettings, max_model_len: int) -> tuple[int, int]:
     """max_num_seqs and max_num_batched_tokens for `vllm serve` (UsageContext.OPENAI_API_SERVER)."""
-    tier = facts.batch_defaults(gpu.total_bytes, gpu.name, gpu.compute_capability, "OPENAI_API_SERVER")
     scheduler = facts.defaults["scheduler"]
-    mnbt = user.max_num_batched_tokens or (tier.max_num_batched_tokens if tier else scheduler["max_num_batched_tokens"])
-    mns = user.max_num_seqs or (tier.max_num_seqs if tier else scheduler["max_num_seqs"])
+    if gpu.is_cpu:
+        default_tokens, default_seqs = cpu_batch_defaults(user.tensor_parallel_size)
+    else:
+        tier = facts.batch_defaults(gpu.total_bytes, gpu.name, gpu.compute_capability, "OPENAI_API_SERVER")
+        default_tokens = tier.max_num_batched_tokens if tier else scheduler["max_num_batched_tokens"]
+        default_seqs = tier.max_num_seqs if tier else scheduler["max_num_seqs"]
+    mnbt = user.max_num_batched_tokens or default_tokens
+    mns = user.max_num_seqs or default_seqs
     if user.max_num_batched_tokens is None:
         # chunked prefill is on for generative models, so only the model-limit clamp applies
         mnbt = min(mns * max_model_len, mnbt)
     if user.max_num_seqs is None:
         mns = min(mns, mnbt)
     return mns, mnbt
+
+
+def cpu_batch_defaults(world_size: int) -> tuple[int, int]:
+    """engine/arg_utils.py get_batch_defaults, "cpu specific default values" (the same in 0.29-0.33):
+    2048 x world_size batched tokens and 128 x world_size sequences for the API server."""
+    return 2048 * world_size, 128 * world_size
 
 
 def _capture_ceiling(checkpoint: Checkpoint, facts: EngineFacts) -> int | None:

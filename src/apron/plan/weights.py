@@ -181,6 +181,8 @@ class WeightSettings:
     language_model_only: bool = False
     is_tower_whole: bool = False  # --mm-encoder-tp-mode data: the tower is replicated, not sharded
     vocab_padding_size: int = 64  # DEFAULT_VOCAB_PADDING_SIZE (vocab_parallel_embedding.py)
+    # The CUDA caching allocator's segment rounding (plan/allocator.py); the CPU platform has none.
+    has_caching_allocator: bool = True
 
 
 @dataclass
@@ -212,7 +214,7 @@ def estimate_weights(checkpoint: Checkpoint, config: ModelConfig, settings: Weig
         else:
             tally.add(entry.group, entry.checkpoint_bytes, _entry_bytes(entry, config, settings, tally))
     notes = list(quant.add_relayout(checkpoint, config, settings, tally))
-    rounding = _allocator_rounding(checkpoint, config, settings)
+    rounding = _allocator_rounding(checkpoint, config, settings) if settings.has_caching_allocator else 0
     if rounding:
         tally.add("allocator rounding", 0, rounding)
         notes.append(

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, get_args
 
 from apron.plan.quantity import UNITS, Unit, one_of
+from apron.plan.result import REQUIRED_QUANTITIES, Plan
 from apron.plan.result import SCHEMA as PLAN_SCHEMA
-from apron.plan.result import Plan
 
 Json = dict[str, Any]
 GIB = 2**30
@@ -221,7 +221,7 @@ class HardwareIdentity:
     def describe(self) -> str:
         if self.gpu_name:
             return f"{self.gpu_count} x {self.gpu_name}"
-        return f"CPU {self.cpu_model or '?'}" if self.platform == "cpu" else "?"
+        return f"CPU {self.cpu_model or '(model not reported)'}" if self.platform == "cpu" else "not reported"
 
 
 _HOST_FIELDS = ("platform", "hostname", "cpu_model", "cpu_cores", "ram_bytes", "machine")
@@ -433,7 +433,10 @@ class FixRecord(RecordDocument):
 
 def compare(plan: Plan, boot: BootRecord) -> Json:
     """Predicted beside measured, with the error (predicted - measured) in GiB and in % of measured."""
-    names = list(plan.quantities)
+    # the card's order (a stored plan reads back with its quantities in key order)
+    names = [n for n in REQUIRED_QUANTITIES if n in plan.quantities] + sorted(
+        set(plan.quantities) - set(REQUIRED_QUANTITIES)
+    )
     rows = []
     for name in sorted(
         set(names) | set(boot.measured), key=lambda n: (names.index(n) if n in names else len(names), n)
@@ -442,15 +445,16 @@ def compare(plan: Plan, boot: BootRecord) -> Json:
         if measured is None and (predicted is None or predicted.value is None):
             continue
         unit = measured.unit if measured else predicted.unit if predicted else None
-        rows.append(
-            _row(
-                name,
-                unit,
-                predicted.value if predicted else None,
-                predicted.label if predicted else None,
-                measured.value if measured else None,
-            )
+        row = _row(
+            name,
+            unit,
+            predicted.value if predicted else None,
+            predicted.label if predicted else None,
+            measured.value if measured else None,
         )
+        if measured is not None and measured.resolution_bytes and row["error"] is not None:
+            row["within_log_rounding"] = abs(row["error"]) <= measured.resolution_bytes  # at most half a 0.01 GiB step
+        rows.append(row)
     return {
         "plan_id": boot.plan_id,
         "outcome": boot.outcome,
@@ -463,13 +467,16 @@ def compare(plan: Plan, boot: BootRecord) -> Json:
 def _warnings(plan: Plan, boot: BootRecord) -> list[str]:
     warnings = []
     hardware = boot.hardware
-    if hardware.platform == "cpu":
+    if hardware.platform == "cpu" and plan.gpu_name != "cpu":
         warnings.append(
-            f"this boot ran on a CPU ({hardware.cpu_model or 'unknown model'}), the plan on "
+            f"this boot ran on a CPU ({hardware.cpu_model or 'model not reported'}), the plan on "
             f"{plan.gpu_name}: memory numbers are not comparable, only the way they are read"
         )
     elif hardware.gpu_name and hardware.gpu_name != plan.gpu_name:
         warnings.append(f"the plan was for {plan.gpu_name}, the boot ran on {hardware.gpu_name}")
+    booted = (boot.engine.version or "").split("+", 1)[0]
+    if booted and booted != plan.engine_version:
+        warnings.append(f"the plan was for vLLM {plan.engine_version}, the boot ran vLLM {boot.engine.version}")
     if boot.outcome == "host_fault":
         warnings.append("a host fault: nothing here is counted against the model")
     return warnings

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from apron.records.documents import GIB, BootRecord, FixRecord, PlanRecord, RecordDocument, UnreadRecord
+from apron.records.documents import BootRecord, FixRecord, PlanRecord, RecordDocument, UnreadRecord
 from apron.records.store import StoredRecord
+from apron.units import format_bytes, format_count, format_seconds, shorten
+
+NOT_REPORTED = "not reported"
 
 
 def summary_row(record: StoredRecord[RecordDocument]) -> dict[str, Any]:
@@ -23,7 +26,7 @@ def summary_row(record: StoredRecord[RecordDocument]) -> dict[str, Any]:
         return row | {
             "model": doc.rule,
             "engine": doc.engine_version,
-            "hardware": f"{doc.failed_boot[:12]} -> {str(doc.corrected_boot)[:12]}",
+            "hardware": f"{doc.failed_boot[:12]} -> {(doc.corrected_boot or 'not booted yet')[:14]}",
             "outcome": doc.status,
         }
     if isinstance(doc, BootRecord):
@@ -43,13 +46,23 @@ def summary_row(record: StoredRecord[RecordDocument]) -> dict[str, Any]:
 def render_list(rows: list[dict[str, Any]]) -> str:
     if not rows:
         return "no records"
-    lines = []
+    lines = [f"{'id':<12}  {'kind':<4}  {'outcome':<13} {'engine':<13} {'hardware':<40}  model", "-" * 100]
     for r in rows:
+        engine = f"vllm {r['engine']}" if r["engine"] else NOT_REPORTED
         lines.append(
-            f"{r['id'][:12]}  {r['kind']:<4}  {str(r['outcome']):<13} vllm {str(r['engine']):<8} "
-            f"{str(r['hardware'])[:40]:<40}  {r['model']}"
+            f"{r['id'][:12]}  {r['kind']:<4}  {str(r['outcome'] or NOT_REPORTED):<13} {engine:<13} "
+            f"{shorten(r['hardware'] or NOT_REPORTED, 40):<40}  {r['model'] or NOT_REPORTED}"
         )
     return "\n".join(lines)
+
+
+TIMING_TITLES = {
+    "weights_download_seconds": "weights",
+    "engine_start_seconds": "engine start",
+    "cold_start_seconds": "cold start",
+    "after_healthy_seconds": "checks and serving",
+    "teardown_seconds": "teardown",
+}
 
 
 def render_boot(record_id: str, doc: BootRecord) -> str:
@@ -59,23 +72,37 @@ def render_boot(record_id: str, doc: BootRecord) -> str:
         f"  outcome   {doc.outcome}" + (f" ({fault.kind} fault: {fault.reason})" if fault else ""),
         f"  plan      {doc.plan_id}",
         f"  target    {doc.target}",
-        f"  engine    vllm {doc.engine.version}",
-        f"  hardware  {doc.hardware.describe()}",
+        f"  engine    {'vllm ' + doc.engine.version if doc.engine.version else 'vllm, release ' + NOT_REPORTED}",
+        f"  hardware  {describe_hardware(doc)}",
     ]
     if fault:
-        lines.append(f"  evidence  {fault.evidence[:200]}")
+        lines.append(f"  evidence  {shorten(fault.evidence, 300)}")
     if doc.command:
         lines.append(f"  command   {doc.command.get('shell')}")
-    if doc.timings:
-        lines.append("  timings   " + ", ".join(f"{k} {v}" for k, v in doc.timings.items()))
-    lines.append("  measured")
+    timings = [f"{TIMING_TITLES[k]} {format_seconds(v)}" for k, v in doc.timings.items() if k in TIMING_TITLES and v]
+    if timings:
+        lines.append("  timings   " + ", ".join(timings))
+    lines.append("  measured" + ("" if doc.measured else "  nothing (the engine's log printed no accounting line)"))
     for name, q in doc.measured.items():
-        lines.append(f"    {name:<28} {format_value(q.value, q.unit)}")
+        lines.append(f"    {name:<28} {format_quantity(q.value, q.unit)}")
     lines += _answer_lines(doc)
-    lines.append(f"  log       {doc.log.bytes} bytes, sha256 {doc.log.sha256}")
+    lines.append(f"  log       {format_bytes(doc.log.bytes)}, sha256 {doc.log.sha256}")
+    for note in doc.notes:
+        lines.append(f"  note      {shorten(note, 300)}")
     for attempt in doc.attempts:
         lines.append(f"  earlier attempt on {attempt.target}: {attempt.fault.kind} fault, {attempt.fault.reason}")
     return "\n".join(lines)
+
+
+def describe_hardware(doc: BootRecord) -> str:
+    hardware = doc.hardware
+    if hardware.gpu_name:
+        return f"{hardware.gpu_count} x {hardware.gpu_name}"
+    if hardware.platform == "cpu":
+        cores = f", {hardware.cpu_cores} cores" if hardware.cpu_cores else ""
+        ram = f", {format_bytes(hardware.ram_bytes)} RAM" if hardware.ram_bytes else ""
+        return f"CPU ({hardware.cpu_model or 'model ' + NOT_REPORTED}{cores}{ram})"
+    return NOT_REPORTED
 
 
 def _answer_lines(doc: BootRecord) -> list[str]:
@@ -83,52 +110,90 @@ def _answer_lines(doc: BootRecord) -> list[str]:
     if not verdicts:
         return []
     shown = ", ".join(f"{name} {'yes' if value else 'no'}" for name, value in verdicts.items() if value is not None)
-    lines = [f"  verdicts  {shown}"]
+    skipped = (doc.after_healthy or {}).get("answers_skipped")
+    lines = [f"  verdicts  {shown}" + (f"; {skipped}" if skipped else "")]
     for check in (doc.answers or {}).get("checks", []):
-        lines.append(f"    check {check['name']:<14} {check['status']:<5} {check['reason'][:100]}")
+        lines.append(f"    check {check['name']:<14} {check['status']:<5} {shorten(check['reason'], 100)}")
     serving = doc.serving or {}
     figures = serving.get("figures") or {}
     if figures:
         ttft = figures.get("ttft") or {}
+        per_user = figures.get("output_tokens_per_second_per_user")
         lines.append(
             f"    serving   {figures.get('completed')} completed, {figures.get('failed')} failed; TTFT p50 "
-            f"{ttft.get('p50_seconds')} s, p99 {ttft.get('p99_seconds')} s; "
-            f"{figures.get('output_tokens_per_second_per_user')} tokens/s per user"
+            f"{format_seconds(ttft.get('p50_seconds'))}, p99 {format_seconds(ttft.get('p99_seconds'))}; "
+            f"{format_count(per_user, 'tokens/s per user')}"
         )
     elif serving.get("error"):
-        lines.append(f"    serving   failed: {serving['error'][:120]}")
+        lines.append(f"    serving   failed: {shorten(serving['error'], 120)}")
     return lines
 
 
+def render_fix(record_id: str, doc: FixRecord) -> str:
+    corrected = doc.corrected_boot or "not booted yet"
+    return "\n".join(
+        [
+            f"fix {record_id}",
+            f"  rule      {doc.rule} ({doc.status} on vllm {doc.engine_version})",
+            f"  failure   {doc.family} (fingerprint {doc.fingerprint[:12]})",
+            f"  failed    boot {doc.failed_boot}",
+            f"  corrected boot {corrected}",
+            f"  flags     {' '.join(doc.corrected_flags) or 'settings changed'}",
+            f"  command   {doc.corrected_command}",
+            f"  the plan  {doc.could_have_known}",
+        ]
+    )
+
+
+def render_fields(record_id: str, kind: str, document: dict[str, Any]) -> str:
+    """A record kind without its own view: its top-level fields, one a line, nested ones summarised."""
+    lines = [f"{kind} {record_id}"]
+    for name, value in document.items():
+        if name in ("kind", "schema_version"):
+            continue
+        if isinstance(value, dict):
+            shown = f"{len(value)} fields (--json shows them)"
+        elif isinstance(value, list):
+            shown = f"{len(value)} items (--json shows them)"
+        elif value is None:
+            shown = "none"
+        else:
+            shown = shorten(str(value), 200)
+        lines.append(f"  {name:<20} {shown}")
+    return "\n".join(lines)
+
+
 def render_compare(table: dict[str, Any]) -> str:
+    booted = table["engine"]["booted"]
     lines = [
         f"plan {table['plan_id']} (vllm {table['engine']['planned']}) vs boot "
-        f"({table['outcome']}, vllm {table['engine']['booted']})",
+        f"({table['outcome']}, {'vllm ' + booted if booted else 'engine release ' + NOT_REPORTED})",
         "",
     ]
     lines.append(f"  {'quantity':<24} {'predicted':>18} {'measured':>18} {'error':>12} {'error %':>9}")
     for row in table["rows"]:
-        if row["error_gib"] is not None:
-            error = f"{row['error_gib']:+.3f} GiB"
+        if row["error"] is not None and row["unit"] == "bytes":
+            error = ("+" if row["error"] >= 0 else "") + format_bytes(row["error"])
         elif row["error"] is not None:
             error = f"{row['error']:+,.2f}" if isinstance(row["error"], float) else f"{row['error']:+,}"
         else:
             error = "-"
         pct = f"{row['error_pct']:+.1f}%" if row["error_pct"] is not None else "-"
+        if row.get("within_log_rounding"):
+            pct = "rounding"  # the log prints the figure to two decimals of a GiB
+        predicted = format_quantity(row["predicted"], row["unit"], "none" if row["predicted_label"] else "not planned")
         lines.append(
-            f"  {row['name']:<24} {format_value(row['predicted'], row['unit']):>18} "
-            f"{format_value(row['measured'], row['unit']):>18} {error:>12} {pct:>9}"
+            f"  {row['name']:<24} {predicted:>18} "
+            f"{format_quantity(row['measured'], row['unit'], 'not logged'):>18} {error:>12} {pct:>9}"
         )
     for warning in table["warnings"]:
         lines.append(f"\nnote: {warning}")
     return "\n".join(lines)
 
 
-def format_value(value: float | None, unit: str | None) -> str:
+def format_quantity(value: float | None, unit: str | None, missing: str = "-") -> str:
     if value is None:
-        return "-"
+        return missing
     if unit == "bytes":
-        return f"{value / GIB:.2f} GiB"
-    if isinstance(value, float):
-        return f"{value:,.2f}"
-    return f"{value:,}"
+        return format_bytes(value)
+    return format_count(value)

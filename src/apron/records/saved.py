@@ -1,6 +1,7 @@
 """A saved plan, wherever the user keeps it: an `apron.plan/1` JSON file (`apron plan --json >
 plan.json`, gzip too), a file holding a plan record, or the id of a plan record in the store (a unique
-prefix of 6+ hex characters). The one loader `apron boot` and `apron diagnose --plan` share."""
+prefix of 4+ hex characters, as `apron records show` takes). The one loader `apron boot` and `apron diagnose --plan`
+share."""
 
 from __future__ import annotations
 
@@ -12,9 +13,9 @@ from typing import Any
 from apron.errors import BadInput
 from apron.plan.result import SCHEMA, Plan
 from apron.records.documents import PlanRecord
-from apron.records.store import RecordStore
+from apron.records.store import MIN_PREFIX, RecordStore
 
-MIN_ID_CHARS = 6
+MIN_ID_CHARS = MIN_PREFIX
 
 
 def saved_plan(ref: str, store: RecordStore) -> Plan | None:

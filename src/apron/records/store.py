@@ -162,8 +162,18 @@ class RecordStore:
         if not matches:
             raise BadInput(f"no record {rid} in {self.root} (see `apron records list`)")
         if len(matches) > 1:
-            raise BadInput(f"record id {rid} is ambiguous in {self.root}: give more characters")
+            shown = ", ".join(f"{m[:12]} ({self._kind_of(m)})" for m in matches[:6])
+            more = f" and {len(matches) - 6} more" if len(matches) > 6 else ""
+            raise BadInput(
+                f"record id {rid} is ambiguous in {self.root}: it starts {shown}{more}; give more characters"
+            )
         return self._record_path(matches[0])
+
+    def _kind_of(self, rid: str) -> str:
+        try:
+            return str(json.loads(self._record_path(rid).read_bytes()).get("kind"))
+        except (OSError, ValueError):
+            return "unreadable"
 
     def _record_path(self, rid: str) -> Path:
         return self.root / "records" / rid[:2] / f"{rid}.json"

@@ -23,6 +23,16 @@ def show_document(store: RecordStore, record_id: str) -> dict[str, Any]:
     return {"id": record.id, **record.raw}
 
 
+def newest_boot(store: RecordStore) -> str:
+    """The id of the boot record made last (BadInput when the store holds none)."""
+    from apron.errors import BadInput
+
+    boots = store.find(BootRecord)
+    if not boots:
+        raise BadInput(f"no boot records in {store.root}: boot a plan first (apron boot ... --on local)")
+    return max(boots, key=lambda r: (r.document.created_at, r.id)).id
+
+
 def compare_document(store: RecordStore, record_id: str) -> dict[str, Any]:
     """Predicted (the linked plan) beside measured (the boot)."""
     boot = store.get_as(record_id, BootRecord).document

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from apron.plan.result import REQUIRED_QUANTITIES, Plan
+from apron.units import format_bytes, format_count
 
 
 class QuantityLike(Protocol):
@@ -32,43 +33,71 @@ QUANTITY_TITLES = {
     "max_concurrency": "max concurrency",
     "host_ram_bytes": "host RAM needed",
 }
-_VERDICT = {"fits": "FITS", "does_not_fit": "DOES NOT FIT", "unknown": "UNKNOWN"}
+_VERDICT = {"fits": "FITS", "does_not_fit": "DOES NOT FIT", "unsupported": "UNSUPPORTED", "unknown": "UNKNOWN"}
 
 
-_EXACT_BYTES = {"kv_bytes_per_token", "kv_block_bytes"}
+_EXACT_BYTES = {"kv_bytes_per_token"}
 
 
 def format_value(q: QuantityLike, name: str = "") -> str:
+    """A quantity in a unit that fits; "unknown" where it is not modelled, "none" where the platform
+    has no such term (a CPU's CUDA graphs)."""
     if q.value is None:
-        return "unknown" if q.label == "unknown" else "n/a"
+        return "unknown" if q.label == "unknown" else "none"
     if q.unit == "bytes" and name in _EXACT_BYTES:
         return f"{q.value:,} B"
     if q.unit == "bytes":
-        return f"{q.value / 2**30:,.2f} GiB" if abs(q.value) >= 2**24 else f"{q.value:,} B"
+        return format_bytes(q.value)
     if q.unit == "sequences":
         return f"{q.value:,.2f}x"
-    return f"{q.value:,} {q.unit}"
+    return format_count(q.value, q.unit)
+
+
+def verdict_line(plan: Plan) -> str:
+    """The verdict, and for an unsupported or unknown plan the one thing to know about it."""
+    text = f"verdict: {_VERDICT[plan.verdict]}"
+    if plan.verdict == "unsupported":
+        from apron.plan.planner import unsupported_summary
+
+        return f"{text}: {unsupported_summary(plan)}"
+    hint = next((p.message for p in plan.problems if p.kind == "fix" and "--language-model-only" in p.message), None)
+    if plan.verdict == "unknown" and hint:
+        return f"{text}: the vision tower's profiling peak is not modelled; {hint}"
+    return text
+
+
+def _hardware_line(plan: Plan) -> str:
+    if plan.gpu_name == "cpu":
+        return f"vLLM {plan.engine_version} on the CPU platform ({format_bytes(plan.total_bytes_per_gpu)} NUMA node)"
+    return f"vLLM {plan.engine_version} on {plan.gpu_count} x {plan.gpu_name} ({format_bytes(plan.total_bytes_per_gpu)} each)"
 
 
 def render_card(plan: Plan) -> str:
     m = plan.model
     revision = f"@{m.revision[:12]}" if m.revision else ""
+    kv_size = plan.settings.kv_cache_memory_bytes
     lines = [
-        f"{m.repo_id or m.source}{revision}  ({m.architecture}, {m.source_kind})",
-        f"vLLM {plan.engine_version} on {plan.gpu_count} x {plan.gpu_name} "
-        f"({plan.total_bytes_per_gpu / 2**30:.2f} GiB each)",
-        f"settings: max_model_len {plan.settings.max_model_len}, dtype {plan.settings.dtype}, "
-        f"util {plan.settings.gpu_memory_utilization}, max_num_seqs {plan.settings.max_num_seqs}, "
-        f"max_num_batched_tokens {plan.settings.max_num_batched_tokens}"
+        f"{m.repo_id or m.source}{revision}  ({m.architecture}, {m.source_kind}"
+        f"{', random weights' if m.has_random_weights else ''})",
+        _hardware_line(plan),
+        f"settings: max_model_len {plan.settings.max_model_len:,}, dtype {plan.settings.dtype}, "
+        + (
+            f"KV cache {format_bytes(kv_size)}, "
+            if kv_size is not None
+            else f"util {plan.settings.gpu_memory_utilization}, "
+        )
+        + f"max_num_seqs {plan.settings.max_num_seqs}, "
+        f"max_num_batched_tokens {plan.settings.max_num_batched_tokens:,}"
         f"{', eager' if plan.settings.enforce_eager else ''}",
         "",
-        f"verdict: {_VERDICT[plan.verdict]}",
+        verdict_line(plan),
         "",
     ]
+    titles = dict(QUANTITY_TITLES, weights_bytes_per_gpu="weights") if plan.gpu_name == "cpu" else QUANTITY_TITLES
     width = max(len(t) for t in QUANTITY_TITLES.values())
     for name in REQUIRED_QUANTITIES:
         q = plan.quantities[name]
-        lines.append(f"  {QUANTITY_TITLES[name]:<{width}}  {format_value(q, name):>16}  [{q.label}]")
+        lines.append(f"  {titles[name]:<{width}}  {format_value(q, name):>16}  [{q.label}]")
     if plan.problems:
         lines += ["", "problems:"] + [f"  - [{p.label}] {p.message}" for p in plan.problems]
     if plan.unknowns:

@@ -40,6 +40,7 @@ _FLAG_FIELDS = {
     "--max-num-batched-tokens": ("max_num_batched_tokens", int),
     "--kv-cache-dtype": ("kv_cache_dtype", str),
     "--dtype": ("dtype", str),
+    "--kv-cache-memory-bytes": ("kv_cache_memory_bytes", int),
 }
 
 
@@ -138,7 +139,8 @@ def diagnose(
     matches, errors = run_rules(found, log_text, plan)
     store = store or StatusStore()
     candidates = tuple(_candidate(m, settings, store, version) for m in matches)
-    return Diagnosis(found, log_id, version, settings, source, candidates, could_have_known(plan, found), tuple(errors))
+    known = could_have_known(plan, found, logtext.non_default_args(lines), logtext.engine_version_in(lines))
+    return Diagnosis(found, log_id, version, settings, source, candidates, known, tuple(errors))
 
 
 def _candidate(match: RuleMatch, settings: UserSettings, store: StatusStore, version: str | None) -> Candidate:

@@ -58,7 +58,40 @@ class KnownReport:
         return {"flagged": self.flagged, "basis": self.basis, "line": self.line}
 
 
-def could_have_known(plan: Plan | None, fingerprint: Fingerprint) -> KnownReport:
+# vLLM's `non-default args` names -> the plan's settings, for telling a boot that ran other settings
+_COMPARED = (
+    "max_model_len",
+    "gpu_memory_utilization",
+    "kv_cache_memory_bytes",
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "tensor_parallel_size",
+    "kv_cache_dtype",
+    "dtype",
+    "enforce_eager",
+)
+
+
+def settings_differences(plan: Plan, ran: dict[str, Any] | None, engine: str | None) -> list[str]:
+    """What the boot ran that the plan did not say (its log's `non-default args` and release banner):
+    an --extra-args override, another engine. Empty when the boot ran the plan."""
+    out = []
+    planned = plan.settings.to_json()
+    for name in _COMPARED:
+        if not ran or name not in ran or ran[name] in (None, "auto"):
+            continue
+        if ran[name] != planned.get(name):
+            shown = planned.get(name)
+            out.append(f"--{name.replace('_', '-')} {ran[name]} (the plan: {'none' if shown is None else shown})")
+    if engine and engine.split("+", 1)[0] != plan.engine_version:
+        out.append(f"vLLM {engine} (the plan: {plan.engine_version})")
+    return out
+
+
+def could_have_known(
+    plan: Plan | None, fingerprint: Fingerprint, ran: dict[str, Any] | None = None, engine: str | None = None
+) -> KnownReport:
+    """RAN and ENGINE: the boot's own settings and release, as its log prints them (when known)."""
     if plan is None:
         return KnownReport(None, "no_plan", "no plan given: cannot say whether the preflight knew")
     if fingerprint.blame in ("host", "harness", "input"):
@@ -77,6 +110,13 @@ def could_have_known(plan: Plan | None, fingerprint: Fingerprint) -> KnownReport
     if plan.verdict == "does_not_fit" and (problems or fingerprint.family in MEMORY_FAMILIES):
         why = f" ({problems[0].kind})" if problems else ""
         return KnownReport(True, "does_not_fit", f"plan flagged it: predicted does_not_fit{why}")
+    differences = settings_differences(plan, ran, engine)
+    if differences:
+        return KnownReport(
+            None,
+            "settings_differ",
+            "the boot's settings differed from the plan: " + "; ".join(differences) + " - not a calculator miss",
+        )
     if problems and not _ran_the_plans_fix(plan, fingerprint):
         # an advisory problem the plan works around with a flag the failed boot did not run
         return KnownReport(

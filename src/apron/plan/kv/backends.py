@@ -151,5 +151,27 @@ def _rejects(facts: EngineFacts, name: str, capability: tuple[int, int], has_sin
     return None
 
 
+# The KV families whose layers vLLM's CPU platform builds the way Apron counts them: plain attention
+# (full, sliding, GQA), MLA, and state-only Mamba. Others plan as unknown on the CPU platform.
+CPU_FAMILIES = frozenset({"decoder", "mla", "mamba1", "mamba2"})
+# platforms/cpu.py check_and_update_config (0.29-0.32) sets block_size 128 unless the user gave one;
+# 0.33 update_block_size_for_backend asks CPU_ATTN for its preferred size with the same default.
+CPU_BLOCK_SIZE = 128
+
+
+def cpu_backend(facts: EngineFacts, *, is_mla: bool, cpu_flags: frozenset[str]) -> tuple[BackendChoice, int]:
+    """platforms/cpu.py get_attn_backend_cls and the block size check_and_update_config sets: CPU_ATTN
+    (block 128); for MLA, AMX_MLA where the CPU has AMX tiles (block 128), else the reference CPU_MLA,
+    whose decode kernel compiles for block 16 only."""
+    if not is_mla:
+        backend = backend_from_facts(facts, "CPU_ATTN")
+        return BackendChoice(backend, "the CPU platform's attention backend"), CPU_BLOCK_SIZE
+    if "amx_tile" in cpu_flags:
+        backend = backend_from_facts(facts, "AMX_MLA")
+        return BackendChoice(backend, "MLA on a CPU with AMX tiles"), CPU_BLOCK_SIZE
+    backend = backend_from_facts(facts, "CPU_MLA")
+    return BackendChoice(backend, "MLA on a CPU without AMX tiles: the reference kernel, block 16"), 16
+
+
 def lcm_of_min_blocks(backends: list[Backend]) -> int:
     return math.lcm(*[b.min_kernel_block() for b in backends]) if backends else 1

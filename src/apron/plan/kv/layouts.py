@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from apron.engine.facts import EngineFacts
-from apron.plan.kv.backends import Backend, BackendChoice, NoBackend, choose_backend
+from apron.plan.kv.backends import CPU_FAMILIES, Backend, BackendChoice, NoBackend, choose_backend, cpu_backend
 from apron.plan.kv.families import family_for
 from apron.plan.kv.families.base import FamilyContext, KVLayout, Refusal
 from apron.plan.kv.unknowns import unread_layout_fields
@@ -28,10 +28,16 @@ def build_layout(
     *,
     capability: tuple[int, int],
     is_attention_free: bool,
+    cpu_flags: frozenset[str] | None = None,
 ) -> KVLayout:
-    ctx = FamilyContext(arch, config, settings, facts, capability=capability, is_attention_free=is_attention_free)
+    """CPU_FLAGS: None on a GPU; on vLLM's CPU platform, the CPU's platform flags (apron.hardware.cpu)."""
+    ctx = FamilyContext(
+        arch, config, settings, facts, capability=capability, is_attention_free=is_attention_free, cpu_flags=cpu_flags
+    )
     entry = facts.architecture(arch) or {}
     family = family_for(arch, config)
+    if cpu_flags is not None and family.NAME not in CPU_FAMILIES:
+        return _empty(ctx, f"the {family.NAME} layout on vLLM's CPU platform is not modelled")
     read = family.READS | getattr(family, "IRRELEVANT", frozenset())
     unread = [
         f"config field '{key}' describes a cache or attention layout Apron does not model"
@@ -74,6 +80,8 @@ def build_layout(
 
 def _empty(ctx: FamilyContext, why: str) -> KVLayout:
     ctx.unknowns.append(why)
+    if ctx.cpu_flags is not None:
+        return _nothing(ctx, cpu_backend(ctx.facts, is_mla=False, cpu_flags=ctx.cpu_flags)[0])
     try:
         choice = choose_backend(
             ctx.facts,
@@ -85,6 +93,10 @@ def _empty(ctx: FamilyContext, why: str) -> KVLayout:
         )
     except NoBackend:
         choice = BackendChoice(Backend("none"), "no attention backend chosen")
+    return _nothing(ctx, choice)
+
+
+def _nothing(ctx: FamilyContext, choice: BackendChoice) -> KVLayout:
     return KVLayout(
         specs=(),
         block_size=16,

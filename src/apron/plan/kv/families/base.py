@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from apron.engine.facts import EngineFacts
-from apron.plan.kv.backends import BackendChoice, choose_backend
+from apron.plan.kv.backends import BackendChoice, choose_backend, cpu_backend
 from apron.plan.kv.specs import (
     ChunkedLocalAttentionSpec,
     FullAttentionSpec,
@@ -123,9 +123,11 @@ class FamilyContext:
         *,
         capability: tuple[int, int] = (9, 0),
         is_attention_free: bool = False,
+        cpu_flags: frozenset[str] | None = None,
     ):
         self.arch, self.config, self.t, self.settings, self.facts = arch, config, config.text, settings, facts
         self.capability, self.is_attention_free = capability, is_attention_free
+        self.cpu_flags = cpu_flags  # None on a GPU; the CPU's platform flags on vLLM's CPU platform
         self.tp = settings.tensor_parallel_size
         self.model_bytes = KV_DTYPE_BYTES[settings.dtype]
         kv_dtype = settings.dtype if settings.kv_cache_dtype == "auto" else settings.kv_cache_dtype
@@ -143,7 +145,15 @@ class FamilyContext:
         """MambaStateDtypeCalculator: conv state in the model dtype (mamba_cache_dtype auto), ssm
         state in mamba_ssm_cache_dtype (auto = the conv dtype)."""
         conv = self.model_bytes
+        if self.is_cpu and "avx512_bf16" in (self.cpu_flags or ()):
+            # platforms/cpu.py check_and_update_config: "Reset SSM cache type to float32" for every
+            # state backend but the accelerated gated delta-net, on CPUs with AVX-512 BF16
+            return conv, 4
         return conv, conv if ssm_dtype in ("auto", None) else KV_DTYPE_BYTES[dtype_name(ssm_dtype)]
+
+    @property
+    def is_cpu(self) -> bool:
+        return self.cpu_flags is not None
 
 
 def layer_name(index: int, suffix: str = "") -> str:
@@ -177,19 +187,25 @@ def attention_layout(ctx: FamilyContext, layers: Sequence[Layer | None], family:
     attention = [x for x in layers if x is not None and x.kind != "mamba"]
     states = [x for x in layers if x is not None and x.kind == "mamba"]
     is_hybrid = bool(attention) and bool(states)
-    choice = choose_backend(
-        ctx.facts,
-        ctx.capability,
-        is_mla=any(x.kind == "mla" for x in attention),
-        has_sinks=family == "gpt_oss",
-        mixed_head_sizes=len({x.head_size for x in attention}) > 1,
-        kv_cache_dtype=ctx.settings.kv_cache_dtype,
-        is_gqa=ctx.config.num_heads // max(ctx.config.num_kv_heads, 1) > 1,
-    )
-    block = choice.backend.preferred_block_size(16)
+    is_mla = any(x.kind == "mla" for x in attention)
+    if ctx.cpu_flags is not None:
+        if is_hybrid:
+            raise Refusal("hybrid block alignment on vLLM's CPU platform is not modelled", "", "not_modelled")
+        choice, block = cpu_backend(ctx.facts, is_mla=is_mla, cpu_flags=ctx.cpu_flags)
+    else:
+        choice = choose_backend(
+            ctx.facts,
+            ctx.capability,
+            is_mla=is_mla,
+            has_sinks=family == "gpt_oss",
+            mixed_head_sizes=len({x.head_size for x in attention}) > 1,
+            kv_cache_dtype=ctx.settings.kv_cache_dtype,
+            is_gqa=ctx.config.num_heads // max(ctx.config.num_kv_heads, 1) > 1,
+        )
+        block = choice.backend.preferred_block_size(16)
     mode = "none" if (not attention or ctx.is_attention_free) else ("align" if states else "none")
     logs: list[str] = []
-    if block != 16:
+    if block != 16 and ctx.cpu_flags is None:
         logs.append(f"Setting kv cache block size to {block} for {choice.backend.name} backend.")
     checkpoint_blocks = _checkpoint_blocks(states, mode, ctx)
     mamba_padded, mamba_block = None, (ctx.settings.max_model_len if mode == "none" else block)
