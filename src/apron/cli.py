@@ -658,6 +658,12 @@ def serving_options(group: str, defaults: tuple[int, int, int, int], old: bool =
     show_default=True,
     help="Corrected boots at most.",
 )
+@option(
+    "--probe",
+    group="Measurement",
+    is_flag=True,
+    help="Record the allocator inside the engine's profiling run and write a probe record (as apron probe).",
+)
 @records_option
 @json_option("Print the boot record as JSON.")
 def boot_command(
@@ -674,7 +680,7 @@ def boot_command(
     which is planned first (then --gpu is needed)."""
     from apron.boot.answers import AnswerSettings
     from apron.boot.command import parse_extra_args
-    from apron.boot.request import BootRequest, failure, parse_env, run_boot
+    from apron.boot.request import BootRequest, failure, parse_env, probe_failure, run_boot
     from apron.boot.runner import SshSettings
     from apron.boot.session import BootOptions
 
@@ -714,6 +720,7 @@ def boot_command(
         ssh=SshSettings(opts["identity_file"], opts["known_hosts_file"], tuple(opts["ssh_options"])),
         fix_attempts=opts["fix_attempts"] if opts["fix"] else 0,
         records=opts["records"],
+        probe=opts["probe"] or opts.get("show_probe", False),
     )
 
     def planner(source: str) -> Plan:
@@ -723,15 +730,62 @@ def boot_command(
 
     outcome = run_boot(request, planner if gpu else None, progress=lambda m: say(f"apron: {m}"))
     result = outcome.final
-    if as_json:
+    if opts.get("show_probe"):
+        _show_probe(result, as_json)
+    elif as_json:
         emit_json({"id": result.record_id, **result.record.to_json()})
     else:
         from apron.records.report import render_boot
 
         click.echo(render_boot(result.record_id, result.record))
-    problem = failure(result)
+    if result.probe_id and not opts.get("show_probe"):
+        say(f"apron: probe record {result.probe_id[:12]} ({result.probe.status if result.probe else '?'})")
+    problem = failure(result) or (probe_failure(result) if request.probe else None)
     if problem:
         raise Failed(problem)
+
+
+def _show_probe(result: Any, as_json: bool) -> None:
+    """`apron probe` prints the probe record; the boot record is named on stderr."""
+    say(f"apron: boot record {result.record_id[:12]} ({result.record.outcome})")
+    if result.probe is None:
+        return
+    if as_json:
+        emit_json({"id": result.probe_id, **result.probe.to_json()})
+    else:
+        from apron.records.probe_view import render_probe
+
+        click.echo(render_probe(result.probe_id, result.probe))
+
+
+def _probe_callback(**kwargs: Any) -> None:
+    kwargs["probe"] = True
+    boot_command.callback(**kwargs, show_probe=True)  # type: ignore[misc]
+
+
+def _probe_params() -> list[click.Parameter]:
+    import copy
+
+    params = []
+    for param in boot_command.params:
+        if param.name == "probe":
+            continue
+        if param.name == "as_json":
+            param = copy.copy(param)
+            param.help = "Print the probe record as JSON."
+        params.append(param)
+    return params
+
+
+probe_command = GroupedCommand(
+    "probe",
+    params=_probe_params(),
+    callback=_probe_callback,
+    help="Boot a plan with the allocator probe: every block alive at the profiling peak, matched to the "
+    "plan's buffers.\n\nSOURCE_OR_PLAN and every option as `apron boot` takes them; prints the probe record "
+    "(exit 1 when the boot fails or the probe records nothing).",
+)
+cli.add_command(probe_command)
 
 
 @cli.group("log")
@@ -766,7 +820,7 @@ def records_group() -> None:
 
 
 @records_group.command("list")
-@option("--kind", group="Options", type=click.Choice(["plan", "boot", "fix"]))
+@option("--kind", group="Options", type=click.Choice(["plan", "boot", "fix", "probe"]))
 @records_option
 @json_option()
 def records_list_command(kind: str | None, records: str | None, as_json: bool) -> None:
@@ -816,7 +870,13 @@ def records_show_command(
             raise BadInput(f"record {record.id[:12]} is a {record.kind}: only boot records keep a log")
         sys.stdout.write(store.get_blob(document.log.sha256).decode("utf-8", errors="replace"))
         return
-    if as_json or not isinstance(document, BootRecord):
+    from apron.records.documents import ProbeRecord
+
+    if isinstance(document, ProbeRecord) and not as_json:
+        from apron.records.probe_view import render_probe
+
+        click.echo(render_probe(record.id, document))
+    elif as_json or not isinstance(document, BootRecord):
         from apron.records.views import show_document
 
         emit_json(show_document(store, record.id))

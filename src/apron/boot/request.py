@@ -35,6 +35,7 @@ class BootRequest:
     fix_attempts: int = 0  # corrected boots at most; 0: no --fix
     records: str | None = None
     plan: Plan | None = None  # already made (--from FILE); else source_or_plan is resolved
+    probe: bool = False  # `apron probe` / --probe: the allocator hook rides along (boot/probing.py)
 
 
 def parse_env(pairs: tuple[str, ...] | list[str]) -> dict[str, str]:
@@ -67,6 +68,11 @@ def run_boot(request: BootRequest, planner: Planner | None, progress: Progress) 
     plan = request.plan or resolve_plan(request.source_or_plan, store, planner, progress)
     # The target downloads gated weights with the user's Hub token.
     options = replace(request.options, hf_token=request.options.hf_token or os.environ.get("HF_TOKEN"))
+    if request.probe:
+        from apron.boot.probing import check_probe_request, probe_functions
+
+        check_probe_request(plan, options.profile, options.extra_args)
+        options = replace(options, probe_functions=probe_functions(plan))
     outcome = boot_with_fix(
         plan,
         specs,
@@ -96,3 +102,11 @@ def failure(result: BootResult) -> str | None:
     if missed:
         return f"booted, but not {' / '.join(missed)}: see the checks in record {result.record_id[:12]}"
     return None
+
+
+def probe_failure(result: BootResult) -> str | None:
+    """Why the probe recorded nothing (exit 1 for `apron probe`), or None when it recorded the run."""
+    probe = result.probe
+    if probe is None or probe.status == "recorded":
+        return None
+    return f"probe {probe.status.replace('_', ' ')}: {probe.error} (probe record {str(result.probe_id)[:12]})"

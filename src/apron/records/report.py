@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from apron.records.documents import GIB, BootRecord, FixRecord, PlanRecord, RecordDocument, UnreadRecord
+from apron.records.documents import (
+    GIB,
+    BootRecord,
+    FixRecord,
+    PlanRecord,
+    ProbeRecord,
+    RecordDocument,
+    UnreadRecord,
+)
 from apron.records.store import StoredRecord
 
 
@@ -32,6 +40,16 @@ def summary_row(record: StoredRecord[RecordDocument]) -> dict[str, Any]:
             "engine": doc.engine.version,
             "hardware": doc.hardware.describe(),
             "outcome": doc.outcome,
+            "created_at": doc.created_at,
+            "plan_id": doc.plan_id,
+        }
+    if isinstance(doc, ProbeRecord):
+        peak = f"peak {doc.peak_bytes / 2**20:.1f} MiB" if doc.peak_bytes is not None else "no peak"
+        return row | {
+            "model": f"probe of boot {doc.boot_id[:12]}",
+            "engine": None,
+            "hardware": f"{doc.platform or '?'}, {peak}",
+            "outcome": doc.status,
             "created_at": doc.created_at,
             "plan_id": doc.plan_id,
         }
