@@ -256,7 +256,14 @@ def given_settings(settings: dict) -> dict:
     return given
 
 
-def _candidate_plan(from_file: str, source: str | None, gpu: str | None, settings: dict, use_catalog: bool = True):
+def _candidate_plan(
+    from_file: str,
+    source: str | None,
+    gpu: str | None,
+    settings: dict,
+    use_catalog: bool = True,
+    calibration: Any = None,
+):
     """Plan a deployment file (`--from`): its settings, with the ones typed here winning."""
     from apron.plan.candidates import plan_candidate, read_candidate
 
@@ -264,7 +271,12 @@ def _candidate_plan(from_file: str, source: str | None, gpu: str | None, setting
     if source and source != candidate.model:
         raise BadInput(f"SOURCE {source} differs from the model {candidate.model} in {candidate.file}; give one")
     return plan_candidate(
-        candidate, gpu, given_settings(settings), _engine_option(settings.get("engine")), use_catalog=use_catalog
+        candidate,
+        gpu,
+        given_settings(settings),
+        _engine_option(settings.get("engine")),
+        use_catalog=use_catalog,
+        calibration=calibration,
     )
 
 
@@ -290,6 +302,13 @@ def _candidate_plan(from_file: str, source: str | None, gpu: str | None, setting
     type=click.Path(dir_okay=False),
     help="Also write the memory chart and card to FILE.",
 )
+@option(
+    "--calibration",
+    "calibration_file",
+    group="Model",
+    type=click.Path(dir_okay=False),
+    help="Scale the observed terms with a calibration from `apron calibrate --out` (never by default).",
+)
 @json_option("Print the apron.plan/1 JSON document.")
 def plan_command(
     source: str | None,
@@ -298,6 +317,7 @@ def plan_command(
     explain: bool,
     engine_diff: str | None,
     html_file: str | None,
+    calibration_file: str | None,
     as_json: bool,
     **settings: Any,
 ) -> None:
@@ -305,9 +325,16 @@ def plan_command(
     from apron.plan.planner import engine_diff as diff_plans
     from apron.plan.planner import plan_checkpoint
 
+    calibration = None
+    if calibration_file:
+        from apron.plan.calibration import read_calibration
+
+        calibration = read_calibration(calibration_file)
     candidate = None
     if from_file:
-        candidate = _candidate_plan(from_file, source, gpu, settings, use_catalog=not settings["no_catalog"])
+        candidate = _candidate_plan(
+            from_file, source, gpu, settings, use_catalog=not settings["no_catalog"], calibration=calibration
+        )
         plan, document = candidate.plan, candidate.to_json()
         checkpoint, target, user = candidate.checkpoint, candidate.gpu, candidate.user
     else:
@@ -324,7 +351,7 @@ def plan_command(
 
         checkpoint = load_checkpoint(request.source, request.revision, use_catalog=request.use_catalog)
         user = request.user
-        plan = plan_checkpoint(checkpoint, target, user, request.engine_version)
+        plan = plan_checkpoint(checkpoint, target, user, request.engine_version, calibration)
         document = plan.to_json()
     if html_file:
         from pathlib import Path
@@ -868,6 +895,8 @@ def records_show_command(
     if with_log:
         if not isinstance(document, BootRecord):
             raise BadInput(f"record {record.id[:12]} is a {record.kind}: only boot records keep a log")
+        if document.log is None:
+            raise BadInput(f"boot record {record.id[:12]} was imported from a published record: it keeps no log")
         sys.stdout.write(store.get_blob(document.log.sha256).decode("utf-8", errors="replace"))
         return
     from apron.records.documents import ProbeRecord
@@ -882,6 +911,88 @@ def records_show_command(
         emit_json(show_document(store, record.id))
     else:
         click.echo(render_boot(record.id, document))
+
+
+@records_group.command("import")
+@click.argument("file")
+@option(
+    "--snapshots",
+    group="Options",
+    type=click.Path(file_okay=False),
+    help="Plan the boots from checkpoint snapshot files here (<org>--<name>.json.gz) where the Hub is out of reach.",
+)
+@records_option
+@json_option()
+def records_import_command(file: str, snapshots: str | None, records: str | None, as_json: bool) -> None:
+    """Import published boots (tests/fixtures/boots-training.json's format) as boot records beside their plans.
+
+    Every boot is planned first, with the settings it was served with; nothing is written unless all are."""
+    from pathlib import Path
+
+    from apron.records.imports import import_boots, published_planner
+
+    path = Path(file)
+    if not path.is_file():
+        raise BadInput(f"{file}: no such file")
+    imported = import_boots(path, _store(records), published_planner(Path(snapshots) if snapshots else None))
+    rows = [
+        {"id": i.boot_id, "plan_id": i.plan_id, "model": i.model, "outcome": i.boot.outcome, **_hardware(i.boot)}
+        for i in imported
+    ]
+    if as_json:
+        emit_json(rows)
+        return
+    for row in rows:
+        click.echo(f"{row['id'][:12]}  {row['outcome']:<13} vllm {row['engine']:<8} {row['gpu']:<28} {row['model']}")
+    say(f"apron: {len(rows)} boots from {path.name} (plans beside them)")
+
+
+def _hardware(boot: Any) -> dict[str, Any]:
+    return {"engine": boot.engine.version, "gpu": boot.hardware.gpu_name}
+
+
+@cli.command("calibrate")
+@option("--engine", "engine", group="Options", help="Only boots of this release, e.g. vllm==0.29.0.")
+@option("--gpu", group="Options", help="Only boots on this GPU class (name or alias, as `apron plan --gpu`).")
+@option(
+    "--out",
+    "out_file",
+    group="Output",
+    type=click.Path(dir_okay=False),
+    help="Write the calibration here, for `apron plan --calibration FILE`.",
+)
+@records_option
+@json_option()
+def calibrate_command(
+    engine: str | None, gpu: str | None, out_file: str | None, records: str | None, as_json: bool
+) -> None:
+    """Fit the terms the planner labels observed to the boots in the store, per release and GPU class,
+    with the leave-one-out error of every quantity before and after (exit 1 when nothing is fitted)."""
+    from apron.records.calibrate import calibrate, render
+
+    gpu_name = None
+    if gpu:
+        from apron.hardware import resolve_gpu
+
+        gpu_name = resolve_gpu(gpu).name
+    run = calibrate(_store(records), engine=_engine_option(engine), gpu=gpu_name)
+    calibration = run.calibration
+    written = None
+    if out_file and calibration.groups:
+        from pathlib import Path
+
+        from apron.paths import write_atomic
+
+        written = Path(out_file)
+        write_atomic(written, (json.dumps(calibration.to_json(), indent=1) + "\n").encode())
+    if as_json:
+        emit_json({**run.to_json(), "calibration": calibration.to_json(), "written": str(written) if written else None})
+    else:
+        click.echo(render(run) if run.groups else "no healthy GPU boot beside its plan matches")
+    if written:
+        say(f"apron: wrote {written}")
+    if not calibration.groups:
+        raise Failed("nothing fitted: no group of at least 3 boots whose observed terms a factor improves")
 
 
 @records_group.command("compare")

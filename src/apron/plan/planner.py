@@ -11,6 +11,7 @@ from apron.engine.facts import EngineFacts, choose_version, engine_change, known
 from apron.errors import BadInput
 from apron.hardware import Gpu
 from apron.plan import memory
+from apron.plan.calibration import Calibration
 from apron.plan.encoder import is_tower_whole_on_every_rank
 from apron.plan.model_config import ModelConfig
 from apron.plan.parsers import parser_flags, tokenizer_note
@@ -35,9 +36,18 @@ def make_plan(request: PlanRequest) -> Plan:
     return plan_checkpoint(checkpoint, request.gpu, request.user, request.engine_version)
 
 
-def plan_checkpoint(checkpoint: Checkpoint, gpu: Gpu, user: UserSettings, engine_version: str | None = None) -> Plan:
+def plan_checkpoint(
+    checkpoint: Checkpoint,
+    gpu: Gpu,
+    user: UserSettings,
+    engine_version: str | None = None,
+    calibration: Calibration | None = None,
+) -> Plan:
+    """`calibration` (`apron plan --calibration FILE`) scales the observed terms; refused (BadInput) when
+    it was not made for this release and GPU class."""
     config = ModelConfig.from_config(checkpoint.config)
     facts, engine_note = choose_engine(checkpoint.architecture, engine_version)
+    group = calibration.for_plan(facts.version, gpu.name) if calibration is not None else None
     problems = registry_problems(checkpoint, config, gpu, facts)
     settings = resolve_settings(checkpoint, config, gpu, facts, user)
     weights = estimate_weights(
@@ -53,7 +63,7 @@ def plan_checkpoint(checkpoint: Checkpoint, gpu: Gpu, user: UserSettings, engine
         ),
     )
     problems += list(settings.problems) + list(weights.problems)
-    budget = memory.plan_memory(checkpoint, config, gpu, facts, settings, weights)
+    budget = memory.plan_memory(checkpoint, config, gpu, facts, settings, weights, group)
     problems += list(budget.problems)
     quantities = {"weights_bytes_per_gpu": weights_quantity(weights), **budget.quantities}
     parser_flag_list, parser_problems, parser_note = parser_flags(checkpoint, facts)
@@ -92,7 +102,12 @@ def plan_checkpoint(checkpoint: Checkpoint, gpu: Gpu, user: UserSettings, engine
         problems=tuple(problems),
         unknowns=tuple(unknowns),
         notes=tuple(n for n in notes if n),
-        details={"weights": weights_details(weights), "model_shape": model_shape(config), **budget.details},
+        details={
+            "weights": weights_details(weights),
+            "model_shape": model_shape(config),
+            **budget.details,
+            **({"calibration": {"file": calibration.source, **group.to_json()}} if calibration and group else {}),
+        },
     )
 
 

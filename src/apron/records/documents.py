@@ -288,7 +288,7 @@ class BootRecord(RecordDocument):
     target: str
     engine: EngineIdentity
     hardware: HardwareIdentity
-    log: LogRef
+    log: LogRef | None  # None for a boot imported from a published record (records/imports.py)
     fault: Fault | None = None
     command: Json | None = None  # argv, env, shell line, profile (apron.boot.command.ServeCommand)
     model_path: str | None = None
@@ -299,6 +299,7 @@ class BootRecord(RecordDocument):
     attempts: tuple[EarlierAttempt, ...] = ()
     notes: tuple[str, ...] = ()
     after_healthy: Json | None = None  # the rest of what ran after /health (smoke reply, verdicts)
+    source: Json | None = None  # an imported boot: the file it came from, its sha256 and the entry's index
 
     @property
     def counts_against_model(self) -> bool:
@@ -336,7 +337,7 @@ class BootRecord(RecordDocument):
             "model_path": self.model_path,
             "timings": dict(self.timings),
             "measured": {name: m.to_json() for name, m in self.measured.items()},
-            "log": self.log.to_json(),
+            "log": self.log.to_json() if self.log else None,
             "answers": self.answers,
             "serving": self.serving,
             "attempts": [a.to_json() for a in self.attempts],
@@ -344,6 +345,8 @@ class BootRecord(RecordDocument):
         }
         if self.after_healthy:
             out["after_healthy"] = self.after_healthy
+        if self.source:
+            out["source"] = self.source
         return out
 
     @classmethod
@@ -356,7 +359,7 @@ class BootRecord(RecordDocument):
             target=str(document.get("target") or ""),
             engine=EngineIdentity.from_json(document.get("engine") or {}),
             hardware=HardwareIdentity.from_json(document.get("hardware") or {}),
-            log=LogRef.from_json(document["log"]),
+            log=LogRef.from_json(document["log"]) if document.get("log") else None,
             fault=Fault.from_json(fault) if fault else None,
             command=document.get("command"),
             model_path=document.get("model_path"),
@@ -367,6 +370,7 @@ class BootRecord(RecordDocument):
             attempts=tuple(EarlierAttempt.from_json(a) for a in document.get("attempts") or ()),
             notes=tuple(document.get("notes") or ()),
             after_healthy=document.get("after_healthy"),
+            source=document.get("source"),
         )
 
 

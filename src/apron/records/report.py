@@ -90,7 +90,10 @@ def render_boot(record_id: str, doc: BootRecord) -> str:
     for name, q in doc.measured.items():
         lines.append(f"    {name:<28} {format_value(q.value, q.unit)}")
     lines += _answer_lines(doc)
-    lines.append(f"  log       {doc.log.bytes} bytes, sha256 {doc.log.sha256}")
+    if doc.log is not None:
+        lines.append(f"  log       {doc.log.bytes} bytes, sha256 {doc.log.sha256}")
+    elif doc.source:
+        lines.append(f"  imported  from {doc.source.get('file')} (entry {doc.source.get('index')}); no engine log")
     for attempt in doc.attempts:
         lines.append(f"  earlier attempt on {attempt.target}: {attempt.fault.kind} fault, {attempt.fault.reason}")
     return "\n".join(lines)
