@@ -293,3 +293,120 @@ def test_probe_command_bad_input_is_one_line_and_exit_2(tmp_path, apron_home):
     )
     assert result.returncode == 2 and "needs compilation on" in result.stderr
     assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+# -- the CUDA side, which no machine here can run -----------------------------------------------------
+
+
+def documented_snapshot_keys() -> set[str]:
+    """The keys torch.cuda.memory._snapshot documents (Snapshot, Segment, Block, Frame, TraceEntry), read
+    from the engine venv's own torch source: the fake below may use no other."""
+    from engine_env import vllm_python
+
+    done = subprocess.run(
+        [vllm_python(), "-c", "import torch.cuda.memory as m, inspect; print(inspect.getsource(m._snapshot))"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    import re
+
+    return set(re.findall(r"^\s+(\w+): ", done.stdout, re.MULTILINE))
+
+
+class FakeCuda:
+    """torch's CUDA surface as the hook uses it, over a snapshot in the documented format: one boundary that
+    cannot run here (no GPU)."""
+
+    def __init__(self, snapshot: dict, stats: list[dict], free: list[int], reserved: list[int]):
+        self.snapshot, self.stats, self.free, self.reserved = snapshot, stats, free, reserved
+        self.cuda = self
+        self.memory = self
+
+    def _snapshot(self, augment_with_fx_traces: bool = False) -> dict:
+        return self.snapshot
+
+    def _record_memory_history(self, **kwargs) -> None:
+        pass
+
+    def memory_stats(self) -> dict:
+        return self.stats.pop(0)
+
+    def mem_get_info(self) -> tuple[int, int]:
+        return self.free.pop(0), 80 * 2**30
+
+    def memory_reserved(self) -> int:
+        return self.reserved.pop(0)
+
+    def current_device(self) -> int:
+        return 0
+
+
+def frame(name: str, line: int = 1, path: str = "vllm/v1/worker/gpu/model_runner.py") -> dict:
+    return {"filename": f"/venv/lib/python3.12/site-packages/{path}", "line": line, "name": name}
+
+
+def test_the_cuda_recording_is_read_from_the_allocators_own_trace_and_segments(monkeypatch):
+    from apron.measure import probe_hook
+
+    monkeypatch.setattr(probe_hook, "_WRAPPED_NAMES", {"profile_run"})
+    run, sampler = [frame("profile_run", 9)], frame("_dummy_sampler_run", 30)
+    forward = frame("_dummy_run", 20)
+    gate_up = [frame("forward", 7, "vllm/model_executor/layers/linear.py"), forward, *run]
+    gate_up[0]["fx_original_trace"] = "File qwen3.py line 90\n    gate_up, _ = self.gate_up_proj(x)"
+    trace = [
+        {"action": "alloc", "addr": 1000, "size": 4 << 20, "stream": 0, "frames": gate_up},
+        {"action": "alloc", "addr": 9000, "size": 2 << 20, "stream": 0, "frames": [forward, *run]},
+        {"action": "free_requested", "addr": 1000, "size": 4 << 20, "stream": 0, "frames": []},
+        {"action": "free_completed", "addr": 1000, "size": 4 << 20, "stream": 0, "frames": []},
+        {"action": "alloc", "addr": 1000, "size": 1 << 20, "stream": 0, "frames": [sampler, *run]},
+        {"action": "segment_alloc", "addr": 50000, "size": 32 << 20, "stream": 0, "frames": []},
+        {"action": "free_requested", "addr": 77, "size": 512, "stream": 0, "frames": []},  # from before
+    ]
+    segment = {
+        "address": 1000,
+        "total_size": 20 << 20,
+        "stream": 0,
+        "segment_type": "large",
+        "allocated_size": 1 << 20,
+        "active_size": 1 << 20,
+        "blocks": [
+            {
+                "size": 1 << 20,
+                "requested_size": 1 << 20,
+                "address": 1000,
+                "state": "active_allocated",
+                "frames": [sampler],
+            },
+            {"size": 19 << 20, "requested_size": 0, "address": 2000, "state": "inactive", "frames": []},
+        ],
+    }
+    snapshot = {"segments": [segment], "device_traces": [trace]}
+    used = {k for d in (snapshot, segment, *segment["blocks"], *trace, *gate_up) for k in d}
+    assert used <= documented_snapshot_keys()
+    fake = FakeCuda(
+        snapshot,
+        stats=[
+            {"allocated_bytes.all.current": 5 << 30},
+            {"allocated_bytes.all.current": 5 << 30, "allocated_bytes.all.peak": (5 << 30) + (6 << 20)},
+        ],
+        free=[70 << 30, 69 << 30],
+        reserved=[(9 << 30) + (512 << 20), 10 << 30],
+    )
+    session = probe_hook._Session("m:GPUModelRunner.profile_run", None)
+    session.platform = "cuda"
+    session._before = probe_hook._cuda_state(fake)
+    session._finish_cuda(fake)
+    reading = read_reading({**session.reading, "status": "recorded"})
+    assert reading.peak_bytes == 6 << 20 == reading.allocator_peak_bytes  # gate_up + the second block
+    phases = {p.name: p for p in reading.phases}
+    assert set(phases) == {"_dummy_run", "_dummy_sampler_run"} and reading.peak_phase == "_dummy_run"
+    top = phases["_dummy_run"].blocks[0]
+    assert top.num_bytes == 4 << 20 and top.source == "gate_up, _ = self.gate_up_proj(x)"
+    assert top.frames[:2] == (
+        "vllm/model_executor/layers/linear.py:7 forward",
+        "vllm/v1/worker/gpu/model_runner.py:20 _dummy_run",
+    )
+    assert phases["_dummy_sampler_run"].peak_bytes == 3 << 20
+    assert reading.retained_free_bytes == 19 << 20 and reading.segments[0].live[0].num_bytes == 1 << 20
+    assert reading.non_torch_growth_bytes == (1 << 30) - (512 << 20)  # 1 GiB more used, 0.5 GiB more reserved

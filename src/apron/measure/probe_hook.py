@@ -241,7 +241,10 @@ class _Session:
         )
 
     def _finish_cuda(self, torch) -> None:
-        snapshot = torch.cuda.memory._snapshot()
+        try:  # FX-generated frames then carry the model source they came from (torch 2.10+)
+            snapshot = torch.cuda.memory._snapshot(augment_with_fx_traces=True)
+        except TypeError:
+            snapshot = torch.cuda.memory._snapshot()
         torch.cuda.memory._record_memory_history(enabled=None)
         after = _cuda_state(torch)
         device = torch.cuda.current_device()
@@ -474,6 +477,8 @@ def _source_hint(frames):
     for frame in frames:
         if not isinstance(frame, dict):
             return None
+        if frame.get("fx_original_trace"):
+            return str(frame["fx_original_trace"]).strip().splitlines()[-1].strip()[:300]
         filename, line = _file_line(frame)
         if not filename or _is_library(filename):
             continue
