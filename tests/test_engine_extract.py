@@ -222,6 +222,28 @@ def test_mirrored_functions_are_hashed_by_qualified_name(facts):
     assert all(len(digest) == 64 for digest in mirrored.values())
 
 
+def test_profiling_functions_are_every_profile_run_under_the_worker(facts):
+    """What `apron probe` wraps: each runner's profile_run by module and qualified name, and the CPU
+    runner's warm-up that reaches it (the stand-in's returns early in eager mode, as 0.29-0.33's does)."""
+    assert facts["profiling"] == {
+        "functions": [
+            {
+                "file": "v1/worker/gpu_model_runner.py",
+                "module": "vllm.v1.worker.gpu_model_runner",
+                "qualname": "GPUModelRunner.profile_run",
+            }
+        ],
+        "cpu_warm_up": [
+            {
+                "calls_profile_run": True,
+                "file": "v1/worker/cpu_model_runner.py",
+                "module": "vllm.v1.worker.cpu_model_runner",
+                "qualname": "CPUModelRunner.warming_up_model",
+            }
+        ],
+    }
+
+
 def test_a_tree_gives_the_same_facts_as_the_wheel(facts, tmp_path):
     tree = engine_wheel.write_tree(tmp_path / "tree")
     tree_facts = sync(str(tree), tmp_path / "out").facts

@@ -151,6 +151,20 @@ def test_known_facts_of_real_releases(apron_home):
     }
 
 
+@pytest.mark.parametrize("version", SHIPPED)
+def test_profiling_functions_of_real_releases(version, apron_home):
+    """Both model runners' profile_run (V1 gpu_model_runner.py, which the CPU runner inherits, and V2
+    gpu/model_runner.py) and the CPU warm-ups that call it, in every shipped release."""
+    facts = load_facts(version)
+    assert facts.profiling_functions == [
+        "vllm.v1.worker.gpu.model_runner:GPUModelRunner.profile_run",
+        "vllm.v1.worker.gpu_model_runner:GPUModelRunner.profile_run",
+    ]
+    warm_ups = facts.data["profiling"]["cpu_warm_up"]
+    assert {w["qualname"] for w in warm_ups} == {"CPUModelRunner.warming_up_model"}
+    assert all(w["calls_profile_run"] for w in warm_ups)
+
+
 def test_independent_count_script_agrees_with_the_extractor(tmp_path):
     wheel = engine_wheel.build_wheel(tmp_path / "w")
     sync(str(wheel), tmp_path / "facts")

@@ -65,7 +65,7 @@ def put_raw(store: RecordStore, document: dict) -> str:
 
 def test_layout_families_of_catalog_models(catalog_plans):
     for model, _, layout in CATALOG_PLANS:
-        assert layout_family(catalog_plans[model]) == layout, model
+        assert layout_family(Plan.from_json(catalog_plans[model])) == layout, model
 
 
 def test_report_of_plans_writes_page_charts_and_record_pages(catalog_plans, tmp_path):
@@ -96,7 +96,7 @@ def test_report_of_plans_writes_page_charts_and_record_pages(catalog_plans, tmp_
 
 
 def test_tokens_per_gib_come_from_the_plans_numbers(catalog_plans):
-    row = plan_row(catalog_plans["Qwen/Qwen3-8B"], "x" * 64)
+    row = plan_row(Plan.from_json(catalog_plans["Qwen/Qwen3-8B"]), "x" * 64)
     (point,) = series.kv_points(series.Selection(plans=[row]))
     q = catalog_plans["Qwen/Qwen3-8B"]["quantities"]
     assert point.tokens_per_gib == pytest.approx(q["kv_tokens"]["value"] / (q["available_kv_bytes"]["value"] / 2**30))
@@ -107,13 +107,13 @@ def test_tokens_per_gib_come_from_the_plans_numbers(catalog_plans):
 def test_newer_schema_and_unknown_kinds_are_skipped_with_a_note(catalog_plans, tmp_path):
     store = plan_store(tmp_path / "store", {"q": catalog_plans["Qwen/Qwen3-8B"]})
     newer = put_raw(store, {"schema_version": SCHEMA_VERSION + 1, "kind": "boot", "outcome": "healthy"})
-    probe = put_raw(store, {"schema_version": SCHEMA_VERSION, "kind": "probe", "peak_bytes": 1})
+    probe = put_raw(store, {"schema_version": SCHEMA_VERSION, "kind": "survey", "peak_bytes": 1})
     plan2 = put_raw(store, {"schema_version": SCHEMA_VERSION, "kind": "plan", "plan": {"schema": "apron.plan/2"}})
     result = run_cli("report", "--records", str(store.root), "--out", str(tmp_path / "out"), "--json")
     assert result.returncode == 0, result.stderr
     skipped = {s["id"]: s["reason"] for s in json.loads(result.stdout)["skipped"]}
     assert set(skipped) == {newer, probe, plan2}
-    assert "newer than this Apron" in skipped[newer] and "probe" in skipped[probe] and "apron.plan/2" in skipped[plan2]
+    assert "newer than this Apron" in skipped[newer] and "survey" in skipped[probe] and "apron.plan/2" in skipped[plan2]
     page = (tmp_path / "out" / "index.html").read_text()
     for rid in (newer, probe, plan2):
         assert rid[:12] in page
@@ -219,3 +219,53 @@ def test_predicted_vs_measured_draws_every_point_with_its_record():
         assert f"boot {point.record_id[:12]} ({point.model}" in chart.svg
     assert chart.svg.count('class="band"') == 4 and chart.svg.count('class="identity"') == 4
     assert all(p.is_within for p in points)  # 0.5% off: inside the 1% band
+
+
+def test_probe_records_are_listed_with_their_matched_and_unmatched_totals(catalog_plans, tmp_path):
+    """A probe record (the shape `apron probe` writes, built here) is drawn: the report lists it with its
+    peak, the bytes the plan's buffers account for and the rest; it gets its own page."""
+    from apron.measure.probe import PredictedBuffer, ProbeBlock
+    from apron.records.documents import BootRecord, EngineIdentity, HardwareIdentity, ProbePhase, ProbeRecord
+
+    store = plan_store(tmp_path / "store", {"q": catalog_plans["Qwen/Qwen3-8B"]})
+    plan_id = store.ids()[0]
+    boot = BootRecord(
+        "2026-01-01T00:00:00Z",
+        plan_id,
+        "healthy",
+        "local",
+        EngineIdentity("0.33.0"),
+        HardwareIdentity("gpu", gpu_name="NVIDIA H100 80GB HBM3", gpu_count=1),
+        None,
+    )
+    boot_id = store.put(boot)
+    phase = ProbePhase(
+        "_dummy_run",
+        3 * 2**20,
+        "forward pass",
+        (ProbeBlock(2 * 2**20, shape=(1024, 1024), buffer="MLP gate_up output"), ProbeBlock(2**20, op="aten::mul")),
+        (PredictedBuffer("MLP gate_up output", (1024, 1024), 2 * 2**20, "right"),),
+    )
+    probe = ProbeRecord(
+        "2026-01-01T00:00:01Z",
+        boot_id,
+        plan_id,
+        "recorded",
+        platform="cuda",
+        peak_bytes=3 * 2**20,
+        allocator_peak_bytes=3 * 2**20,
+        logged_peak_bytes=3 * 2**20,
+        peak_phase="_dummy_run",
+        phases=(phase,),
+    )
+    probe_id = store.put(probe)
+    result = run_cli("report", "--records", str(store.root), "--out", str(tmp_path / "out"), "--json")
+    assert result.returncode == 0, result.stderr
+    written = json.loads(result.stdout)
+    assert written["num_probes"] == 1 and written["skipped"] == []
+    page = Path(written["index"]).read_text()
+    section = page.split('<section id="probes">')[1].split("</section>")[0]
+    assert probe_id[:12] in section and boot_id[:12] in section
+    assert "3.00 MiB in _dummy_run" in section and "2.00 MiB (forward pass)" in section and "1.00 MiB" in section
+    own = (tmp_path / "out" / "records" / f"{probe_id}.html").read_text()
+    assert "MLP gate_up output" in own and "unmatched" in own

@@ -300,7 +300,14 @@ def given_settings(settings: dict) -> dict:
     return given
 
 
-def _candidate_plan(from_file: str, source: str | None, gpu: str | None, settings: dict, use_catalog: bool = True):
+def _candidate_plan(
+    from_file: str,
+    source: str | None,
+    gpu: str | None,
+    settings: dict,
+    use_catalog: bool = True,
+    calibration: Any = None,
+):
     """Plan a deployment file (`--from`): its settings, with the ones typed here winning."""
     from apron.plan.candidates import plan_candidate, read_candidate
 
@@ -308,7 +315,12 @@ def _candidate_plan(from_file: str, source: str | None, gpu: str | None, setting
     if source and source != candidate.model:
         raise BadInput(f"SOURCE {source} differs from the model {candidate.model} in {candidate.file}; give one")
     return plan_candidate(
-        candidate, gpu, given_settings(settings), _engine_option(settings.get("engine")), use_catalog=use_catalog
+        candidate,
+        gpu,
+        given_settings(settings),
+        _engine_option(settings.get("engine")),
+        use_catalog=use_catalog,
+        calibration=calibration,
     )
 
 
@@ -334,6 +346,13 @@ def _candidate_plan(from_file: str, source: str | None, gpu: str | None, setting
     type=click.Path(dir_okay=False),
     help="Also write the memory chart and card to FILE.",
 )
+@option(
+    "--calibration",
+    "calibration_file",
+    group="Model",
+    type=click.Path(dir_okay=False),
+    help="Scale the observed terms with a calibration from `apron calibrate --out` (never by default).",
+)
 @json_option("Print the apron.plan/1 JSON document.")
 def plan_command(
     source: str | None,
@@ -342,6 +361,7 @@ def plan_command(
     explain: bool,
     engine_diff: str | None,
     html_file: str | None,
+    calibration_file: str | None,
     as_json: bool,
     **settings: Any,
 ) -> None:
@@ -349,9 +369,16 @@ def plan_command(
     from apron.plan.planner import engine_diff as diff_plans
     from apron.plan.planner import plan_checkpoint
 
+    calibration = None
+    if calibration_file:
+        from apron.plan.calibration import read_calibration
+
+        calibration = read_calibration(calibration_file)
     candidate = None
     if from_file:
-        candidate = _candidate_plan(from_file, source, gpu, settings, use_catalog=not settings["no_catalog"])
+        candidate = _candidate_plan(
+            from_file, source, gpu, settings, use_catalog=not settings["no_catalog"], calibration=calibration
+        )
         plan, document = candidate.plan, candidate.to_json()
         checkpoint, target, user = candidate.checkpoint, candidate.gpu, candidate.user
     else:
@@ -368,7 +395,7 @@ def plan_command(
 
         checkpoint = load_checkpoint(request.source, request.revision, use_catalog=request.use_catalog)
         user = request.user
-        plan = plan_checkpoint(checkpoint, target, user, request.engine_version)
+        plan = plan_checkpoint(checkpoint, target, user, request.engine_version, calibration)
         document = plan.to_json()
     if html_file:
         from pathlib import Path
@@ -791,6 +818,12 @@ def serving_options(group: str, defaults: tuple[int, int, int, int], old: bool =
     show_default=True,
     help="Corrected boots at most.",
 )
+@option(
+    "--probe",
+    group="Measurement",
+    is_flag=True,
+    help="Record the allocator inside the engine's profiling run and write a probe record (as apron probe).",
+)
 @records_option
 @json_option("Print the boot record as JSON.")
 def boot_command(
@@ -807,7 +840,7 @@ def boot_command(
     which is planned first (then --gpu is needed)."""
     from apron.boot.answers import AnswerSettings
     from apron.boot.command import parse_extra_args
-    from apron.boot.request import BootRequest, failure, parse_env, run_boot
+    from apron.boot.request import BootRequest, failure, parse_env, probe_failure, run_boot
     from apron.boot.runner import SshSettings
     from apron.boot.session import BootOptions
 
@@ -850,6 +883,7 @@ def boot_command(
         records=opts["records"],
         gpu=gpu,
         engine=opts["engine"],
+        probe=opts["probe"] or opts.get("show_probe", False),
     )
 
     def planner(source: str, gpu_name: str, engine: str | None) -> Plan:
@@ -860,15 +894,62 @@ def boot_command(
 
     outcome = run_boot(request, planner, progress=progress_printer())
     result = outcome.final
-    if as_json:
+    if opts.get("show_probe"):
+        _show_probe(result, as_json)
+    elif as_json:
         emit_json({"id": result.record_id, **result.record.to_json()})
     else:
         from apron.records.report import render_boot
 
         click.echo(render_boot(result.record_id, result.record))
-    problem = failure(result)
+    if result.probe_id and not opts.get("show_probe"):
+        say(f"apron: probe record {result.probe_id[:12]} ({result.probe.status if result.probe else '?'})")
+    problem = failure(result) or (probe_failure(result) if request.probe else None)
     if problem:
         raise Failed(problem)
+
+
+def _show_probe(result: Any, as_json: bool) -> None:
+    """`apron probe` prints the probe record; the boot record is named on stderr."""
+    say(f"apron: boot record {result.record_id[:12]} ({result.record.outcome})")
+    if result.probe is None:
+        return
+    if as_json:
+        emit_json({"id": result.probe_id, **result.probe.to_json()})
+    else:
+        from apron.records.probe_view import render_probe
+
+        click.echo(render_probe(result.probe_id, result.probe))
+
+
+def _probe_callback(**kwargs: Any) -> None:
+    kwargs["probe"] = True
+    boot_command.callback(**kwargs, show_probe=True)  # type: ignore[misc]
+
+
+def _probe_params() -> list[click.Parameter]:
+    import copy
+
+    params = []
+    for param in boot_command.params:
+        if param.name == "probe":
+            continue
+        if param.name == "as_json":
+            param = copy.copy(param)
+            param.help = "Print the probe record as JSON."
+        params.append(param)
+    return params
+
+
+probe_command = GroupedCommand(
+    "probe",
+    params=_probe_params(),
+    callback=_probe_callback,
+    help="Boot a plan with the allocator probe: every block alive at the profiling peak, matched to the "
+    "plan's buffers.\n\nSOURCE_OR_PLAN and every option as `apron boot` takes them; prints the probe record "
+    "(exit 1 when the boot fails or the probe records nothing).",
+)
+cli.add_command(probe_command)
 
 
 @cli.group("log")
@@ -923,7 +1004,7 @@ def records_group() -> None:
 
 
 @records_group.command("list")
-@option("--kind", group="Options", type=click.Choice(["plan", "boot", "fix"]))
+@option("--kind", group="Options", type=click.Choice(["plan", "boot", "fix", "probe"]))
 @records_option
 @json_option()
 def records_list_command(kind: str | None, records: str | None, as_json: bool) -> None:
@@ -970,9 +1051,17 @@ def records_show_command(
     if with_log:
         if not isinstance(document, BootRecord):
             raise BadInput(f"record {record.id[:12]} is a {record.kind}: only boot records keep a log")
+        if document.log is None:
+            raise BadInput(f"boot record {record.id[:12]} was imported from a published record: it keeps no log")
         sys.stdout.write(store.get_blob(document.log.sha256).decode("utf-8", errors="replace"))
         return
-    if as_json:
+    from apron.records.documents import ProbeRecord
+
+    if isinstance(document, ProbeRecord) and not as_json:
+        from apron.records.probe_view import render_probe
+
+        click.echo(render_probe(record.id, document))
+    elif as_json:
         from apron.records.views import show_document
 
         emit_json(show_document(store, record.id))
@@ -980,6 +1069,88 @@ def records_show_command(
         from apron.report.record_text import render_record
 
         click.echo(render_record(record))
+
+
+@records_group.command("import")
+@click.argument("file")
+@option(
+    "--snapshots",
+    group="Options",
+    type=click.Path(file_okay=False),
+    help="Plan the boots from checkpoint snapshot files here (<org>--<name>.json.gz) where the Hub is out of reach.",
+)
+@records_option
+@json_option()
+def records_import_command(file: str, snapshots: str | None, records: str | None, as_json: bool) -> None:
+    """Import published boots (tests/fixtures/boots-training.json's format) as boot records beside their plans.
+
+    Every boot is planned first, with the settings it was served with; nothing is written unless all are."""
+    from pathlib import Path
+
+    from apron.records.imports import import_boots, published_planner
+
+    path = Path(file)
+    if not path.is_file():
+        raise BadInput(f"{file}: no such file")
+    imported = import_boots(path, _store(records), published_planner(Path(snapshots) if snapshots else None))
+    rows = [
+        {"id": i.boot_id, "plan_id": i.plan_id, "model": i.model, "outcome": i.boot.outcome, **_hardware(i.boot)}
+        for i in imported
+    ]
+    if as_json:
+        emit_json(rows)
+        return
+    for row in rows:
+        click.echo(f"{row['id'][:12]}  {row['outcome']:<13} vllm {row['engine']:<8} {row['gpu']:<28} {row['model']}")
+    say(f"apron: {len(rows)} boots from {path.name} (plans beside them)")
+
+
+def _hardware(boot: Any) -> dict[str, Any]:
+    return {"engine": boot.engine.version, "gpu": boot.hardware.gpu_name}
+
+
+@cli.command("calibrate")
+@option("--engine", "engine", group="Options", help="Only boots of this release, e.g. vllm==0.29.0.")
+@option("--gpu", group="Options", help="Only boots on this GPU class (name or alias, as `apron plan --gpu`).")
+@option(
+    "--out",
+    "out_file",
+    group="Output",
+    type=click.Path(dir_okay=False),
+    help="Write the calibration here, for `apron plan --calibration FILE`.",
+)
+@records_option
+@json_option()
+def calibrate_command(
+    engine: str | None, gpu: str | None, out_file: str | None, records: str | None, as_json: bool
+) -> None:
+    """Fit the terms the planner labels observed to the boots in the store, per release and GPU class,
+    with the leave-one-out error of every quantity before and after (exit 1 when nothing is fitted)."""
+    from apron.records.calibrate import calibrate, render
+
+    gpu_name = None
+    if gpu:
+        from apron.hardware import resolve_gpu
+
+        gpu_name = resolve_gpu(gpu).name
+    run = calibrate(_store(records), engine=_engine_option(engine), gpu=gpu_name)
+    calibration = run.calibration
+    written = None
+    if out_file and calibration.groups:
+        from pathlib import Path
+
+        from apron.paths import write_atomic
+
+        written = Path(out_file)
+        write_atomic(written, (json.dumps(calibration.to_json(), indent=1) + "\n").encode())
+    if as_json:
+        emit_json({**run.to_json(), "calibration": calibration.to_json(), "written": str(written) if written else None})
+    else:
+        click.echo(render(run) if run.groups else "no healthy GPU boot beside its plan matches")
+    if written:
+        say(f"apron: wrote {written}")
+    if not calibration.groups:
+        raise Failed("nothing fitted: no group of at least 3 boots whose observed terms a factor improves")
 
 
 @records_group.command("compare")

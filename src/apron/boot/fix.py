@@ -89,6 +89,8 @@ def _correction(
     record = result.record
     if record.outcome in ("host_fault", "harness_fault"):
         return f"{record.outcome.replace('_', ' ')}: not the model's failure, nothing to correct"
+    if record.log is None:
+        return "the boot keeps no engine log to read"
     log_text = store.get_blob(record.log.sha256).decode("utf-8", errors="replace")
     found = fingerprint(log_text, engine_version=plan.engine_version)
     if found is None:

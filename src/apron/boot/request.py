@@ -38,6 +38,7 @@ class BootRequest:
     plan: Plan | None = None  # already made (--from FILE); else source_or_plan is resolved
     gpu: str | None = None  # --gpu for a SOURCE; None: the CPU platform when the engine is the CPU build
     engine: str | None = None  # --engine for a SOURCE; None: the release of the engine on the target
+    probe: bool = False  # `apron probe` / --probe: the allocator hook rides along (boot/probing.py)
 
 
 def parse_env(pairs: tuple[str, ...] | list[str]) -> dict[str, str]:
@@ -78,6 +79,11 @@ def run_boot(request: BootRequest, planner: Planner, progress: Progress) -> FixO
     plan = request.plan or resolve_plan(request, store, planner, progress)
     # The target downloads gated weights with the user's Hub token.
     options = replace(request.options, hf_token=request.options.hf_token or os.environ.get("HF_TOKEN"))
+    if request.probe:
+        from apron.boot.probing import check_probe_request, probe_functions
+
+        check_probe_request(plan, options.profile, options.extra_args)
+        options = replace(options, probe_functions=probe_functions(plan))
     outcome = boot_with_fix(
         plan,
         specs,
@@ -107,3 +113,11 @@ def failure(result: BootResult) -> str | None:
     if missed:
         return f"booted, but not {' / '.join(missed)}: see the checks in record {result.record_id[:12]}"
     return None
+
+
+def probe_failure(result: BootResult) -> str | None:
+    """Why the probe recorded nothing (exit 1 for `apron probe`), or None when it recorded the run."""
+    probe = result.probe
+    if probe is None or probe.status == "recorded":
+        return None
+    return f"probe {probe.status.replace('_', ' ')}: {probe.error} (probe record {str(result.probe_id)[:12]})"

@@ -22,7 +22,7 @@ from apron.boot.session import (
 from apron.boot.targets import TargetSpec
 from apron.errors import BadInput, HostFault
 from apron.plan.result import Plan
-from apron.records.documents import BootRecord, EarlierAttempt, PlanRecord
+from apron.records.documents import BootRecord, EarlierAttempt, PlanRecord, ProbeRecord
 from apron.records.store import RecordStore
 from apron.units import shorten
 
@@ -39,6 +39,8 @@ class BootResult:
     record_id: str
     record: BootRecord
     plan_id: str
+    probe_id: str | None = None  # `apron probe`: the probe record linked to this boot
+    probe: ProbeRecord | None = None
 
 
 def open_host(
@@ -118,7 +120,13 @@ def boot(
             earlier.append(EarlierAttempt(attempt.target, attempt.started_at, attempt.fault, store.put_blob(log_bytes)))
             continue
         record = boot_record(plan_id, attempt, log_bytes, store.put_blob(log_bytes), earlier)
-        return BootResult(store.put(record), record, plan_id)
+        record_id = store.put(record)
+        if not options.probe_functions:
+            return BootResult(record_id, record, plan_id)
+        from apron.boot.probing import probe_record
+
+        probe = probe_record(record_id, record, plan, attempt.probe_files)
+        return BootResult(record_id, record, plan_id, store.put(probe), probe)
     raise AssertionError("unreachable")
 
 

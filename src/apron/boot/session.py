@@ -53,6 +53,7 @@ class BootOptions:
     hf_token: str | None = None
     # Boot a plan made for another vLLM release than the engine's (the record notes it).
     allow_engine_mismatch: bool = False
+    probe_functions: tuple[str, ...] = ()  # `apron probe`: what the allocator hook wraps (boot/probing.py)
 
 
 @dataclass(frozen=True)
@@ -108,6 +109,7 @@ class Attempt:
     healthy: bool = False
     hook_result: dict | None = None
     notes: list[str] = field(default_factory=list)
+    probe_files: dict | None = None  # what the allocator hook wrote, read back before teardown
 
 
 def now_iso() -> str:
@@ -188,6 +190,9 @@ class BootRun:
         self.attempt.model_path = model_path
         self._stage = "launch"
         port = self._free_port(python)
+        env = dict(o.extra_env)
+        if o.probe_functions:
+            env.update(self._install_probe())
         command = build_command(
             self.plan.command,
             vllm=vllm,
@@ -199,7 +204,7 @@ class BootRun:
             log_level=o.log_level,
             run_dir=self.run_dir,
             tmp_dir=self.tmp_dir,
-            extra_env=o.extra_env,
+            extra_env=env,
         )
         self.attempt.command = command
         started = time.monotonic()
@@ -290,6 +295,26 @@ class BootRun:
             raise HubUnreachable(message) if is_unreachable else HarnessFault(message)
         return json.loads(self._check(result, "download").stdout.strip().splitlines()[-1])["path"]
 
+    def _install_probe(self) -> dict[str, str]:
+        """The allocator hook as the engine's sitecustomize (boot/probing.py), and its environment."""
+        from apron.boot.probing import HOOK_FOLDER, hook_source, probe_env
+
+        folder = f"{self.run_dir}/{HOOK_FOLDER}"
+        script = f"mkdir -p {q(folder)}/out && cat > {q(folder)}/sitecustomize.py"
+        self._check(self.host.run(script, 60, stdin=hook_source()), "launch")
+        self.attempt.probe_files = {}
+        return probe_env(self.run_dir, self.options.probe_functions, self.options.extra_env)
+
+    def _fetch_probe(self) -> None:
+        from apron.boot.probing import fetch_script, parse_fetched
+
+        result = self.host.run(fetch_script(self.run_dir), 120)
+        if result.ok:
+            self.attempt.probe_files = parse_fetched(result.stdout)
+        else:
+            self.attempt.probe_files = None
+            self.attempt.notes.append(f"probe: could not read the hook's files: {result.stderr.strip()[-300:]}")
+
     def _free_port(self, python: str) -> int:
         code = "import socket; s=socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])"
         return int(self._check(self.host.run(f"{q(python)} -c {q(code)}", 60), "launch").stdout.split()[-1])
@@ -376,6 +401,8 @@ class BootRun:
                 if self.pgid is not None:
                     self._stop_engine()
                     self._finish_log()
+                if self.attempt.probe_files is not None:
+                    self._fetch_probe()
                 if self.run_dir and not self.options.keep_run_dir:
                     self.host.run(f"rm -rf {q(self.run_dir)} {q(self.tmp_dir or '')}", 120)
             except Exception as exc:  # noqa: BLE001 - teardown must reach host.close()

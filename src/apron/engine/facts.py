@@ -231,6 +231,13 @@ class EngineFacts:
     def mirrored_functions(self) -> dict[str, str]:
         return self.data.get("mirrored_functions") or {}
 
+    @property
+    def profiling_functions(self) -> list[str]:
+        """ "module:Qualified.name" of every profile_run a worker-side runner defines (engine/extract/
+        profiling.py): what `apron probe` wraps. Empty for facts synced before the section existed."""
+        section = self.data.get("profiling") or {}
+        return [f"{f['module']}:{f['qualname']}" for f in section.get("functions") or ()]
+
     def refusals_in(self, function: str) -> list[dict[str, Any]]:
         return [r for r in self.refusals if r["function"] == function]
 

@@ -15,6 +15,7 @@ from apron.engine.facts import EngineFacts
 from apron.hardware import Gpu
 from apron.plan import overheads
 from apron.plan.activation import ActivationEstimate, Buffer, estimate_activation
+from apron.plan.calibration import GroupCalibration, scale_components
 from apron.plan.encoder import RUNNER_BUFFER_SOURCES, EncoderProfile, estimate_encoder
 from apron.plan.kv.layouts import KVLayout, build_layout
 from apron.plan.kv.planning import KVPlan, NotModelled, bytes_per_token, plan_kv
@@ -64,7 +65,9 @@ def plan_memory(
     facts: EngineFacts,
     settings: EngineSettings,
     weights: WeightsEstimate,
+    calibration: GroupCalibration | None = None,
 ) -> MemoryPlan:
+    """`calibration`: factors on the observed components (plan/calibration.py); None, the default, is none."""
     traits = model_traits(checkpoint, config, facts)
     requested = requested_bytes(gpu, settings.gpu_memory_utilization)
     layout = build_layout(
@@ -118,6 +121,9 @@ def plan_memory(
             has_one_window_config=_has_one_window_config(config),
         ),
     )
+    if calibration is not None:
+        non_torch = overheads.Overhead(scale_components(non_torch.components, "non_torch_bytes", calibration))
+        graphs = overheads.Overhead(scale_components(graphs.components, "cudagraph_bytes", calibration))
     budget = _Budget(requested, weights, activation, non_torch, graphs)
     kv, kv_unknown = _plan_kv(layout, budget, settings)
     plan = _assemble(budget, layout, kv, kv_unknown, settings, gpu, checkpoint)

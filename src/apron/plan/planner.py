@@ -12,6 +12,7 @@ from apron.engine.facts import EngineFacts, choose_version, engine_change, known
 from apron.errors import BadInput
 from apron.hardware import Gpu
 from apron.plan import cpu, memory
+from apron.plan.calibration import Calibration
 from apron.plan.encoder import is_tower_whole_on_every_rank
 from apron.plan.model_config import ModelConfig
 from apron.plan.parsers import parser_flags, tokenizer_note
@@ -37,29 +38,38 @@ def make_plan(request: PlanRequest) -> Plan:
 
 
 def plan_checkpoint(
-    checkpoint: Checkpoint, gpu: Gpu, user: UserSettings, engine_version: str | None = None, *, advise: bool = True
+    checkpoint: Checkpoint,
+    gpu: Gpu,
+    user: UserSettings,
+    engine_version: str | None = None,
+    calibration: Calibration | None = None,
+    *,
+    advise: bool = True,
 ) -> Plan:
-    """The plan; with ADVISE, a plan that does not fit for memory also names the --tp that would."""
-    plan = _plan(checkpoint, gpu, user, engine_version)
+    """The plan; with ADVISE, a plan that does not fit for memory also names the --tp that would.
+    `calibration` (`apron plan --calibration FILE`) scales the observed terms; refused (BadInput) when
+    it was not made for this release and GPU class."""
+    plan = _plan(checkpoint, gpu, user, engine_version, calibration)
     advice = None
     if advise and plan.has_problem(*_MEMORY_PROBLEMS) and plan.verdict == "does_not_fit" and not gpu.is_cpu:
-        advice = tp_advice(checkpoint, gpu, user, plan)
+        advice = tp_advice(checkpoint, gpu, user, plan, calibration)
     if advise and plan.verdict == "unknown" and plan.model.is_multimodal and not user.language_model_only:
-        advice = text_only_advice(checkpoint, gpu, user, plan)
+        advice = text_only_advice(checkpoint, gpu, user, plan, calibration)
     return replace(plan, problems=plan.problems + (advice,)) if advice is not None else plan
 
 
 _MEMORY_PROBLEMS = ("weights_exceed_request", "no_kv_memory", "kv_cache_too_small")
 
 
-def tp_advice(checkpoint: Checkpoint, gpu: Gpu, user: UserSettings, plan: Plan) -> Problem | None:
+def tp_advice(
+    checkpoint: Checkpoint, gpu: Gpu, user: UserSettings, plan: Plan, calibration: Calibration | None = None
+) -> Problem | None:
     """The smallest --tp above the plan's (2, 4, 8 GPUs) whose plan fits, as a fix."""
     for tp in (2, 4, 8):
         if tp <= user.tensor_parallel_size:
             continue
-        trial = plan_checkpoint(
-            checkpoint, gpu, replace(user, tensor_parallel_size=tp), plan.engine_version, advise=False
-        )
+        tp_user = replace(user, tensor_parallel_size=tp)
+        trial = plan_checkpoint(checkpoint, gpu, tp_user, plan.engine_version, calibration, advise=False)
         if trial.verdict == "fits":
             budget = trial.quantity_value("available_kv_bytes")
             shown = f" (a predicted KV budget of {budget / 2**30:.2f} GiB per GPU)" if budget is not None else ""
@@ -67,9 +77,12 @@ def tp_advice(checkpoint: Checkpoint, gpu: Gpu, user: UserSettings, plan: Plan) 
     return None
 
 
-def text_only_advice(checkpoint: Checkpoint, gpu: Gpu, user: UserSettings, plan: Plan) -> Problem | None:
+def text_only_advice(
+    checkpoint: Checkpoint, gpu: Gpu, user: UserSettings, plan: Plan, calibration: Calibration | None = None
+) -> Problem | None:
     """A multimodal plan that is unknown only because of its tower: the text-only plan's verdict."""
-    trial = plan_checkpoint(checkpoint, gpu, replace(user, language_model_only=True), plan.engine_version, advise=False)
+    text_user = replace(user, language_model_only=True)
+    trial = plan_checkpoint(checkpoint, gpu, text_user, plan.engine_version, calibration, advise=False)
     if trial.verdict == "unknown":
         return None
     words = {"fits": "fits", "does_not_fit": "does not fit", "unsupported": "is unsupported"}[trial.verdict]
@@ -79,9 +92,12 @@ def text_only_advice(checkpoint: Checkpoint, gpu: Gpu, user: UserSettings, plan:
 TEXT_ONLY_FLAG = "--language-model-only"
 
 
-def _plan(checkpoint: Checkpoint, gpu: Gpu, user: UserSettings, engine_version: str | None) -> Plan:
+def _plan(
+    checkpoint: Checkpoint, gpu: Gpu, user: UserSettings, engine_version: str | None, calibration: Calibration | None
+) -> Plan:
     config = ModelConfig.from_config(checkpoint.config)
     facts, engine_note = choose_engine(checkpoint.architecture, engine_version)
+    group = calibration.for_plan(facts.version, gpu.name) if calibration is not None else None
     problems = registry_problems(checkpoint, config, gpu, facts)
     settings = resolve_settings(checkpoint, config, gpu, facts, user)
     weights = estimate_weights(
@@ -98,8 +114,10 @@ def _plan(checkpoint: Checkpoint, gpu: Gpu, user: UserSettings, engine_version: 
         ),
     )
     problems += list(settings.problems) + list(weights.problems)
-    platform = cpu.plan_cpu_memory if gpu.is_cpu else memory.plan_memory
-    budget = platform(checkpoint, config, gpu, facts, settings, weights)
+    if gpu.is_cpu:
+        budget = cpu.plan_cpu_memory(checkpoint, config, gpu, facts, settings, weights)
+    else:
+        budget = memory.plan_memory(checkpoint, config, gpu, facts, settings, weights, group)
     problems += list(budget.problems)
     quantities = {"weights_bytes_per_gpu": weights_quantity(weights), **budget.quantities}
     parser_flag_list, parser_problems, parser_note = parser_flags(checkpoint, facts)
@@ -139,7 +157,12 @@ def _plan(checkpoint: Checkpoint, gpu: Gpu, user: UserSettings, engine_version: 
         problems=tuple(problems),
         unknowns=tuple(unknowns),
         notes=tuple(n for n in notes if n),
-        details={"weights": weights_details(weights), "model_shape": model_shape(config), **budget.details},
+        details={
+            "weights": weights_details(weights),
+            "model_shape": model_shape(config),
+            **budget.details,
+            **({"calibration": {"file": calibration.source, **group.to_json()}} if calibration and group else {}),
+        },
     )
 
 

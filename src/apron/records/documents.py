@@ -1,5 +1,5 @@
 """The documents Apron stores, one frozen dataclass per kind: a plan record, a boot record, a fix
-record (and any later kind: subclass `RecordDocument` with its own KIND, to_json and from_json, and
+record, a probe record (and any later kind: subclass `RecordDocument` with its own KIND, to_json and from_json, and
 the store reads and writes it).
 
 A boot record holds only what was observed: every number under "measured" comes from a line of the
@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, get_args
 
+from apron.measure.probe import PredictedBuffer, ProbeBlock, RetainedSegment
 from apron.plan.quantity import UNITS, Unit, one_of
 from apron.plan.result import REQUIRED_QUANTITIES, Plan
 from apron.plan.result import SCHEMA as PLAN_SCHEMA
@@ -287,7 +288,7 @@ class BootRecord(RecordDocument):
     target: str
     engine: EngineIdentity
     hardware: HardwareIdentity
-    log: LogRef
+    log: LogRef | None  # None for a boot imported from a published record (records/imports.py)
     fault: Fault | None = None
     command: Json | None = None  # argv, env, shell line, profile (apron.boot.command.ServeCommand)
     model_path: str | None = None
@@ -298,6 +299,7 @@ class BootRecord(RecordDocument):
     attempts: tuple[EarlierAttempt, ...] = ()
     notes: tuple[str, ...] = ()
     after_healthy: Json | None = None  # the rest of what ran after /health (smoke reply, verdicts)
+    source: Json | None = None  # an imported boot: the file it came from, its sha256 and the entry's index
 
     @property
     def counts_against_model(self) -> bool:
@@ -335,7 +337,7 @@ class BootRecord(RecordDocument):
             "model_path": self.model_path,
             "timings": dict(self.timings),
             "measured": {name: m.to_json() for name, m in self.measured.items()},
-            "log": self.log.to_json(),
+            "log": self.log.to_json() if self.log else None,
             "answers": self.answers,
             "serving": self.serving,
             "attempts": [a.to_json() for a in self.attempts],
@@ -343,6 +345,8 @@ class BootRecord(RecordDocument):
         }
         if self.after_healthy:
             out["after_healthy"] = self.after_healthy
+        if self.source:
+            out["source"] = self.source
         return out
 
     @classmethod
@@ -355,7 +359,7 @@ class BootRecord(RecordDocument):
             target=str(document.get("target") or ""),
             engine=EngineIdentity.from_json(document.get("engine") or {}),
             hardware=HardwareIdentity.from_json(document.get("hardware") or {}),
-            log=LogRef.from_json(document["log"]),
+            log=LogRef.from_json(document["log"]) if document.get("log") else None,
             fault=Fault.from_json(fault) if fault else None,
             command=document.get("command"),
             model_path=document.get("model_path"),
@@ -366,6 +370,7 @@ class BootRecord(RecordDocument):
             attempts=tuple(EarlierAttempt.from_json(a) for a in document.get("attempts") or ()),
             notes=tuple(document.get("notes") or ()),
             after_healthy=document.get("after_healthy"),
+            source=document.get("source"),
         )
 
 
@@ -499,3 +504,132 @@ def _row(name: str, unit: str | None, predicted: float | None, label: str | None
             row["error_gib"] = round((predicted - measured) / GIB, 3)
         row["error_pct"] = round((predicted - measured) / measured * 100, 2) if measured else None
     return row
+
+
+# ------------------------------------------------------------------------------------------- probe
+
+ProbeStatus = Literal["recorded", "failed", "not_run"]
+PROBE_STATUSES: tuple[ProbeStatus, ...] = get_args(ProbeStatus)
+
+
+@dataclass(frozen=True)
+class ProbePhase:
+    """The peak inside one part of the profiling run (the function it was in: _dummy_run,
+    _dummy_sampler_run, an encoder), every block alive then, and the planner moment that matches best."""
+
+    name: str
+    peak_bytes: int
+    moment: str  # the planner's moment whose buffers account for most of the live bytes
+    blocks: tuple[ProbeBlock, ...]  # largest first, each with its planner buffer or None
+    predicted: tuple[PredictedBuffer, ...]  # that moment's buffers: right or missing
+    allocated: tuple[ProbeBlock, ...] = ()  # the largest blocks the phase allocated, alive at its peak or not
+
+    @property
+    def matched_bytes(self) -> int:
+        return sum(b.num_bytes for b in self.blocks if b.buffer is not None)
+
+    def to_json(self) -> Json:
+        return {
+            "name": self.name,
+            "peak_bytes": self.peak_bytes,
+            "moment": self.moment,
+            "matched_bytes": self.matched_bytes,
+            "blocks": [b.to_json() for b in self.blocks],
+            "predicted": [b.to_json() for b in self.predicted],
+            "allocated": [b.to_json() for b in self.allocated],
+        }
+
+    @classmethod
+    def from_json(cls, document: Json) -> ProbePhase:
+        return cls(
+            str(document["name"]),
+            int(document["peak_bytes"]),
+            str(document.get("moment", "")),
+            tuple(ProbeBlock.from_json(b) for b in document.get("blocks") or ()),
+            tuple(PredictedBuffer.from_json(b) for b in document.get("predicted") or ()),
+            tuple(ProbeBlock.from_json(b) for b in document.get("allocated") or ()),
+        )
+
+
+@dataclass(frozen=True)
+class ProbeRecord(RecordDocument):
+    """What the allocator probe saw inside one boot's profiling run (measure/probe_hook.py), beside what
+    the plan predicted. Every byte figure here is measured by the allocator (CUDA) or the profiler (CPU)
+    of that boot, except the predicted_* fields, which are the linked plan's."""
+
+    KIND: ClassVar[str] = "probe"
+    created_at: str
+    boot_id: str
+    plan_id: str
+    status: ProbeStatus
+    function: str | None = None  # "module:Qualified.name" that was wrapped and ran
+    platform: str | None = None  # cuda | cpu
+    error: str | None = None  # why nothing (or not everything) was recorded
+    peak_bytes: int | None = None  # the sum of blocks allocated in the run and alive at its peak
+    allocator_peak_bytes: int | None = None  # the allocator's (CUDA) or profiler's (CPU) own counter
+    logged_peak_bytes: int | None = None  # vLLM's logged activation peak (the boot record's), when logged
+    predicted_peak_bytes: int | None = None
+    predicted_moment: str | None = None
+    peak_phase: str | None = None
+    phases: tuple[ProbePhase, ...] = ()
+    segments: tuple[RetainedSegment, ...] = ()
+    retained_free_bytes: int | None = None  # reserved bytes in segments that hold a live block (CUDA)
+    predicted_retained_bytes: int | None = None
+    non_torch_growth_bytes: int | None = None
+    non_torch_basis: str | None = None
+    seconds: float | None = None
+    ranks: tuple[tuple[int | None, int | None], ...] = ()  # (rank, peak bytes) of every process that ran it
+    notes: tuple[str, ...] = ()
+
+    @property
+    def peak(self) -> ProbePhase | None:
+        return next((p for p in self.phases if p.name == self.peak_phase), None)
+
+    @property
+    def matched_bytes(self) -> int | None:
+        peak = self.peak
+        return peak.matched_bytes if peak else None
+
+    def to_json(self) -> Json:
+        out: Json = {"kind": self.KIND}
+        for name in _PROBE_SCALARS:
+            out[name] = getattr(self, name)
+        out["matched_bytes"] = self.matched_bytes
+        out["phases"] = [p.to_json() for p in self.phases]
+        out["segments"] = [s.to_json() for s in self.segments]
+        out["ranks"] = [list(r) for r in self.ranks]
+        out["notes"] = list(self.notes)
+        return out
+
+    @classmethod
+    def from_json(cls, document: Json) -> ProbeRecord:
+        return cls(
+            created_at=str(document.get("created_at") or ""),
+            boot_id=str(document["boot_id"]),
+            plan_id=str(document["plan_id"]),
+            status=one_of(document["status"], PROBE_STATUSES, "probe status"),
+            phases=tuple(ProbePhase.from_json(p) for p in document.get("phases") or ()),
+            segments=tuple(RetainedSegment.from_json(s) for s in document.get("segments") or ()),
+            ranks=tuple((r[0], r[1]) for r in document.get("ranks") or ()),
+            notes=tuple(document.get("notes") or ()),
+            **{name: document.get(name) for name in _PROBE_OPTIONAL},
+        )
+
+
+_PROBE_OPTIONAL = (
+    "function",
+    "platform",
+    "error",
+    "peak_bytes",
+    "allocator_peak_bytes",
+    "logged_peak_bytes",
+    "predicted_peak_bytes",
+    "predicted_moment",
+    "peak_phase",
+    "retained_free_bytes",
+    "predicted_retained_bytes",
+    "non_torch_growth_bytes",
+    "non_torch_basis",
+    "seconds",
+)
+_PROBE_SCALARS = ("created_at", "boot_id", "plan_id", "status", *_PROBE_OPTIONAL)

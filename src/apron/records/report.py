@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from apron.records.documents import BootRecord, FixRecord, PlanRecord, RecordDocument, UnreadRecord
+from apron.records.documents import (
+    GIB,
+    BootRecord,
+    FixRecord,
+    PlanRecord,
+    ProbeRecord,
+    RecordDocument,
+    UnreadRecord,
+)
 from apron.records.store import StoredRecord
 from apron.units import format_bytes, format_count, format_seconds, shorten
 
@@ -35,6 +43,16 @@ def summary_row(record: StoredRecord[RecordDocument]) -> dict[str, Any]:
             "engine": doc.engine.version,
             "hardware": doc.hardware.describe(),
             "outcome": doc.outcome,
+            "created_at": doc.created_at,
+            "plan_id": doc.plan_id,
+        }
+    if isinstance(doc, ProbeRecord):
+        peak = f"peak {doc.peak_bytes / 2**20:.1f} MiB" if doc.peak_bytes is not None else "no peak"
+        return row | {
+            "model": f"probe of boot {doc.boot_id[:12]}",
+            "engine": None,
+            "hardware": f"{doc.platform or '?'}, {peak}",
+            "outcome": doc.status,
             "created_at": doc.created_at,
             "plan_id": doc.plan_id,
         }
@@ -86,7 +104,10 @@ def render_boot(record_id: str, doc: BootRecord) -> str:
     for name, q in doc.measured.items():
         lines.append(f"    {name:<28} {format_quantity(q.value, q.unit)}")
     lines += _answer_lines(doc)
-    lines.append(f"  log       {format_bytes(doc.log.bytes)}, sha256 {doc.log.sha256}")
+    if doc.log is not None:
+        lines.append(f"  log       {format_bytes(doc.log.bytes)}, sha256 {doc.log.sha256}")
+    elif doc.source:
+        lines.append(f"  imported  from {doc.source.get('file')} (entry {doc.source.get('index')}); no engine log")
     for note in doc.notes:
         lines.append(f"  note      {shorten(note, 300)}")
     for attempt in doc.attempts:

@@ -14,10 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from apron.errors import BadInput, Failed
+from apron.plan.result import Plan
 from apron.records.store import RecordStore
 from apron.report import charts, series
 from apron.report.card import QUANTITY_TITLES, format_value
-from apron.report.rows import VERDICT_NAMES, BootRow, FixRow, PlanRow, Selection, plan_row, select
+from apron.report.rows import VERDICT_NAMES, BootRow, FixRow, PlanRow, ProbeRow, Selection, plan_row, select
 
 _CSS = """
 body { font-family: "DejaVu Sans", "Helvetica Neue", Arial, sans-serif; margin: 0 auto; max-width: 1060px;
@@ -119,16 +120,17 @@ def _standalone_svg(svg: str) -> bytes:
     return ('<?xml version="1.0" encoding="utf-8" standalone="no"?>\n' + svg + "\n").encode("utf-8")
 
 
-def _all_rows(selection: Selection) -> list[BootRow | PlanRow | FixRow]:
+def _all_rows(selection: Selection) -> list[BootRow | PlanRow | FixRow | ProbeRow]:
     plans = [b.plan for b in selection.boots if b.plan is not None]
-    return [*selection.boots, *{p.record_id: p for p in [*plans, *selection.plans]}.values(), *selection.fixes]
+    unique_plans = {p.record_id: p for p in [*plans, *selection.plans]}.values()
+    return [*selection.boots, *unique_plans, *selection.fixes, *selection.probes]
 
 
 def _report_body(selection: Selection, drawn: list[charts.Chart], store_label: str) -> list[str]:
     body = [
         "<header><h1>Apron report</h1>",
-        f"<p>{len(selection.boots)} boots, {len(selection.plans)} plans not yet booted and {len(selection.fixes)} "
-        f"fixes from the record store <code>{_e(store_label)}</code>. Every number is labelled: predicted "
+        f"<p>{len(selection.boots)} boots, {len(selection.plans)} plans not yet booted, {len(selection.fixes)} "
+        f"fixes and {len(selection.probes)} probes from the record store <code>{_e(store_label)}</code>. Every number is labelled: predicted "
         "(the plan, made before the boot), derived, or measured (vLLM's own log of the boot).</p>",
     ]
     if selection.skipped:
@@ -139,6 +141,8 @@ def _report_body(selection: Selection, drawn: list[charts.Chart], store_label: s
     body.append(_boots_section(selection.boots))
     if selection.fixes:
         body.append(_fixes_section(selection.fixes))
+    if selection.probes:
+        body.append(_probes_section(selection.probes))
     return body
 
 
@@ -203,10 +207,37 @@ def _fixes_section(fixes: list[FixRow], prefix: str | None = "records/") -> str:
     return f'<section id="fixes"><h2>Fixes</h2>{_table(head, rows, "fixes")}</section>\n'
 
 
+def _probes_section(probes: list[ProbeRow], prefix: str | None = "records/") -> str:
+    head = ("probe", "boot", "status", "peak", "matched to the plan", "unmatched", "logged peak", "predicted peak")
+    rows = [
+        [
+            _td(_rid(p.record_id, prefix=prefix), raw=True),
+            _td(_rid(p.boot_id, prefix=prefix), raw=True),
+            _td(p.status + (f" ({p.error})" if p.error and p.status != "recorded" else "")),
+            _td(_mib(p.peak_bytes) + (f" in {p.peak_phase}" if p.peak_phase else ""), num=True),
+            _td(_mib(p.matched_bytes) + (f" ({p.moment})" if p.moment else ""), num=True),
+            _td(_mib(p.unmatched_bytes), num=True),
+            _td(_mib(p.logged_peak_bytes) if p.logged_peak_bytes is not None else "not logged", num=True),
+            _td(_mib(p.predicted_peak_bytes), num=True),
+        ]
+        for p in probes
+    ]
+    return (
+        '<section id="probes"><h2>Probes</h2><p class="reading">The allocator probe inside a boot\'s profiling '
+        "run (apron probe): the peak it counted, the part of it the plan's buffers account for (by exact "
+        "size and shape), and the rest; beside vLLM's logged peak where the engine prints one and the "
+        f"plan's prediction.</p>{_table(head, rows, 'probes')}</section>\n"
+    )
+
+
+def _mib(value: int | None) -> str:
+    return "-" if value is None else f"{value / 2**20:,.2f} MiB"
+
+
 # ---- one record ----------------------------------------------------------------------------------
 
 
-def record_page(selection: Selection, row: BootRow | PlanRow | FixRow, standalone: bool = False) -> str:
+def record_page(selection: Selection, row: BootRow | PlanRow | FixRow | ProbeRow, standalone: bool = False) -> str:
     """A record's own page. In the report's records/ folder its links point at the pages beside it, and
     it leaves its bars to the report's memory chart, which holds them already. On its own
     (`records show --html`) it draws them."""
@@ -215,7 +246,33 @@ def record_page(selection: Selection, row: BootRow | PlanRow | FixRow, standalon
         return _document(f"Apron boot {row.record_id[:12]}", _boot_body(row, prefix, standalone))
     if isinstance(row, PlanRow):
         return _document(f"Apron plan {(row.record_id or '')[:12]}", _plan_body(row, prefix, standalone))
+    if isinstance(row, ProbeRow):
+        return _document(f"Apron probe {row.record_id[:12]}", _probe_body(row, prefix))
     return _document(f"Apron fix {row.record_id[:12]}", _fix_body(row, selection, prefix))
+
+
+def _probe_body(probe: ProbeRow, prefix: str | None) -> list[str]:
+    blocks = [
+        [
+            _td(f"{b.num_bytes:,}", num=True),
+            _td("[" + ", ".join(map(str, b.shape)) + "]" if b.shape is not None else "-"),
+            _td(b.dtype or "-"),
+            _td(b.buffer or "unmatched"),
+            _td(" < ".join(([b.op] if b.op else []) + list(b.frames[:2]))),
+        ]
+        for b in probe.blocks
+    ]
+    predicted = [[_td(b.name), _td(f"{b.num_bytes:,}", num=True), _td(b.status)] for b in probe.predicted]
+    return [
+        f"<h1>Probe {_e(probe.record_id[:12])}</h1>",
+        f"<p>Boot {_rid(probe.boot_id, prefix=prefix)}, plan {_rid(probe.plan_id, prefix=prefix)}: "
+        f"{_e(probe.status)}" + (f" ({_e(probe.error)})" if probe.error else "") + ".</p>",
+        _probes_section([probe], prefix=prefix),
+        f"<h2>Blocks alive at the peak ({_e(probe.peak_phase or '-')}), largest first</h2>",
+        _table(("bytes", "shape", "dtype", "buffer", "allocated by"), blocks),
+        f"<h2>The plan's {_e(probe.moment or '-')} buffers</h2>",
+        _table(("buffer", "bytes", "status"), predicted),
+    ]
 
 
 def _boot_body(boot: BootRow, prefix: str | None, with_chart: bool) -> list[str]:
@@ -343,7 +400,7 @@ def write_record_page(store: RecordStore, record_id: str, path: Path | None) -> 
 
 def write_plan_html(plan: dict[str, Any], path: Path) -> Path:
     """`apron plan --html FILE`, from the plan's apron.plan/1 document."""
-    return write_plan_page(plan_row(plan), path)
+    return write_plan_page(plan_row(Plan.from_json(plan, "the plan")), path)
 
 
 def build_report(store: RecordStore, record_ids: list[str], out_dir: Path) -> dict[str, Any]:
@@ -359,5 +416,6 @@ def build_report(store: RecordStore, record_ids: list[str], out_dir: Path) -> di
         "num_boots": len(selection.boots),
         "num_plans": len(selection.plans),
         "num_fixes": len(selection.fixes),
+        "num_probes": len(selection.probes),
         "skipped": [{"id": s.record_id, "reason": s.reason} for s in selection.skipped],
     }

@@ -1,7 +1,8 @@
 """Records as rows for the report: the one module that reads a record's fields.
 
-Records are read only through RecordStore, and every field the charts and pages show is taken out
-here, into frozen rows. When the records become typed documents, this is the file that changes.
+Records are read only through RecordStore, as the typed documents it hands out (apron.records.documents);
+every field the charts and pages show is taken out here, into frozen rows. A record this Apron does not
+read (an UnreadRecord: a kind or schema it does not know) is listed as skipped, with its reason.
 
 A boot's prediction is the plan record the boot links to (its plan_id): the plan it booted, so a
 prediction made before the measurement. A plan made later for the same model is never paired with it.
@@ -12,13 +13,21 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from apron.records.documents import UnreadRecord
-from apron.records.store import SCHEMA_VERSION, RecordStore, StoredRecord
+from apron.measure.probe import PredictedBuffer, ProbeBlock
+from apron.plan.result import Plan
+from apron.records.documents import (
+    BootRecord,
+    FixRecord,
+    HardwareIdentity,
+    PlanRecord,
+    ProbeRecord,
+    RecordDocument,
+    UnreadRecord,
+)
+from apron.records.store import RecordStore, StoredRecord
 
-PLAN_SCHEMA = "apron.plan/1"
-KINDS_DRAWN = ("plan", "boot", "fix")
+KINDS_DRAWN = ("plan", "boot", "fix", "probe")
 # Arguments the boot harness adds to every vllm serve command (where it listens, what it is called):
 # not settings of the deployment, so not "flags beyond defaults".
 _HARNESS_FLAGS = {"--host", "--port", "--served-model-name", "--revision"}
@@ -98,6 +107,33 @@ class FixRow:
 
 
 @dataclass(frozen=True)
+class ProbeRow:
+    """A probe record: the peak the allocator probe saw in a boot's profiling run, and how much of it the
+    plan's buffers account for."""
+
+    record_id: str
+    boot_id: str
+    plan_id: str
+    status: str
+    platform: str | None
+    peak_bytes: int | None
+    matched_bytes: int | None
+    logged_peak_bytes: int | None
+    predicted_peak_bytes: int | None
+    peak_phase: str | None
+    moment: str | None  # the plan's moment that the peak's blocks match best
+    error: str | None
+    blocks: tuple[ProbeBlock, ...] = ()  # alive at the peak, largest first, with the buffer each is
+    predicted: tuple[PredictedBuffer, ...] = ()  # the moment's buffers: right or missing
+
+    @property
+    def unmatched_bytes(self) -> int | None:
+        if self.peak_bytes is None or self.matched_bytes is None:
+            return None
+        return self.peak_bytes - self.matched_bytes
+
+
+@dataclass(frozen=True)
 class Skipped:
     record_id: str
     reason: str
@@ -108,11 +144,12 @@ class Selection:
     boots: list[BootRow] = field(default_factory=list)
     plans: list[PlanRow] = field(default_factory=list)  # plans no selected boot links to
     fixes: list[FixRow] = field(default_factory=list)
+    probes: list[ProbeRow] = field(default_factory=list)
     skipped: list[Skipped] = field(default_factory=list)
 
     @property
     def num_records(self) -> int:
-        return len(self.boots) + len(self.plans) + len(self.fixes)
+        return len(self.boots) + len(self.plans) + len(self.fixes) + len(self.probes)
 
 
 def select(store: RecordStore, record_ids: list[str] | None = None) -> Selection:
@@ -122,83 +159,75 @@ def select(store: RecordStore, record_ids: list[str] | None = None) -> Selection
     plans_seen: dict[str, PlanRow | None] = {}
     selection = Selection()
     for record in unique:
+        doc = record.document
         why = _why_skipped(record)
         if why:
             selection.skipped.append(Skipped(record.id, why))
-        elif record.kind == "boot":
-            selection.boots.append(_boot_row(record, _linked_plan(store, record, plans_seen)))
-        elif record.kind == "fix":
-            selection.fixes.append(_fix_row(record))
+        elif isinstance(doc, BootRecord):
+            selection.boots.append(_boot_row(record.id, doc, _linked_plan(store, doc.plan_id, plans_seen)))
+        elif isinstance(doc, FixRecord):
+            selection.fixes.append(_fix_row(record.id, doc))
+        elif isinstance(doc, ProbeRecord):
+            selection.probes.append(probe_row(record.id, doc))
     linked = {b.plan_id for b in selection.boots}
     for record in unique:
-        if record.kind == "plan" and record.id not in linked and not _why_skipped(record):
-            selection.plans.append(plan_row(record.raw["plan"], record.id))
+        if isinstance(record.document, PlanRecord) and record.id not in linked:
+            selection.plans.append(plan_row(record.document.plan, record.id))
     selection.boots.sort(key=lambda b: (b.created_at, b.record_id))
     selection.plans.sort(key=lambda p: (p.model, p.gpu_name, p.record_id or ""))
+    selection.probes.sort(key=lambda p: (p.boot_id, p.record_id))
     return selection
 
 
-def _why_skipped(record: StoredRecord) -> str | None:
+def _why_skipped(record: StoredRecord[RecordDocument]) -> str | None:
     if isinstance(record.document, UnreadRecord):
         return record.document.reason
-    doc = record.raw
-    version = doc.get("schema_version", SCHEMA_VERSION)
-    if not isinstance(version, int) or version > SCHEMA_VERSION:
-        return f"{record.kind} record of schema {version}: newer than this Apron (schema {SCHEMA_VERSION}); upgrade Apron to draw it"
     if record.kind not in KINDS_DRAWN:
         return f"a {record.kind} record: this Apron does not draw that kind yet"
-    if record.kind == "plan" and (doc.get("plan") or {}).get("schema") != PLAN_SCHEMA:
-        return f"plan of schema {(doc.get('plan') or {}).get('schema')}: this Apron reads {PLAN_SCHEMA}"
     return None
 
 
-def _linked_plan(store: RecordStore, boot: StoredRecord, seen: dict[str, PlanRow | None]) -> PlanRow | None:
-    plan_id = boot.raw.get("plan_id")
+def _linked_plan(store: RecordStore, plan_id: str, seen: dict[str, PlanRow | None]) -> PlanRow | None:
     if not plan_id:
         return None
     if plan_id not in seen:
-        plan = store.get(plan_id)
-        seen[plan_id] = None if _why_skipped(plan) else plan_row(plan.raw["plan"], plan.id)
+        plan = store.get(plan_id).document
+        seen[plan_id] = plan_row(plan.plan, plan_id) if isinstance(plan, PlanRecord) else None
     return seen[plan_id]
 
 
 # ---- plans ---------------------------------------------------------------------------------------
 
 
-def plan_row(plan: dict[str, Any], record_id: str | None = None) -> PlanRow:
-    """An apron.plan/1 document (a plan record's "plan", or `apron plan --json`) as a row."""
-    model, hardware, settings = plan.get("model") or {}, plan.get("hardware") or {}, plan.get("settings") or {}
-    quantities = {
-        name: Quantity(q.get("value"), q.get("unit", ""), q.get("label", ""), q.get("basis", ""))
-        for name, q in (plan.get("quantities") or {}).items()
-    }
+def plan_row(plan: Plan, record_id: str | None = None) -> PlanRow:
+    """A plan (a plan record's, or `apron plan`'s own) as a row."""
+    settings = plan.settings
     return PlanRow(
         record_id=record_id,
-        model=model.get("repo_id") or _model_name(model),
-        engine_version=(plan.get("engine") or {}).get("version") or "?",
-        gpu_name=hardware.get("gpu") or "?",
-        gpu_count=int(hardware.get("count") or 1),
-        total_bytes_per_gpu=int(hardware.get("total_bytes_per_gpu") or 0),
-        gpu_memory_utilization=settings.get("gpu_memory_utilization"),
-        max_model_len_tokens=settings.get("max_model_len"),
-        verdict=plan.get("verdict") or "?",
-        quantities=quantities,
+        model=plan.model.repo_id or _model_name(plan.model.source, plan.model.source_kind),
+        engine_version=plan.engine_version or "?",
+        gpu_name=plan.gpu_name or "?",
+        gpu_count=int(plan.gpu_count or 1),
+        total_bytes_per_gpu=int(plan.total_bytes_per_gpu or 0),
+        gpu_memory_utilization=settings.gpu_memory_utilization,
+        max_model_len_tokens=settings.max_model_len,
+        verdict=plan.verdict or "?",
+        quantities={n: Quantity(q.value, q.unit, q.label, q.basis) for n, q in plan.quantities.items()},
         layout=layout_family(plan),
-        flags=tuple(plan.get("flags") or ()),
-        command=plan.get("command") or "",
+        flags=tuple(plan.flags),
+        command=plan.command or "",
     )
 
 
-def _model_name(model: dict[str, Any]) -> str:
+def _model_name(source: str, source_kind: str) -> str:
     """A local checkpoint folder by its name: the path is the machine's, the name is the model's."""
-    source = str(model.get("source") or "?")
-    return Path(source).name or source if model.get("source_kind") == "local" else source
+    return Path(source).name or source if source_kind == "local" else source
 
 
-def layout_family(plan: dict[str, Any]) -> str:
+def layout_family(plan: Plan) -> str:
     """The attention layout from the plan's KV layers: full (every head keeps K and V), GQA (fewer KV
     heads than query heads), MLA, sliding + full, or a hybrid whose pool also holds per-request state."""
-    details = plan.get("details") or {}
+    details = plan.details or {}
     layers = (details.get("kv") or {}).get("layers") or {}
     kinds = sorted({key.split()[0] for key in layers})
     if not kinds:
@@ -219,69 +248,58 @@ def layout_family(plan: dict[str, Any]) -> str:
 # ---- boots ---------------------------------------------------------------------------------------
 
 
-def _boot_row(record: StoredRecord, plan: PlanRow | None) -> BootRow:
-    doc = record.raw
-    hardware = doc.get("hardware") or {}
-    fault = doc.get("fault") or {}
-    checks = (doc.get("answers") or {}).get("checks")
-    outcome = doc.get("outcome") or "?"
+def _boot_row(record_id: str, doc: BootRecord, plan: PlanRow | None) -> BootRow:
+    fault = doc.fault
+    checks = (doc.answers or {}).get("checks")
+    measured = {name: q.value for name, q in doc.measured.items() if q.value is not None}
     return BootRow(
-        record_id=record.id,
-        created_at=doc.get("created_at") or "",
-        outcome=outcome,
-        fault=f"{fault.get('kind')} fault: {fault.get('reason')}" if fault else None,
+        record_id=record_id,
+        created_at=doc.created_at,
+        outcome=doc.outcome,
+        fault=f"{fault.kind} fault: {fault.reason}" if fault else None,
         plan=plan,
-        plan_id=doc.get("plan_id"),
-        model=plan.model if plan else _argv_model(doc),
-        engine_version=(doc.get("engine") or {}).get("version") or "?",
-        platform=hardware.get("platform") or "?",
-        gpu_class=_gpu_class(hardware),
-        hardware=_hardware_text(hardware),
-        total_bytes=_measured(doc).get("total_memory_bytes") or hardware.get("gpu_total_bytes"),
-        measured=_measured(doc),
-        verdicts=_verdicts(doc, outcome),
+        plan_id=doc.plan_id,
+        model=plan.model if plan else (doc.served_model or "?"),
+        engine_version=doc.engine.version or "?",
+        platform=doc.hardware.platform or "?",
+        gpu_class=_gpu_class(doc.hardware),
+        hardware=_hardware_text(doc.hardware),
+        total_bytes=measured.get("total_memory_bytes") or doc.hardware.gpu_total_bytes,
+        measured=measured,
+        verdicts=_verdicts(doc),
         flags=_flags(doc),
         num_checks_passed=sum(c.get("status") == "pass" for c in checks) if checks else None,
         num_checks=len(checks) if checks else None,
-        cold_start_seconds=(doc.get("timings") or {}).get("cold_start_seconds"),
+        cold_start_seconds=doc.timings.get("cold_start_seconds"),
         serving=_serving(doc),
-        not_comparable=_not_comparable(plan, hardware, outcome),
+        not_comparable=_not_comparable(plan, doc.hardware, doc.outcome),
     )
 
 
-def _measured(doc: dict[str, Any]) -> dict[str, float]:
-    return {name: q["value"] for name, q in (doc.get("measured") or {}).items() if q.get("value") is not None}
+def _gpu_class(hardware: HardwareIdentity) -> str:
+    if hardware.gpu_name:
+        return hardware.gpu_name.replace("NVIDIA ", "").replace("GeForce ", "")
+    return "CPU" if hardware.platform == "cpu" else "?"
 
 
-def _argv_model(doc: dict[str, Any]) -> str:
-    argv = (doc.get("command") or {}).get("argv") or []
-    return argv[2] if len(argv) > 2 else "?"
-
-
-def _gpu_class(hardware: dict[str, Any]) -> str:
-    if hardware.get("gpu_name"):
-        return str(hardware["gpu_name"]).replace("NVIDIA ", "").replace("GeForce ", "")
-    return "CPU" if hardware.get("platform") == "cpu" else "?"
-
-
-def _hardware_text(hardware: dict[str, Any]) -> str:
-    if hardware.get("gpu_name"):
-        return f"{hardware.get('gpu_count') or 1} x {hardware['gpu_name']}"
-    if hardware.get("platform") == "cpu":
-        return f"CPU ({hardware.get('cpu_model') or 'model not reported'}, {hardware.get('cpu_cores') or '?'} cores)"
+def _hardware_text(hardware: HardwareIdentity) -> str:
+    if hardware.gpu_name:
+        return f"{hardware.gpu_count or 1} x {hardware.gpu_name}"
+    if hardware.platform == "cpu":
+        return f"CPU ({hardware.cpu_model or 'model not reported'}, {hardware.cpu_cores or '?'} cores)"
     return "not reported"
 
 
-def _verdicts(doc: dict[str, Any], outcome: str) -> dict[str, bool | None]:
-    given = (doc.get("after_healthy") or {}).get("verdicts") or {}
+def _verdicts(doc: BootRecord) -> dict[str, bool | None]:
+    given = doc.verdicts
     out: dict[str, bool | None] = {name: given.get(name) for name in VERDICT_NAMES}
-    out["booted"] = outcome == "healthy"
+    out["booted"] = doc.outcome == "healthy"
     return out
 
 
-def _flags(doc: dict[str, Any]) -> tuple[str, ...]:
+def _flags(doc: BootRecord) -> tuple[str, ...]:
     """The vllm serve arguments after the model, less the harness's own (host, port, name)."""
-    argv = list((doc.get("command") or {}).get("argv") or [])[3:]
+    argv = list((doc.command or {}).get("argv") or [])[3:]
     out, i = [], 0
     while i < len(argv):
         word = argv[i]
@@ -294,8 +312,8 @@ def _flags(doc: dict[str, Any]) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _serving(doc: dict[str, Any]) -> Serving | None:
-    figures = (doc.get("serving") or {}).get("figures") or {}
+def _serving(doc: BootRecord) -> Serving | None:
+    figures = (doc.serving or {}).get("figures") or {}
     ttft = figures.get("ttft") or {}
     if not figures.get("completed") or ttft.get("p50_seconds") is None:
         return None
@@ -307,35 +325,57 @@ def _serving(doc: dict[str, Any]) -> Serving | None:
     )
 
 
-def _not_comparable(plan: PlanRow | None, hardware: dict[str, Any], outcome: str) -> str | None:
+def _not_comparable(plan: PlanRow | None, hardware: HardwareIdentity, outcome: str) -> str | None:
     """Why this boot's memory numbers cannot be set against its plan's (None when they can)."""
     if plan is None:
         return "no linked plan in the store"
     if outcome == "host_fault":
         return "a host fault: nothing measured counts against the model"
-    if hardware.get("platform") == "cpu":
+    if hardware.platform == "cpu":
         # A plan made for the CPU platform itself would compare; a GPU plan booted on a CPU does not.
         if plan.gpu_name.lower() != "cpu":
             return f"ran on a CPU, planned for {plan.gpu_name}"
         return None
-    if not hardware.get("gpu_name"):
+    if not hardware.gpu_name:
         return "the boot's GPU was not identified"
-    if hardware["gpu_name"] != plan.gpu_name:
-        return f"ran on {hardware['gpu_name']}, planned for {plan.gpu_name}"
+    if hardware.gpu_name != plan.gpu_name:
+        return f"ran on {hardware.gpu_name}, planned for {plan.gpu_name}"
     return None
 
 
 # ---- fixes ---------------------------------------------------------------------------------------
 
 
-def _fix_row(record: StoredRecord) -> FixRow:
-    doc = record.raw
+def _fix_row(record_id: str, doc: FixRecord) -> FixRow:
     return FixRow(
-        record_id=record.id,
-        rule=doc.get("rule") or "?",
-        engine_version=doc.get("engine_version") or "?",
-        status=doc.get("status") or "?",
-        failed_boot=doc.get("failed_boot"),
-        corrected_boot=doc.get("corrected_boot"),
-        corrected_flags=tuple(doc.get("corrected_flags") or ()),
+        record_id=record_id,
+        rule=doc.rule or "?",
+        engine_version=doc.engine_version or "?",
+        status=doc.status or "?",
+        failed_boot=doc.failed_boot,
+        corrected_boot=doc.corrected_boot,
+        corrected_flags=tuple(doc.corrected_flags),
+    )
+
+
+# ---- probes --------------------------------------------------------------------------------------
+
+
+def probe_row(record_id: str, doc: ProbeRecord) -> ProbeRow:
+    peak = doc.peak
+    return ProbeRow(
+        record_id=record_id,
+        boot_id=doc.boot_id,
+        plan_id=doc.plan_id,
+        status=doc.status,
+        platform=doc.platform,
+        peak_bytes=doc.peak_bytes,
+        matched_bytes=doc.matched_bytes,
+        logged_peak_bytes=doc.logged_peak_bytes,
+        predicted_peak_bytes=doc.predicted_peak_bytes,
+        peak_phase=doc.peak_phase,
+        moment=peak.moment if peak else None,
+        error=doc.error,
+        blocks=peak.blocks if peak else (),
+        predicted=peak.predicted if peak else (),
     )

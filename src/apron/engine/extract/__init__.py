@@ -17,7 +17,7 @@ from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any
 
-from apron.engine.extract import attention, defaults, parsers, quant, registry
+from apron.engine.extract import attention, defaults, parsers, profiling, quant, registry
 from apron.engine.extract.context import Context
 from apron.engine.extract.index import PackageIndex
 from apron.engine.extract.mirrored import MIRRORED_PATTERNS
@@ -28,7 +28,7 @@ from apron.engine.source import EngineSource
 from apron.errors import BadInput, Failed
 
 # Bump when the extractor's output changes for the same wheel; the facts record it.
-EXTRACTOR_VERSION = "1"
+EXTRACTOR_VERSION = "2"
 REQUIRED_FILES = (registry.REGISTRY_FILE, defaults.CACHE_FILE, defaults.ARG_UTILS_FILE)
 _IN_PROCESS_BELOW = 200  # files; a pool costs more than it saves on small trees (the tests)
 
@@ -234,6 +234,7 @@ def _assemble(
         "log_formats": logs,
         "refusals": refusals,
         "mirrored_functions": _mirrored(scans),
+        "profiling": _section(ctx, "profiling", profiling.extract_profiling, ctx),
     }
     counts.update(
         {

@@ -18,6 +18,7 @@ from apron.checkpoint import Checkpoint, load_checkpoint
 from apron.engine.facts import known_versions
 from apron.errors import BadInput
 from apron.hardware import Gpu, resolve_gpu
+from apron.plan.calibration import Calibration
 from apron.plan.candidates.formats import Found, read_kubernetes, read_recipe, read_skypilot, serve_argv
 from apron.plan.candidates.serve_args import ServeArgs, parse_serve_args
 from apron.plan.planner import plan_checkpoint
@@ -201,10 +202,11 @@ def plan_candidate(
     overrides: dict[str, Any] | None = None,
     engine_version: str | None = None,
     use_catalog: bool = True,
+    calibration: Calibration | None = None,
 ) -> CandidatePlan:
     version, note = candidate_engine(candidate, engine_version)
     user = candidate_settings(candidate, overrides)
     target = candidate.resolve_gpu(gpu)
     checkpoint = load_checkpoint(candidate.model, candidate.revision, use_catalog=use_catalog)
-    plan = plan_checkpoint(checkpoint, target, user, version)
+    plan = plan_checkpoint(checkpoint, target, user, version, calibration)
     return CandidatePlan(plan, candidate, note, checkpoint, target, user, dict(overrides or {}))
