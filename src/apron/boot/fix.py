@@ -111,7 +111,9 @@ def _fix_record(
     from apron.rules import could_have_known
     from apron.rules.logtext import non_default_args, read_lines
 
-    log_text = store.get_blob(result.record.log.sha256).decode("utf-8", errors="replace")
+    log = result.record.log
+    # A boot this run made always keeps its log; only imported records have none.
+    log_text = store.get_blob(log.sha256).decode("utf-8", errors="replace") if log is not None else ""
     ran = non_default_args(read_lines(log_text[:200_000]))
     return FixRecord(
         rule=match.rule_id,

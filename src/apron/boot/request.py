@@ -82,7 +82,8 @@ def run_boot(request: BootRequest, planner: Planner, progress: Progress) -> FixO
     if request.probe:
         from apron.boot.probing import check_probe_request, probe_functions
 
-        check_probe_request(plan, options.profile, options.extra_args)
+        profile = options.profile or ("cpu" if plan.gpu_name == "cpu" else "gpu")
+        check_probe_request(plan, profile, options.extra_args)
         options = replace(options, probe_functions=probe_functions(plan))
     outcome = boot_with_fix(
         plan,

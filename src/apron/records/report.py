@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from apron.records.documents import (
-    GIB,
     BootRecord,
     FixRecord,
     PlanRecord,
