@@ -22,7 +22,7 @@ MAY_IMPORT = {
     "hardware": set(),
     "measure": set(),
     "plan": {"checkpoint", "engine", "hardware"},
-    "records": {"plan", "checkpoint"},
+    "records": {"plan", "checkpoint", "hardware"},  # a GPU named in a calibration or a published boot
     "rules": {"records", "plan", "checkpoint", "engine", "hardware", "measure"},
     "report": {"rules", "records", "plan", "checkpoint", "engine", "hardware", "measure"},
     "boot": {"rules", "records", "plan", "checkpoint", "engine", "hardware", "measure"},

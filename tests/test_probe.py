@@ -1,5 +1,5 @@
 """`apron probe`: the allocator hook (measure/probe_hook.py) in a real PyTorch process, the matching of
-live blocks to the planner's buffers (measure/probe.py), the probe record and its table, and the request
+live blocks to the planner's buffers (records/probe.py), the probe record and its table, and the request
 checks. The real vLLM CPU engine with the hook is tests/test_probe_engine.py.
 
 The hook tests run tests/fixtures/probe_toy/toyrunner.py - a plain-PyTorch runner whose profile_run has
@@ -19,7 +19,8 @@ import pytest
 
 from apron.boot.probing import check_probe_request, parse_fetched, probe_env, probe_record
 from apron.errors import BadInput
-from apron.measure.probe import (
+from apron.records.documents import BootRecord, EngineIdentity, HardwareIdentity, LogRef, ProbeRecord
+from apron.records.probe import (
     CUDA_BLOCK_BYTES,
     Moment,
     PredictedBuffer,
@@ -27,7 +28,6 @@ from apron.measure.probe import (
     match_buffers,
     read_reading,
 )
-from apron.records.documents import BootRecord, EngineIdentity, HardwareIdentity, LogRef, ProbeRecord
 from apron.records.probe_view import render_probe
 from apron.records.store import RecordStore
 from conftest import FIXTURES

@@ -224,8 +224,8 @@ def test_predicted_vs_measured_draws_every_point_with_its_record():
 def test_probe_records_are_listed_with_their_matched_and_unmatched_totals(catalog_plans, tmp_path):
     """A probe record (the shape `apron probe` writes, built here) is drawn: the report lists it with its
     peak, the bytes the plan's buffers account for and the rest; it gets its own page."""
-    from apron.measure.probe import PredictedBuffer, ProbeBlock
     from apron.records.documents import BootRecord, EngineIdentity, HardwareIdentity, ProbePhase, ProbeRecord
+    from apron.records.probe import PredictedBuffer, ProbeBlock
 
     store = plan_store(tmp_path / "store", {"q": catalog_plans["Qwen/Qwen3-8B"]})
     plan_id = store.ids()[0]

@@ -48,3 +48,7 @@ def shorten(text: str, limit: int) -> str:
         return text
     cut = text.rfind(" ", 0, limit)
     return text[: cut if cut > limit // 2 else limit - 1].rstrip(" ,;:") + "…"
+
+
+# vLLM logs memory in GiB with two decimals: a logged value is known to within half of 0.01 GiB.
+GIB_RESOLUTION_BYTES = round(0.005 * 2**30)

@@ -4,7 +4,7 @@ The host side of measure/probe_hook.py. Which functions the hook wraps comes fro
 facts (engine/extract/profiling.py), never from a list per version. The boot copies the hook to the
 target as `<run>/probe/sitecustomize.py`, puts that folder first on the engine's PYTHONPATH (the
 boot record's command shows it), and before it removes the run folder reads back what the hook wrote.
-The probe record then sets the readings beside the plan's predicted buffers (measure/probe.py).
+The probe record then sets the readings beside the plan's predicted buffers (records/probe.py).
 """
 
 from __future__ import annotations
@@ -16,7 +16,9 @@ from typing import Any
 
 from apron.engine.facts import load_facts
 from apron.errors import BadInput
-from apron.measure.probe import (
+from apron.plan.result import Plan
+from apron.records.documents import BootRecord, ProbePhase, ProbeRecord
+from apron.records.probe import (
     CUDA_BLOCK_BYTES,
     ProbeReading,
     ReadingPhase,
@@ -24,8 +26,6 @@ from apron.measure.probe import (
     moments_from_plan,
     read_reading,
 )
-from apron.plan.result import Plan
-from apron.records.documents import BootRecord, ProbePhase, ProbeRecord
 
 HOOK_FOLDER = "probe"
 READINGS_FOLDER = "probe/out"

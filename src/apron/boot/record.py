@@ -7,7 +7,7 @@ from dataclasses import replace
 from typing import Any
 
 from apron.boot.session import Attempt
-from apron.measure.logparse import GIB_RESOLUTION_BYTES, ParsedLog, parse_log
+from apron.measure.logparse import ParsedLog, parse_log
 from apron.plan.quantity import Unit
 from apron.records.documents import (
     BootRecord,
@@ -18,6 +18,7 @@ from apron.records.documents import (
     Measured,
     Outcome,
 )
+from apron.units import GIB_RESOLUTION_BYTES
 
 # Parsed log field -> (name in the record, unit). Names shared with the plan use the plan's names,
 # so `compare` lines them up.

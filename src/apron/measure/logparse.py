@@ -375,7 +375,3 @@ def parse_log(text: str) -> ParsedLog:
 def parse_file(path) -> ParsedLog:
     with open(path, "rb") as handle:
         return parse_log(handle.read().decode("utf-8", errors="replace"))
-
-
-# vLLM prints GiB with two decimals: a printed byte figure is exact to half a hundredth of a GiB.
-GIB_RESOLUTION_BYTES = round(0.005 * GIB)

@@ -14,10 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, get_args
 
-from apron.measure.probe import PredictedBuffer, ProbeBlock, RetainedSegment
 from apron.plan.quantity import UNITS, Unit, one_of
 from apron.plan.result import REQUIRED_QUANTITIES, Plan
 from apron.plan.result import SCHEMA as PLAN_SCHEMA
+from apron.records.probe import PredictedBuffer, ProbeBlock, RetainedSegment
 
 Json = dict[str, Any]
 GIB = 2**30

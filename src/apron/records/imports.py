@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 from apron.errors import BadInput
-from apron.measure.logparse import GIB_RESOLUTION_BYTES
 from apron.plan.quantity import Unit
 from apron.plan.result import Plan
 from apron.records.documents import (
@@ -32,6 +31,7 @@ from apron.records.documents import (
     PlanRecord,
 )
 from apron.records.store import RecordStore
+from apron.units import GIB_RESOLUTION_BYTES
 
 # Published field -> (the boot record's name, as the plan names it; unit).
 MEASURED: dict[str, tuple[str, Unit]] = {

@@ -4,8 +4,8 @@ against the peak the engine logged (or, where it logs none, the peak the allocat
 
 from __future__ import annotations
 
-from apron.measure.probe import ProbeBlock
 from apron.records.documents import ProbePhase, ProbeRecord
+from apron.records.probe import ProbeBlock
 
 MAX_ROWS = 40
 

@@ -14,7 +14,6 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from apron.measure.probe import PredictedBuffer, ProbeBlock
 from apron.plan.result import Plan
 from apron.records.documents import (
     BootRecord,
@@ -25,6 +24,7 @@ from apron.records.documents import (
     RecordDocument,
     UnreadRecord,
 )
+from apron.records.probe import PredictedBuffer, ProbeBlock
 from apron.records.store import RecordStore, StoredRecord
 
 KINDS_DRAWN = ("plan", "boot", "fix", "probe")

@@ -1,4 +1,6 @@
-"""What the allocator probe saw (measure/probe_hook.py's reading), typed, and matched to the planner's buffers.
+"""What the allocator probe saw (measure/probe_hook.py's reading), typed, and matched to the planner's buffers:
+the parts of a probe record. It lives with the records, not in measure/, because records/ imports nothing
+from measure/ (the hook's output is a JSON document; reading it needs no log reader).
 
 The hook writes one JSON reading per engine process that ran the profiling function. `read_reading`
 turns it into a `ProbeReading` (BadInput-free: a damaged reading becomes a failed one, with the reason).
