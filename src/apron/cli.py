@@ -911,7 +911,8 @@ def boot_command(
 
 def _show_probe(result: Any, as_json: bool) -> None:
     """`apron probe` prints the probe record; the boot record is named on stderr."""
-    say(f"apron: boot record {result.record_id[:12]} ({result.record.outcome})")
+    probe = f"probe record {result.probe_id[:12]} of " if result.probe is not None else "no probe record; "
+    say(f"apron: {probe}boot record {result.record_id[:12]} ({result.record.outcome})")
     if result.probe is None:
         return
     if as_json:
