@@ -17,10 +17,9 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field, replace
-from functools import lru_cache
+from dataclasses import dataclass
 
-from apron.rules.pattern import TemplatePattern, anchor_of, coerce, compile_template, split
+from apron.rules.pattern import coerce
 
 
 @dataclass(frozen=True)
@@ -31,17 +30,6 @@ class Family:
     signatures: tuple[str, ...] = ()  # literal phrases of the engine's template
     fallback_templates: tuple[tuple[str, str], ...] = ()  # (exception, template) as of vLLM 0.29-0.33
     renames: tuple[tuple[str, str], ...] = ()  # template group name -> typed field name
-
-
-@dataclass(frozen=True)
-class Classification:
-    family: str
-    blame: str
-    fields: dict = field(compare=False)
-    source: str  # where the family's text comes from
-    template: str | None = None
-    exact: bool = True  # the whole template matched (False: the message was cut short)
-    literal_chars: int = 0  # how much of the message the template's own words account for
 
 
 _KV_HINT = (
@@ -497,172 +485,6 @@ def is_wrapper(name: str) -> bool:
 
 def known_family_names() -> list[str]:
     return [f.name for f in NAMED] + [o.name for o in OBSERVED if o.name not in _BY_NAME]
-
-
-# ------------------------------------------------------------------ the catalog of templates
-
-
-@dataclass(frozen=True)
-class CatalogEntry:
-    family: str
-    exception: str
-    template: str
-    anchor: str  # the template's longest literal run: a message without it cannot match
-    source: str  # "vllm 0.30.0 v1/core/kv_cache_utils.py _check_enough_kv_cache_memory"
-
-    @property
-    def pattern(self) -> TemplatePattern:
-        compiled = _compiled(self.template)
-        if compiled is None:  # an entry has an anchor, and a template with an anchor compiles
-            raise ValueError(f"template {self.template!r} does not compile")
-        return compiled
-
-
-@lru_cache(maxsize=4096)
-def _compiled(template: str) -> TemplatePattern | None:
-    # Compiling ~7,000 regexes per release costs seconds; only templates whose anchor is in a
-    # message are ever compiled.
-    return compile_template(template)
-
-
-def template_family(template: str) -> str:
-    """The family of an engine template: a named one through its signature, else its first words."""
-    for family in NAMED:
-        if any(sig in template for sig in family.signatures):
-            return family.name
-    words = re.findall(r"[a-z0-9]+", re.sub(r"\{[^{}]*\}", " ", template).lower())
-    return "refusal." + "-".join(words[:7] or ["unnamed"])
-
-
-@lru_cache(maxsize=16)
-def catalog(engine_version: str | None) -> tuple[CatalogEntry, ...]:
-    """The templates of this release (or of every known release when None or unknown), then the
-    fallback templates of the named families those facts lack."""
-    entries: list[CatalogEntry] = []
-    seen: set[tuple[str, str]] = set()
-    for version, refusals in _refusals(engine_version):
-        for refusal in refusals:
-            key = (refusal.get("exception", ""), refusal.get("template", ""))
-            anchor = _anchor(key[1])
-            if key in seen or anchor is None:
-                continue
-            seen.add(key)
-            source = f"vllm {version} {refusal.get('file', '?')} {refusal.get('function', '?')}"
-            entries.append(CatalogEntry(template_family(key[1]), key[0], key[1], anchor, source))
-    present = {e.family for e in entries}
-    for family in NAMED:
-        if family.name in present:
-            continue
-        for exception, template in family.fallback_templates:
-            anchor = _anchor(template)
-            if anchor is None:
-                continue
-            entries.append(
-                CatalogEntry(
-                    family.name,
-                    exception,
-                    template,
-                    anchor,
-                    "apron fallback template (vLLM 0.29-0.33 source)",
-                )
-            )
-    return tuple(entries)
-
-
-def _anchor(template: str) -> str | None:
-    return anchor_of(split(template))
-
-
-def _refusals(engine_version: str | None) -> list[tuple[str, list[dict]]]:
-    """(version, refusals) from the engine facts; empty when no facts are installed."""
-    from apron.engine.facts import known_versions, load_facts
-    from apron.errors import ApronError
-
-    try:
-        versions = known_versions()
-    except (ApronError, OSError):
-        return []
-    if engine_version in versions:
-        versions = [engine_version]
-    out = []
-    for version in versions:
-        try:
-            out.append((version, facts_refusals(load_facts(version))))
-        except (ApronError, OSError, ValueError):
-            continue
-    return out
-
-
-def facts_refusals(facts) -> list[dict]:
-    """The refusal templates of a facts file: the `refusals` table, which the loader may keep out of
-    the core data it reads for plans and load on first use."""
-    if hasattr(type(facts), "refusals"):
-        return list(facts.refusals)
-    return list(facts.data.get("refusals") or [])
-
-
-# ------------------------------------------------------------------ classifying one error
-
-
-def classify(
-    exception: str | None, message: str, engine_version: str | None = None, *, wrappers: bool = True
-) -> Classification:
-    text = f"{exception}: {message}" if exception else message
-    for wrapper in WRAPPERS if wrappers else ():
-        if wrapper.regex.search(text):
-            return Classification(wrapper.name, wrapper.blame, {}, "observed")
-    by_template = _by_template(message, engine_version)
-    observed = _by_observed(text)
-    if by_template is not None and observed is not None and observed.family == by_template.family:
-        return replace(by_template, fields={**observed.fields, **by_template.fields})
-    if by_template is not None and (observed is None or _covers(by_template, message)):
-        return by_template
-    if observed is not None:
-        return observed
-    return Classification("unclassified", "unknown", {}, "none")
-
-
-def _covers(found: Classification, message: str) -> bool:
-    """A template that is mostly a field ("Error in profiling: {e}") must not hide the observed
-    failure inside the field."""
-    return found.literal_chars >= 0.4 * len(message)
-
-
-def _by_template(message: str, engine_version: str | None) -> Classification | None:
-    best: tuple[tuple, CatalogEntry, dict] | None = None
-    for entry in catalog(engine_version):
-        if entry.anchor not in message:
-            continue
-        result = entry.pattern.match(message)
-        if result is None:
-            continue
-        raw, exact = result
-        score = (exact, entry.pattern.literal_chars)
-        if best is None or score > best[0]:
-            best = (score, entry, raw)
-    if best is None:
-        return None
-    (exact, _), entry, raw = best
-    fields = typed_fields(entry.family, raw)
-    return Classification(
-        entry.family,
-        family_blame(entry.family),
-        fields,
-        entry.source,
-        entry.template,
-        exact,
-        entry.pattern.literal_chars,
-    )
-
-
-def _by_observed(text: str) -> Classification | None:
-    for observed in OBSERVED:
-        m = observed.regex.search(text)
-        if m:
-            fields = {k: coerce(v) for k, v in m.groupdict().items() if v is not None}
-            fields.update(_OBSERVED_FIELDS.get(observed.name, lambda t: {})(text))
-            return Classification(observed.name, observed.blame, fields, "observed")
-    return None
 
 
 # ------------------------------------------------------------------ typed fields

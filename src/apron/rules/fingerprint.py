@@ -14,7 +14,8 @@ import re
 from dataclasses import dataclass, field
 
 from apron.rules import logtext
-from apron.rules.families import OBSERVED, Classification, classify, family_blame, is_wrapper
+from apron.rules.classify import Classification, classify
+from apron.rules.families import OBSERVED, family_blame, is_wrapper
 from apron.rules.pattern import split
 
 PHASES = ("config", "distributed_init", "weights_loading", "profiling", "kv_cache", "graph_capture", "serving")
