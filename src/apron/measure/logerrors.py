@@ -61,11 +61,8 @@ class LogError:
 def errors_in(lines: list[LogLine]) -> list[LogError]:
     """Every error line, in log order."""
     found: list[LogError] = []
-    after_frame = False
     for index, line in enumerate(lines):
-        is_code = after_frame  # the source line Python prints under each frame
-        after_frame = bool(_FRAME.match(line.message))
-        if after_frame or is_code or line.is_frame or line.level in QUIET_LEVELS:
+        if is_code_line(lines, index) or line.is_frame or line.level in QUIET_LEVELS:
             continue
         error = exception_of(line) or _worded(line)
         if error is None:
@@ -76,6 +73,18 @@ def errors_in(lines: list[LogLine]) -> list[LogError]:
             error = LogError(line, error.exception, error.message, error.where, _frames(lines, index, line))
         found.append(error)
     return found
+
+
+def is_code_line(lines: list[LogLine], index: int) -> bool:
+    """The source line Python prints under a frame: the line after a `File "..."` line of the
+    same process (ranks interleave their tracebacks)."""
+    if not lines[index].message[:1].isspace():
+        return False
+    process = lines[index].process_key
+    for before in reversed(lines[max(0, index - 8) : index]):
+        if before.process_key == process:
+            return bool(_FRAME.match(before.message))
+    return False
 
 
 def exception_of(line: LogLine) -> LogError | None:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from apron.rules.families import NAMED
-from apron.rules.pattern import TemplatePattern, anchor_of, compile_template, split
+from apron.rules.pattern import PRINTF, TemplatePattern, anchor_of, compile_template, template_parts
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,7 @@ def template_family(template: str) -> str:
     for family in NAMED:
         if any(sig in template for sig in family.signatures):
             return family.name
-    words = re.findall(r"[a-z0-9]+", re.sub(r"\{[^{}]*\}", " ", template).lower())
+    words = re.findall(r"[a-z0-9]+", PRINTF.sub(" ", re.sub(r"\{[^{}]*\}", " ", template)).lower())
     return "refusal." + "-".join(words[:7] or ["unnamed"])
 
 
@@ -79,7 +79,7 @@ def catalog(engine_version: str | None) -> tuple[CatalogEntry, ...]:
 
 
 def _anchor(template: str) -> str | None:
-    return anchor_of(split(template))
+    return anchor_of(template_parts(template))
 
 
 def _refusals(engine_version: str | None) -> list[tuple[str, list[dict]]]:

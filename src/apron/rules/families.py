@@ -25,7 +25,7 @@ from apron.rules.pattern import coerce
 @dataclass(frozen=True)
 class Family:
     name: str
-    blame: str  # whose failure it is: the model with these settings, the host, Apron's harness, the input
+    blame: str  # one of BLAMES: the host, Apron's harness, the model (its files, its settings), unknown
     summary: str
     signatures: tuple[str, ...] = ()  # literal phrases of the engine's template
     fallback_templates: tuple[tuple[str, str], ...] = ()  # (exception, template) as of vLLM 0.29-0.33
@@ -335,7 +335,7 @@ NAMED: tuple[Family, ...] = (
     ),
     Family(
         "model_weights_missing",
-        "input",
+        "model",
         "the model folder holds no weights vLLM can load",
         ("Cannot find any model weights",),
         (("RuntimeError", "Cannot find any model weights with `{model_name_or_path}`"),),
@@ -343,7 +343,7 @@ NAMED: tuple[Family, ...] = (
     Family(
         "nccl_error",
         "host",
-        "NCCL failed (start-up or collective)",
+        "NCCL or NVSwitch failed (start-up or collective)",
         ("NCCL error: ",),
         (("RuntimeError", "NCCL error: {error_str}"),),
     ),
@@ -364,35 +364,79 @@ def _observed(name: str, blame: str, summary: str, regex: str) -> Observed:
     return Observed(name, blame, summary, re.compile(regex, re.I))
 
 
-# Wrappers only point at an earlier error; the decisive error is never one of these while another exists.
+# Wrappers only point at an earlier error; the decisive error is never one of these while another
+# exists, and a log that holds nothing else gets the family CAUSE_NOT_IN_LOG. Their text is the
+# engine's own: v1/engine/utils.py wait_for_engine_startup, v1/engine/core.py ("EngineCore failed to
+# start."), v1/executor/multiproc_executor.py (WorkerProc, "Worker failed with error '...'", which
+# carries the cause inline and is unwrapped first: apron.rules.unwrap).
 WRAPPERS: tuple[Observed, ...] = (
     _observed(
         "engine_core_init_failed",
         "unknown",
         "the engine core did not start (see the error before it)",
-        r"Engine core initialization failed|EngineCore failed to start",
+        r"Engine core initialization failed|EngineCore failed to start|"
+        r"Frontend process failed during engine core initialization",
     ),
     _observed(
         "engine_dead",
         "unknown",
         "the engine core died (see the error before it)",
-        r"EngineDeadError|EngineCore encountered an issue",
+        r"EngineDeadError|EngineCore encountered (?:an issue|a fatal error)",
     ),
     _observed(
         "worker_died",
         "unknown",
         "a worker process died (see the error before it)",
-        r"died unexpectedly|Worker failed with error|check the stack trace above|WorkerProc initialization failed",
-    ),
-    _observed(
-        "process_exit",
-        "unknown",
-        "a process exited or was cancelled",
-        r"^(?:SystemExit|KeyboardInterrupt|(?:asyncio\.)?CancelledError|BrokenPipeError)\b",
+        r"died unexpectedly|died with exit code|Worker failed with error|check the stack trace above|"
+        r"WorkerProc (?:initialization failed|failed to start|failed\b|hit an exception)|RayWorkerProc failed",
     ),
 )
+# The one family of a log whose only errors are wrappers: its cause scrolled out or was cut off.
+CAUSE_NOT_IN_LOG = "cause_not_in_log"
+# Last resort: a process stopped; decisive only when the log holds no other error.
+PROCESS_EXIT = _observed(
+    "process_exit",
+    "unknown",
+    "a process exited or was cancelled",
+    r"^(?:SystemExit|KeyboardInterrupt|(?:asyncio\.)?CancelledError|BrokenPipeError)\b",
+)
 
+# Tried in order: the host's failures first (an NCCL or ECC failure surfaces as an engine exception
+# too, and a full disk as a safetensors error), then the model's, then the harness's.
 OBSERVED: tuple[Observed, ...] = (
+    _observed(
+        "instances_unavailable",
+        "host",
+        "no machine with the requested GPU could be rented, or it was taken away",
+        r"no longer any instances available|no instances available|ResourcesUnavailableError|"
+        r"InsufficientInstanceCapacity|Failed to provision|no (?:GPU )?capacity|"
+        r"instance (?:failed to start|was preempted|terminated)",
+    ),
+    _observed(
+        "nccl_error",
+        "host",
+        "NCCL or NVSwitch failed (start-up or collective)",
+        r"\bNCCL error\b|\bnccl(?:UnhandledCuda|System|Internal|InvalidUsage|Remote)Error\b|DistBackendError"
+        r"|NCCL WARN|NVSwitch|fabric ?manager|CUDA error: system not yet initialized|"
+        r"unhandled system error.*nccl|ProcessGroupNCCL.*(?:timeout|abort)",
+    ),
+    _observed(
+        "gpu_hardware_error",
+        "host",
+        "the GPU reported a hardware error (ECC, Xid, fell off the bus)",
+        r"uncorrectable ECC|\bECC error|\bXid\b|fallen off the bus|GPU is lost|"
+        r"CUDA error: unspecified launch failure|row remapp",
+    ),
+    _observed(
+        "no_cuda_device",
+        "host",
+        "no usable CUDA device or driver on the machine",
+        r"No CUDA GPUs are available|CUDA driver initialization failed|no NVIDIA driver|NVIDIA-SMI has failed|"
+        r"cudaErrorNoDevice|CUDA error: no CUDA-capable device|Failed to infer device type",
+    ),
+    _observed(
+        "disk_full", "host", "the disk is full", r"No space left on device|ENOSPC|\[Errno 28\]|Disk quota exceeded"
+    ),
     _observed(
         "cudagraph_capture_failed",
         "model",
@@ -407,13 +451,6 @@ OBSERVED: tuple[Observed, ...] = (
         r"CUDA out of memory|OutOfMemoryError|\bCUDA OOM\b",
     ),
     _observed(
-        "nccl_error",
-        "host",
-        "NCCL failed (start-up or collective)",
-        r"\bNCCL error\b|\bnccl(?:UnhandledCuda|System|Internal|InvalidUsage|Remote)Error\b|DistBackendError"
-        r"|NCCL WARN",
-    ),
-    _observed(
         "cuda_illegal_memory_access",
         "model",
         "a kernel made an illegal memory access (opaque kernel error)",
@@ -425,16 +462,14 @@ OBSERVED: tuple[Observed, ...] = (
         "the wheel has no kernel for this GPU's architecture",
         r"no kernel image is available",
     ),
-    _observed("ecc_error", "host", "the GPU reported an ECC error", r"\bECC error|uncorrectable ECC"),
     _observed("cuda_error", "unknown", "a CUDA runtime error", r"CUDA error: (?P<cuda_error>[^.\n]+)"),
-    _observed("disk_full", "host", "the disk is full", r"No space left on device"),
     _observed(
-        "instances_unavailable",
-        "host",
-        "no machine with the requested GPU could be rented",
-        r"no longer any instances available|no instances available",
+        "download_incomplete",
+        "harness",
+        "the weights download was incomplete",
+        r"DOWNLOAD_INCOMPLETE|IncompleteRead|Consistency check failed|file should be of size|ChunkedEncodingError|"
+        r"download (?:failed|incomplete)",
     ),
-    _observed("download_incomplete", "harness", "the weights download was incomplete", r"DOWNLOAD_INCOMPLETE"),
     _observed(
         "weights_corrupt",
         "harness",
@@ -442,13 +477,20 @@ OBSERVED: tuple[Observed, ...] = (
         r"SafetensorError|incomplete metadata, file not fully covered|HeaderTooLarge",
     ),
     _observed(
+        "engine_not_installed",
+        "harness",
+        "the engine is not installed where the boot ran",
+        r"vllm: (?:command )?not found|no vllm executable|No module named 'vllm'",
+    ),
+    _observed("port_in_use", "harness", "the engine's port was already taken", r"Address already in use|\[Errno 98\]"),
+    _observed(
         "model_path_invalid",
-        "input",
-        "the model path or repo id does not resolve",
+        "harness",
+        "the model path or repo id the engine was given does not resolve",
         r"Repo id must be in the form|is not a local folder and is not a valid model identifier"
         r"|does not appear to have a file named",
     ),
-    _observed("config_invalid_json", "input", "a config file is not valid JSON", r"is not a valid JSON file"),
+    _observed("config_invalid_json", "model", "the checkpoint's config is not valid JSON", r"is not a valid JSON file"),
     _observed(
         "engine_startup_stall",
         "unknown",
@@ -456,9 +498,19 @@ OBSERVED: tuple[Observed, ...] = (
         r"Waiting for \d+ local, \d+ remote core engine proc\(s\) to start",
     ),
 )
+# Matched in the harness's own message only: an engine log mentions "Connection reset" in passing.
+CONNECTION_LOST = _observed(
+    "connection_lost",
+    "host",
+    "the connection to the machine was lost or never made",
+    r"Connection (?:reset|closed|timed out|refused)|Broken pipe|No route to host|"
+    r"kex_exchange_identification|client_loop: send disconnect|ssh: connect to host|"
+    r"Could not resolve hostname|lost connection",
+)
+BLAMES = ("host", "harness", "model", "unknown")
 
 _BY_NAME = {f.name: f for f in NAMED}
-_OBSERVED_BY_NAME = {o.name: o for o in OBSERVED + WRAPPERS}
+_OBSERVED_BY_NAME = {o.name: o for o in (*OBSERVED, *WRAPPERS, PROCESS_EXIT, CONNECTION_LOST)}
 
 
 def family_blame(name: str) -> str:
@@ -476,6 +528,8 @@ def family_summary(name: str) -> str:
         return _OBSERVED_BY_NAME[name].summary
     if name.startswith("refusal."):
         return "a refusal of the engine (from its source)"
+    if name == CAUSE_NOT_IN_LOG:
+        return "only an error that points at an earlier one is in the log: its cause scrolled out or was cut"
     return "an error Apron does not classify"
 
 
