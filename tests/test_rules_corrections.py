@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from apron.measure.logparse import parse_log
 from apron.plan.result import Plan
 from apron.plan.settings import UserSettings
-from apron.measure.logparse import parse_log
 from apron.rules import all_rules, diagnose, families, fingerprint, match_rules, settings_from_args
 from apron.rules.registry import RuleFailed, rule_from_module, run_rules
 from apron.rules.status import StatusStore

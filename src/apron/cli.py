@@ -745,19 +745,24 @@ def log_group() -> None:
 def log_parse_command(file: str, as_json: bool) -> None:
     """What a vLLM start-up log says: memory accounting, timings, config, errors (null when not printed)."""
     from apron.measure.logparse import parse_file
+    from apron.rules.fingerprint import fingerprint
 
-    parsed = parse_file(file).to_json()
+    log = parse_file(file)
+    decisive = fingerprint(log)
+    parsed = {**log.to_json(), "decisive_error": decisive.decisive_json() if decisive else None}
     if as_json:
         emit_json(parsed)
         return
     for name, value in parsed.items():
-        if name in ("sources", "per_rank") or value in (None, [], {}):
+        if name in ("sources", "per_rank", "decisive_error") or value in (None, [], {}):
             continue
         if name == "errors":
             for line in value:
                 click.echo(f"error: {line[:300]}")
             continue
         click.echo(f"{name:<36} {value}")
+    if decisive is not None:
+        click.echo(f"{'decisive error':<36} line {decisive.line_number}: {decisive.decisive_json()['error'][:300]}")
 
 
 @cli.group("records")

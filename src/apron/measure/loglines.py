@@ -30,7 +30,8 @@ _CONTAINER = (
     re.compile(r"^\[pod/(?P<container>[^\]\s]+)\]\s"),
     re.compile(r"^[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d [\w.-]+ (?P<container>[\w.@-]+)(?:\[\d+\])?:\s"),
 )
-_TIMESTAMP = re.compile(r"^\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?\s+")
+# One space after it: the indentation of a traceback's code line that follows is the line's own.
+_TIMESTAMP = re.compile(r"^\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?[ \t]")
 PROCESS = re.compile(
     r"\((?P<proc>[A-Za-z_][\w:.-]*(?: [A-Za-z_][\w:.-]*)?)?(?:\s*rank=(?P<rank>\d+))?\s*pid=(?P<pid>\d+)"
     r"(?:,\s*ip=(?P<ip>[^)\s]+))?\)\s?"

@@ -311,9 +311,12 @@ def kv_details(lines: list[LogLine], values: dict) -> dict:
     elif values.get("available_kv_bytes") is not None:
         out["kv_cache_source"] = "profiled"
     platform = re.search(r"(?m)^(GPU|CPU|XPU|TPU|HPU)(?: \+ host)? KV cache size:", text)
+    device = _DEVICE_CONFIG.search(text)
     if platform:
         out["platform"] = platform.group(1).lower()
-    elif any((line.source or "").startswith("cpu_worker.py") for line in lines) or "GiB for KV cache" in text:
+    elif device:
+        out["platform"] = {"cuda": "gpu"}.get(device.group(1), device.group(1))
+    elif _CPU_WORKER.search(text) or any(_CPU_WORKER.search(line.source or line.message) for line in lines):
         out["platform"] = "cpu"
     peak = values.get("peak_activation_logged_bytes")
     if peak is not None and values.get("activation_peak_bytes") is None:
@@ -326,6 +329,11 @@ def kv_details(lines: list[LogLine], values: dict) -> dict:
     return out
 
 
+# The engine's config line ("Initializing a V1 LLM engine (v%s) with config: ..., device_config=%s,"),
+# printed by every release since 0.6: the device it runs on.
+_DEVICE_CONFIG = re.compile(r"LLM engine \(v[^)]*\) with config: .*?\bdevice_config=(cuda|cpu|xpu|tpu|hpu|neuron)\b")
+# The CPU worker's own lines, or a traceback through it: its file name is the one sure sign.
+_CPU_WORKER = re.compile(r"\bcpu_worker\.py\b|\) GiB for KV cache\b")
 _NON_DEFAULT_ARGS = re.compile(r"non-default args: (?P<args>\{.*\})\s*$")
 _NAMESPACE_ARGS = re.compile(r"^args: Namespace\((?P<args>.*)\)\s*$")
 SETTINGS_WINDOW = 400  # the start-up banner and arguments come first
@@ -346,20 +354,36 @@ def settings_in(lines: list[LogLine]) -> tuple[dict | None, str | None]:
     return None, None
 
 
-def _namespace(text: str) -> dict | None:
-    try:
-        call = ast.parse(f"f({text})", mode="eval").body
-    except (SyntaxError, ValueError, MemoryError, RecursionError):
-        return None
-    if not isinstance(call, ast.Call):
-        return None
+def _namespace(text: str) -> dict:
+    """`host=None, port=8000, ssl_cert_reqs=<VerifyMode.CERT_NONE: 0>` -> {"host": None, "port": 8000}."""
     out = {}
-    for keyword in call.keywords:
+    for item in _top_level_items(text):
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip().isidentifier():
+            continue
         try:
-            out[str(keyword.arg)] = ast.literal_eval(keyword.value)
-        except ValueError:  # a function, a class, an enum: not a flag value Apron reads
+            out[key.strip()] = ast.literal_eval(value.strip())
+        except (ValueError, SyntaxError, MemoryError, RecursionError):  # a class, an enum, a function
             continue
     return out
+
+
+def _top_level_items(text: str) -> list[str]:
+    """Split on the commas outside brackets and quotes."""
+    items, depth, quote, start = [], 0, "", 0
+    for index, char in enumerate(text):
+        if quote:
+            quote = "" if char == quote and text[index - 1] != "\\" else quote
+        elif char in "'\"":
+            quote = char
+        elif char in "([{<":
+            depth += 1
+        elif char in ")]}>":
+            depth -= 1
+        elif char == "," and depth == 0:
+            items.append(text[start:index])
+            start = index + 1
+    return [*items, text[start:]]
 
 
 def parse_log(text: str) -> ParsedLog:

@@ -144,6 +144,12 @@ class Fingerprint:
             "matched": self.matched,
         }
 
+    def decisive_json(self) -> dict:
+        """The decisive error alone: what `apron log parse` prints beside the accounting."""
+        error = f"{self.exception}: {self.message}" if self.exception else self.message
+        keys = ("line_number", "process", "family", "blame")
+        return {"error": error, **{key: getattr(self, key) for key in keys}}
+
 
 def fingerprint(log: str | ParsedLog, *, engine_version: str | None = None) -> Fingerprint | None:
     """The decisive error of a failed boot's log, or None when the log shows no error."""

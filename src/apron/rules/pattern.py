@@ -109,7 +109,7 @@ def compile_template(template: str) -> TemplatePattern | None:
     unvalued = [
         re.compile("".join(pieces[:index]) + f"(?P<{SUFFIX_GROUP}>.*)", re.S)
         for index in cuts
-        if field_type(parts[index]) != "text"
+        if isinstance(part := parts[index], Field) and field_type(part) != "text"
     ]
     groups = tuple((n, p.expr) for n, p in zip(names, parts, strict=True) if n and isinstance(p, Field))
     literal_chars = sum(len(p.strip()) for p in parts if isinstance(p, str))
