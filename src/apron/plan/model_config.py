@@ -3,7 +3,7 @@
 HF families spell the same thing many ways (n_layer / num_hidden_layers, num_local_experts /
 n_routed_experts, ...). Multimodal configs keep the language model under `text_config`. Every field
 the planner reads goes through here, so the set of config keys Apron understands is visible in one
-place (`READ_KEYS`) and the unknown-layout check can compare a config against it.
+place; what each key must be is declared in apron.plan.config_schema and checked as the config is read.
 """
 
 from __future__ import annotations
@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
+
+from apron.plan.config_schema import check_config
 
 # Aliases vLLM / transformers accept for the same quantity, in the order they are tried.
 _LAYERS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
@@ -47,11 +49,15 @@ def _first(config: dict[str, Any], keys: tuple[str, ...], default: Any = None) -
 class ModelConfig:
     raw: dict[str, Any]  # the whole config.json
     text: dict[str, Any]  # the language-model part (text_config for multimodal models)
+    # Values the planner reads but does not understand (apron.plan.config_schema): the KV side is unknown.
+    unknowns: tuple[str, ...] = ()
 
     @classmethod
-    def from_config(cls, config: dict[str, Any]) -> ModelConfig:
+    def from_config(cls, config: dict[str, Any], file: str = "config.json") -> ModelConfig:
+        """The config, every key the planner reads checked once (BadInput naming `file` and the key)."""
         text = config.get("text_config") or config.get("llm_config") or config.get("language_config")
-        return cls(raw=config, text=text if isinstance(text, dict) else config)
+        text = text if isinstance(text, dict) else config
+        return cls(raw=config, text=text, unknowns=check_config(config, text, file))
 
     def get(self, key: str, default: Any = None) -> Any:
         value = self.text.get(key)

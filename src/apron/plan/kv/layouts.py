@@ -1,8 +1,10 @@
 """From config.json to the KV spec of every layer: find the architecture's family, let it build its
 layers' specs, and say out loud what it could not model.
 
-Config fields that describe a cache layout no family reads make the KV side unknown (see
-`unknowns.unread_layout_fields`): Apron never borrows a number from another layout.
+A config key the family does not read makes the KV side unknown unless it was reviewed as unable to
+change the cache (see `unknowns`), and so does a value the planner does not understand (a per-layer
+list where one number is read, an unmodelled layer kind: apron.plan.config_schema). Apron never borrows
+a number from another layout.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from apron.engine.facts import EngineFacts
 from apron.plan.kv.backends import Backend, BackendChoice, NoBackend, choose_backend
 from apron.plan.kv.families import family_for
 from apron.plan.kv.families.base import FamilyContext, KVLayout, Refusal
-from apron.plan.kv.unknowns import unread_layout_fields
+from apron.plan.kv.unknowns import unread_fields
 from apron.plan.model_config import ModelConfig
 from apron.plan.settings import EngineSettings
 
@@ -32,10 +34,9 @@ def build_layout(
     ctx = FamilyContext(arch, config, settings, facts, capability=capability, is_attention_free=is_attention_free)
     entry = facts.architecture(arch) or {}
     family = family_for(arch, config)
-    read = family.READS | getattr(family, "IRRELEVANT", frozenset())
-    unread = [
-        f"config field '{key}' describes a cache or attention layout Apron does not model"
-        for key in unread_layout_fields(config, read)
+    unread = list(config.unknowns) + [
+        f"config field '{key}' is not one the {family.NAME} layout reads, nor one known to leave the KV cache alone"
+        for key in unread_fields(config, family)
     ]
     minimum = getattr(family, "MIN_RELEASE", None)
     if minimum and not facts.at_least(minimum):

@@ -33,7 +33,15 @@ READS = frozenset(
     }
 )
 # Layout-looking keys that shape weights, kernels or the draft model, not the KV cache.
-IRRELEVANT = frozenset({"compress_rope_theta", "o_lora_rank", "o_groups", "dspark_target_layer_ids"})
+# The DSpark speculative-draft module (dspark_*: loaded only with a draft model) and the manifold
+# hyper-connections (hc_*: residual-stream mixing) leave the cache alone; num_hash_layers routes experts.
+IRRELEVANT = frozenset(
+    {
+        *("compress_rope_theta", "o_lora_rank", "o_groups", "num_hash_layers"),
+        *("dspark_target_layer_ids", "dspark_block_size", "dspark_markov_rank", "dspark_noise_token_id"),
+        *("hc_mult", "hc_eps", "hc_sinkhorn_iters"),
+    }
+)
 SOURCES = {
     "0.30.0-0.33.0": "models/deepseek_v4/attention.py (get_kv_cache_spec, _resolve_dsv4_kv_cache_dtype), "
     "compressor.py (CompressorStateCache), v1/attention/backends/mla/sparse_swa.py (DeepseekV4SWACache)",

@@ -42,8 +42,11 @@ READS = frozenset(
         "mla_use_nope",
     }
 )
+# mhc/hc_*: manifold hyper-connections (residual-stream mixing), no cache; the MLA cache holds
+# kv_lora_rank + qk_rope_head_dim, whatever the query (q_lora_rank, qk_nope) and value dims.
 IRRELEVANT = frozenset(
     {
+        *("mhc", "hc_mult", "hc_eps", "hc_sinkhorn_iters", "q_lora_rank", "qk_nope_head_dim", "v_head_dim"),
         "index_kpool_always_select_tail",
         "index_share_for_mtp_iteration",
         "indexer_rope_interleave",

@@ -24,6 +24,8 @@ READS = frozenset(
         "head_dim",
     }
 )
+# The Mamba inner size is mamba_num_heads x mamba_head_dim (read); expand only restates it.
+IRRELEVANT = frozenset({"expand"})
 SOURCES = {"0.29.0-0.33.0": "model_executor/models/nemotron_h.py; models/config.py NemotronHForCausalLMConfig"}
 
 
