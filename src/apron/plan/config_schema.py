@@ -11,8 +11,8 @@ multimodal model), the vision tower's under `vision_config`, and nested tables (
 
 A wrong value is bad input: one line naming the file and the key path, exit 2
 (`config.json: text_config.num_key_value_heads is 0; it must be a positive integer`). A value of a
-shape the planner does not read (a per-layer list where it reads one number, a layer kind no family
-models) is not wrong, only not understood: it makes the KV side unknown, naming the key.
+shape the planner does not read (a per-layer list where it reads one number; a layer kind the family
+does not model, apron.plan.kv.unknowns) is not wrong, only not understood: it makes the KV side unknown, naming the key.
 """
 
 from __future__ import annotations
@@ -33,20 +33,6 @@ MAX_VOCAB = 2**24
 MAX_EXPERTS = 65536
 MAX_LENGTH = 2**62
 MAX_KERNEL = 4096
-# Layer kinds some family models (layer_types, layers_block_type); others make the KV side unknown.
-KNOWN_LAYER_KINDS = frozenset(
-    {
-        "full_attention",
-        "sliding_attention",
-        "linear_attention",
-        "deepseek_sparse_attention",
-        "attention",
-        "mamba",
-        "moe",
-        "mlp",
-        "conv",
-    }
-)
 
 
 @dataclass(frozen=True)
@@ -73,16 +59,21 @@ def _integer(minimum: int, maximum: int) -> Kind:
 
 
 def _number(minimum: float, maximum: float = math.inf, *, exclusive: bool = True) -> Kind:
-    what = f"a finite number {'above' if exclusive else 'of at least'} {minimum:g}"
+    what = f"a finite number {'above' if exclusive else 'of at least'} {_plain(minimum)}"
+    what += f" and at most {_plain(maximum)}" if math.isfinite(maximum) else ""
 
     def check(value: Any) -> str | None:
         if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
             return what
         if value < minimum or (exclusive and value == minimum) or value > maximum:
-            return what + (f" and at most {maximum:g}" if math.isfinite(maximum) else "")
+            return what
         return None
 
     return Kind(check)
+
+
+def _plain(number: float) -> str:
+    return f"{number:,.0f}" if float(number).is_integer() else f"{number:g}"
 
 
 def _typed(kind: type | tuple[type, ...], what: str, *, scalar: bool = True) -> Kind:
@@ -126,6 +117,9 @@ KERNEL = _integer(1, MAX_KERNEL)
 POSITIVE = _number(0)
 FRACTION = _number(0, 1)
 NON_NEGATIVE = _number(0, exclusive=False)
+FINITE = Kind(
+    lambda v: None if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) else "a finite number"
+)
 FLAG = _typed(bool, "true or false")
 TEXT = _typed(str, "a string")
 FLAG_OR_TEXT = _typed((bool, str), "true, false or a string")
@@ -133,8 +127,8 @@ TABLE = _typed(dict, "an object", scalar=False)
 INDICES = _int_list(0, MAX_LAYERS * 4)
 STRINGS = Kind(_str_list, scalar=False)
 
-# The language model's keys (top level, or text_config), by what reads them.
-TEXT_KEYS: dict[str, Kind] = {
+# The language model's keys (top level, or text_config) that the whole planner reads.
+MODEL_KEYS: dict[str, Kind] = {
     # apron.plan.model_config (and so every family): the aliases transformers accepts
     **dict.fromkeys(("num_hidden_layers", "n_layer", "num_layers", "n_layers"), LAYERS),
     **dict.fromkeys(("hidden_size", "d_model", "n_embd", "dim"), DIM),
@@ -185,7 +179,10 @@ TEXT_KEYS: dict[str, Kind] = {
     # apron.plan.memory (host tables)
     "ngram_vocab_size_ratio": NON_NEGATIVE,
     "hidden_size_per_layer_input": DIM_OR_NONE,
-    # the KV families (apron.plan.kv.families.*: READS)
+}
+# Read by the KV families alone (apron.plan.kv.families.*: READS): a per-layer list in place of one of
+# these is a layout the family does not read (unknown); in place of a key everything reads, an error.
+FAMILY_KEYS: dict[str, Kind] = {
     "sliding_window": WINDOW,
     "use_sliding_window": FLAG,
     "max_window_layers": LAYERS_OR_NONE,
@@ -251,6 +248,7 @@ TEXT_KEYS: dict[str, Kind] = {
     "ple_conv_kernel_size": KERNEL,
     "ple_layer_ids": _int_list(1, MAX_LAYERS * 4),
 }
+TEXT_KEYS: dict[str, Kind] = {**MODEL_KEYS, **FAMILY_KEYS}
 # Nested tables: their keys, checked under their own path.
 NESTED_KEYS: dict[str, dict[str, Kind]] = {
     "rope_scaling": {
@@ -262,7 +260,12 @@ NESTED_KEYS: dict[str, dict[str, Kind]] = {
         "partial_rotary_factor": FRACTION,
         "mrope_section": _int_list(0, MAX_DIM),
     },
-    "linear_attn_config": {"num_heads": HEADS, "head_dim": DIM, "short_conv_kernel_size": _integer(2, MAX_KERNEL)},
+    "linear_attn_config": {
+        "num_heads": HEADS,
+        "head_dim": DIM,
+        "short_conv_kernel_size": _integer(2, MAX_KERNEL),
+        "gate_lower_bound": FINITE,
+    },
     "sparse_attention_config": {
         "sparse_attention_freq": _int_list(0, 1),
         "sparse_index_dim": DIM,
@@ -306,22 +309,24 @@ def check_config(config: dict[str, Any], text: dict[str, Any], file: str) -> tup
     unknowns: list[str] = []
     prefix = "" if text is config else _text_path(config, text)
     for key, kind in TOP_KEYS.items():
-        _check(config, key, kind, key, file, unknowns)
+        _check(config, key, kind, key, file, None)
     quant = config.get("quantization_config")
     if isinstance(quant, dict):
         for key, kind in QUANT_KEYS.items():
-            _check(quant, key, kind, f"quantization_config.{key}", file, unknowns)
+            _check(quant, key, kind, f"quantization_config.{key}", file, None)
     for key, kind in TEXT_KEYS.items():
-        _check(text, key, kind, prefix + key, file, unknowns)
+        _check(text, key, kind, prefix + key, file, unknowns if key in FAMILY_KEYS else None)
     for table, keys in NESTED_KEYS.items():
         nested = text.get(table)
         if isinstance(nested, dict):
+            lenient = unknowns if table in FAMILY_KEYS else None
             for key, kind in keys.items():
-                _check(nested, key, kind, f"{prefix}{table}.{key}", file, unknowns)
+                _check(nested, key, kind, f"{prefix}{table}.{key}", file, lenient)
     vision = config.get("vision_config")
     if isinstance(vision, dict):
         for key, kind in VISION_KEYS.items():
-            _check(vision, key, kind, f"vision_config.{key}", file, unknowns)
+            _check(vision, key, kind, f"vision_config.{key}", file, None)
+    _required(text, prefix, file)
     _consistent(text, prefix, file, unknowns)
     return tuple(unknowns)
 
@@ -330,11 +335,12 @@ def _text_path(config: dict[str, Any], text: dict[str, Any]) -> str:
     return next((f"{key}." for key in ("text_config", "llm_config", "language_config") if config.get(key) is text), "")
 
 
-def _check(table: dict[str, Any], key: str, kind: Kind, path: str, file: str, unknowns: list[str]) -> None:
+def _check(table: dict[str, Any], key: str, kind: Kind, path: str, file: str, unknowns: list[str] | None) -> None:
+    """`unknowns`: where a per-layer list in place of one value is noted (None: it is an error)."""
     value = table.get(key)
     if value is None:
         return
-    if kind.scalar and isinstance(value, list):
+    if kind.scalar and isinstance(value, list) and unknowns is not None:
         unknowns.append(f"config field '{path}' is a per-layer list where Apron reads one value")
         return
     problem = kind.check(value)
@@ -347,6 +353,21 @@ def _shown(value: Any) -> str:
     if isinstance(value, bool):
         text = "true" if value else "false"
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+REQUIRED = (
+    ("layer count", ("num_hidden_layers", "n_layer", "num_layers", "n_layers")),
+    ("hidden size", ("hidden_size", "d_model", "n_embd", "dim")),
+)
+
+
+def _required(text: dict[str, Any], prefix: str, file: str) -> None:
+    """What every model has and everything else is counted from: never a silent zero."""
+    for what, keys in REQUIRED:
+        if all(text.get(key) is None for key in keys):
+            raise BadInput(
+                f"{file}: the config gives no {what} ({prefix}{keys[0]}); it is not a model config vLLM loads"
+            )
 
 
 def _consistent(text: dict[str, Any], prefix: str, file: str, unknowns: list[str]) -> None:
@@ -370,13 +391,8 @@ def _consistent(text: dict[str, Any], prefix: str, file: str, unknowns: list[str
             continue
         if len(kinds) < layers:
             raise BadInput(
-                f"{file}: {prefix}{key} lists {len(kinds)} layers but {prefix}num_hidden_layers is {layers}; "
+                f"{file}: {prefix}{key} has {len(kinds)} entries for {layers} layers ({prefix}num_hidden_layers); "
                 "it needs one entry per layer"
-            )
-        strange = sorted(set(kinds[:layers]) - KNOWN_LAYER_KINDS)
-        if strange:
-            unknowns.append(
-                f"config field '{prefix}{key}' names layer kinds Apron does not model: {', '.join(strange)}"
             )
     rates = text.get("compress_rates")
     if isinstance(rates, dict):

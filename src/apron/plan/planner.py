@@ -45,8 +45,9 @@ def config_file(checkpoint: Checkpoint) -> str:
 
 
 def plan_checkpoint(checkpoint: Checkpoint, gpu: Gpu, user: UserSettings, engine_version: str | None = None) -> Plan:
+    architecture = checkpoint.architecture  # first: a config without one is not worth checking further
     config = ModelConfig.from_config(checkpoint.config, config_file(checkpoint))
-    facts, engine_note = choose_engine(checkpoint.architecture, engine_version)
+    facts, engine_note = choose_engine(architecture, engine_version)
     problems = registry_problems(checkpoint, config, gpu, facts)
     settings = resolve_settings(checkpoint, config, gpu, facts, user)
     weights = estimate_weights(

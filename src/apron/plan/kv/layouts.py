@@ -15,7 +15,7 @@ from apron.engine.facts import EngineFacts
 from apron.plan.kv.backends import Backend, BackendChoice, NoBackend, choose_backend
 from apron.plan.kv.families import family_for
 from apron.plan.kv.families.base import FamilyContext, KVLayout, Refusal
-from apron.plan.kv.unknowns import unread_fields
+from apron.plan.kv.unknowns import unmodelled_layer_kinds, unread_fields
 from apron.plan.model_config import ModelConfig
 from apron.plan.settings import EngineSettings
 
@@ -34,15 +34,23 @@ def build_layout(
     ctx = FamilyContext(arch, config, settings, facts, capability=capability, is_attention_free=is_attention_free)
     entry = facts.architecture(arch) or {}
     family = family_for(arch, config)
-    unread = list(config.unknowns) + [
-        f"config field '{key}' is not one the {family.NAME} layout reads, nor one known to leave the KV cache alone"
-        for key in unread_fields(config, family)
-    ]
+    unread = (
+        list(config.unknowns)
+        + unmodelled_layer_kinds(config, family)
+        + [
+            f"config field '{key}' is not one the {family.NAME} layout reads, nor one known to leave the KV cache alone"
+            for key in unread_fields(config, family)
+        ]
+    )
     minimum = getattr(family, "MIN_RELEASE", None)
     if minimum and not facts.at_least(minimum):
         unread.append(f"the {family.NAME} layout is not modelled for vLLM {facts.version} (from {minimum})")
     try:
+        if config.unknowns:  # a value the family would misread: it builds nothing from it
+            raise _NotUnderstood()
         layout: KVLayout = family.layer_specs(ctx)
+    except _NotUnderstood:
+        layout = _empty(ctx, "the config holds values the layout does not read (listed above)")
     except KeyError as exc:
         layout = _empty(ctx, f"config lacks {exc} needed for this model family's cache layout")
     except Refusal as exc:
@@ -71,6 +79,10 @@ def build_layout(
             "model type, and Apron does not know which cache this model builds"
         )
     return replace(layout, unknowns=tuple(unknowns))
+
+
+class _NotUnderstood(Exception):
+    """The config holds a value of a shape the planner does not read."""
 
 
 def _empty(ctx: FamilyContext, why: str) -> KVLayout:

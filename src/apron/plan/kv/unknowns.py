@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from types import ModuleType
 
+from apron.plan.kv.families.base import DEFAULT_LAYER_KINDS
 from apron.plan.model_config import ModelConfig
 
 # Read for every model through apron.plan.model_config: what FamilyContext and the classic layers use.
@@ -82,3 +83,19 @@ def unread_fields(config: ModelConfig, family: ModuleType) -> list[str]:
 
 def _empty(value: object) -> bool:
     return value is None or value is False or value == 0 or value == [] or value == {} or value == ""
+
+
+def unmodelled_layer_kinds(config: ModelConfig, family: ModuleType) -> list[str]:
+    """A layer list naming kinds the family does not model (it would read them as something else)."""
+    known = getattr(family, "LAYER_KINDS", DEFAULT_LAYER_KINDS)
+    out = []
+    for key in ("layer_types", "layers_block_type"):
+        kinds = config.text.get(key)
+        if key in family.READS and isinstance(kinds, list):
+            strange = sorted({str(k) for k in kinds[: config.num_layers]} - known)
+            if strange:
+                out.append(
+                    f"config field '{key}' names layer kinds the {family.NAME} layout does not model: "
+                    + ", ".join(strange)
+                )
+    return out

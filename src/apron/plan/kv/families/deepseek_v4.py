@@ -53,6 +53,8 @@ RECORD_ALIGNMENT = 576
 SWA_BLOCK = 64  # sparse_swa.py DeepseekV4SWACache
 BLOCK = 256  # FlashMLA DSv4 and the indexer kernels take only 256 (sparse_mla.py, mla/indexer.py)
 _LAYER_TYPE_RATIOS = {"sliding_attention": 0, "compressed_sparse_attention": 4, "heavily_compressed_attention": 128}
+# The layer kinds this layout understands in layer_types / layers_block_type; others are unknown.
+LAYER_KINDS = frozenset({*_LAYER_TYPE_RATIOS})
 
 
 def matches(arch: str, config: ModelConfig) -> bool:

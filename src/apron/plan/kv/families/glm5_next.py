@@ -55,6 +55,8 @@ IRRELEVANT = frozenset(
         "qk_head_dim",
     }
 )
+# The layer kinds this layout understands in layer_types / layers_block_type; others are unknown.
+LAYER_KINDS = frozenset({"linear_attention", "deepseek_sparse_attention"})
 SOURCES = {
     "0.32.0-0.33.0": "models/glm5next/common/attention.py (Glm5NextIndexerCache, Glm5NextTailCache), "
     "common/kda.py (KDA state, FlashKDA prefill checkpoints), v1/attention/backends/mla/indexer.py "

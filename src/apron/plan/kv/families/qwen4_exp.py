@@ -55,6 +55,8 @@ IRRELEVANT = frozenset(
         *("mtp", "hc_lowrank", "ple_embed_dim"),
     }
 )
+# The layer kinds this layout understands in layer_types / layers_block_type; others are unknown.
+LAYER_KINDS = frozenset({"full_attention", "linear_attention"})
 SOURCES = {
     "0.32.0-0.33.0": "models/qwen4_exp/nvidia/model.py (get_mamba_specs_from_config), common/qsa_cache.py "
     "(QSAKeyStateCache ring, QSACompressedKeyCache), nvidia/ple_layer.py (tp_replicated short conv), "
