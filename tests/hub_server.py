@@ -16,7 +16,8 @@ GatedRepo) and X-Error-Message headers with a JSON body.
 
 Faults are injected by path substring (`server.fault(...)`): a status (401/404/429/500/503, with
 Retry-After), a connection reset, a slow answer, a body cut short, or a server that ignores Range.
-The server counts the body bytes it sent, per path and in total, and keeps a log of every request.
+The server counts the body bytes it sent, per path and in total, and keeps a log of every request;
+both are written before the answer leaves, so a client that has its answer finds it counted.
 Standard library only.
 """
 
@@ -250,10 +251,13 @@ class HubServer:
             self.in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
 
-    def _leave(self, seen: Seen) -> None:
+    def _note(self, seen: Seen) -> None:
+        with self._lock:
+            self.log.append(seen)
+
+    def _leave(self) -> None:
         with self._lock:
             self.in_flight -= 1
-            self.log.append(seen)
 
 
 def _make_server(hub: HubServer, role: str) -> ThreadingHTTPServer:
@@ -282,7 +286,8 @@ class _Handler(BaseHTTPRequestHandler):
         self._serve("HEAD")
 
     def _serve(self, method: str) -> None:
-        self._status: int | None = None
+        self._method = method
+        self._noted = False
         self.hub._enter()
         try:
             fault = self.hub._take_fault(self.role, method, self.path, self.headers.get("Range") or "")
@@ -293,9 +298,16 @@ class _Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):  # the client stopped reading: expected
             self.close_connection = True
         finally:
-            self.hub._leave(
-                Seen(self.role, method, self.path, {k.lower(): v for k, v in self.headers.items()}, self._status)
-            )
+            self._note(None)  # no answer was started (a reset): noted now
+            self.hub._leave()
+
+    def _note(self, status: int | None) -> None:
+        """Log the request once, before the client can see any answer to it: a test that reads the
+        log right after its request returned must find it there."""
+        if not self._noted:
+            self._noted = True
+            headers = {k.lower(): v for k, v in self.headers.items()}
+            self.hub._note(Seen(self.role, self._method, self.path, headers, status))
 
     def _apply(self, fault: Fault, method: str) -> bool:
         """Act out a fault; True when it answered the request itself."""
@@ -303,6 +315,7 @@ class _Handler(BaseHTTPRequestHandler):
             time.sleep(fault.delay_seconds)
             return False
         if fault.kind == "reset":
+            self._note(None)
             self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             self.connection.close()  # linger 0: the client sees a reset, not a clean close
             raise _Reset()
@@ -484,15 +497,15 @@ class _Handler(BaseHTTPRequestHandler):
             raise _Reset()
 
     def _start(self, status: int, headers: dict) -> None:
-        self._status = status
+        self._note(status)
         self.send_response(status)
         for key, value in headers.items():
             self.send_header(key, value)
         self.end_headers()
 
     def _write(self, chunk: bytes) -> None:
+        self.hub._count(urlsplit(self.path).path, len(chunk))  # counted before the client can read it
         self.wfile.write(chunk)
-        self.hub._count(urlsplit(self.path).path, len(chunk))
 
     def finish(self) -> None:
         try:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -77,6 +78,12 @@ def write(path: Path) -> None:
 
 def read(path: Path = CORPUS) -> dict[str, str]:
     return json.loads(gzip.decompress(path.read_bytes()))
+
+
+def portable(text: str) -> str:
+    """A plan's text with a snapshot's absolute path made relative to the repository: the corpus was
+    written in one checkout, and a clone elsewhere must compare equal."""
+    return re.sub(r'"source": "[^"]*/(tests/fixtures/checkpoints/[^"/]+")', r'"source": "\1', text)
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ def training_failures() -> list[dict]:
 def shipped_refusals(version: str) -> list[dict]:
     """The refusal templates of a release from its shipped engine facts."""
     from apron.engine.facts import load_facts
-    from apron.rules.families import facts_refusals
+    from apron.rules.catalog import facts_refusals
 
     refusals = facts_refusals(load_facts(version))
     assert refusals, f"the shipped engine facts of vllm {version} hold no refusal templates"

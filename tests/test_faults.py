@@ -1,6 +1,7 @@
 """Host fault, harness fault or the model's failure - on real error text: the failures in
 tests/fixtures/boots-training.json, the CPU engine's own refusals, and NCCL/Xid/ENOSPC lines as
-drivers and libraries print them."""
+drivers and libraries print them. The boot asks the one classifier (apron.rules.failure): the same
+decisive error `apron diagnose` finds."""
 
 from __future__ import annotations
 
@@ -8,9 +9,19 @@ import json
 
 import pytest
 
-from apron.boot.faults import HARNESS, HOST, MODEL, classify, root_error
-from apron.measure.logparse import parse_file
+from apron.measure.logparse import parse_file, parse_log
+from apron.rules.failure import classify_failure
+from apron.rules.fingerprint import fingerprint
 from conftest import FIXTURES
+
+HOST, HARNESS, MODEL = "host", "harness", "model"
+
+
+def classify(stage, message="", errors=(), log_tail="", ssh_exit_code=None):
+    """The engine's lines as a log: what the boot hands the classifier."""
+    log = parse_log("\n".join([*errors, log_tail])) if errors or log_tail else None
+    return classify_failure(stage, message, log, ssh_exit_code=ssh_exit_code)
+
 
 FAILURES = [
     b
@@ -61,52 +72,53 @@ def test_training_fixture_has_each_kind():
 )
 def test_cpu_engine_refusals_are_the_models(name):
     path = FIXTURES / "logs" / f"{name}.log"
-    parsed = parse_file(path)
-    text = path.read_text()
-    fault = classify(
-        "start",
-        "the engine exited with status 1 before /health answered",
-        parsed.errors or parsed.errors_after_shutdown,
-        text[-20000:],
-    )
+    fault = classify_failure("start", "the engine exited with status 1 before /health answered", parse_file(path))
     assert fault.kind == MODEL, fault
     assert "initialization failed" not in fault.evidence and "failed to start" not in fault.evidence
 
 
-def test_root_error_skips_the_wrappers():
-    errors = (
-        "EngineCore failed to start.",
-        "ValueError: To serve at least one request ...",
-        "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}",
+def test_the_fault_is_the_fingerprints_decision():
+    """The boot never re-classifies: its evidence is the decisive error diagnose finds."""
+    parsed = parse_file(FIXTURES / "logs" / "d_kv_too_small_mp_1048575.log")
+    found = fingerprint(parsed)
+    fault = classify_failure("start", "exited", parsed)
+    assert fault.evidence == f"{found.exception}: {found.message}" and found.family == "kv_cache_too_small"
+
+
+def test_a_log_with_only_wrappers_is_the_models_with_its_cause_missing():
+    log = parse_log(
+        "(EngineCore_DP0 pid=70) ERROR 11-02 10:01:01 [core.py:708] RuntimeError: Engine core initialization "
+        "failed. See root cause above. Failed core proc(s): {}\n"
     )
-    assert root_error(errors) == "ValueError: To serve at least one request ..."
+    fault = classify_failure("start", "exited", log)
+    assert fault.kind == MODEL and "cause scrolled out" in fault.reason
 
 
 # Lines as NCCL, the NVIDIA driver (dmesg / nvidia-smi), CUDA and the C library print them.
 HOST_LINES = {
-    "NCCL/NVSwitch failure at first collective": [
+    "NCCL or NVSwitch failed (start-up or collective)": [
         "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:275, "
         "unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.21.5",
         "node-3:1234:1301 [2] transport/nvls.cc:161 NCCL WARN Cuda failure 'system not yet initialized'",
         "RuntimeError: CUDA error: system not yet initialized",
         "ncclInternalError: Internal check failed.",
     ],
-    "ECC/Xid GPU error": [
+    "the GPU reported a hardware error (ECC, Xid, fell off the bus)": [
         "NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, GPU has fallen off the bus.",
         "NVRM: Xid (PCI:0000:86:00): 48, pid=2211, An uncorrectable double bit error (DBE) has been detected",
         "RuntimeError: CUDA error: uncorrectable ECC error encountered",
     ],
-    "no CUDA device": [
+    "no usable CUDA device or driver on the machine": [
         "RuntimeError: No CUDA GPUs are available",
         "RuntimeError: Failed to infer device type",
         "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.",
     ],
-    "disk full": [
+    "the disk is full": [
         "OSError: [Errno 28] No space left on device: '/root/.cache/huggingface/hub/tmp123'",
         "safetensors_rust.SafetensorError: Error while serializing: IoError(Os { code: 28, kind: StorageFull, "
         'message: "No space left on device" })',
     ],
-    "machine never started": [
+    "no machine with the requested GPU could be rented, or it was taken away": [
         "sky.exceptions.ResourcesUnavailableError: Failed to provision all possible launchable resources.",
         "QueryError: There are no longer any instances available with the requested specifications.",
     ],
@@ -117,7 +129,7 @@ HOST_LINES = {
 def test_host_fault_lines(reason, line):
     fault = classify("start", errors=[line])
     assert (fault.kind, fault.reason) == (HOST, reason)
-    assert fault.evidence == line.strip()
+    assert line.strip().endswith(fault.evidence.split(": ", 1)[-1])
 
 
 def test_host_evidence_in_the_log_tail_beats_the_engine_exception():
@@ -136,10 +148,13 @@ def test_lost_connection_is_the_hosts_only_from_the_harness():
 
 
 def test_harness_faults():
-    assert classify("download", "DOWNLOAD_INCOMPLETE: size tokenizer.model 587404!=130").reason == "download incomplete"
+    assert (
+        classify("download", "DOWNLOAD_INCOMPLETE: size tokenizer.model 587404!=130").reason
+        == "the weights download was incomplete"
+    )
     assert (
         classify("prepare", "no vllm executable (looked for vllm on PATH)").reason
-        == "engine not installed on the target"
+        == "the engine is not installed where the boot ran"
     )
     assert classify("start", errors=["OSError: [Errno 98] Address already in use"]).kind == HARNESS
     assert classify("after_healthy", "KeyError: 'choices'").kind == HARNESS

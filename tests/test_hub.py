@@ -362,14 +362,25 @@ def test_retry_after_beyond_the_limit_fails_at_once(hub):
     assert len(shard_paths(hub)) == 1
 
 
-def test_unreachable_endpoint_is_failed(hub, monkeypatch, tmp_path):
+@pytest.mark.parametrize(
+    "endpoint",
+    [
+        "http://127.0.0.1:9",  # the discard port: nothing listens, the connection is refused
+        "http://hub.invalid",  # RFC 6761: a name that never resolves
+    ],
+)
+def test_unreachable_endpoint_fails_at_once(hub, monkeypatch, tmp_path, endpoint):
+    """No network (or a wrong HF_ENDPOINT) is not transient: one attempt, one line, no backoff."""
     from conftest import point_hf_at
 
-    point_hf_at("http://127.0.0.1:9", tmp_path / "hf-elsewhere", monkeypatch)  # discard port: refused
-    monkeypatch.setenv("APRON_HUB_MAX_ATTEMPTS", "2")
+    point_hf_at(endpoint, tmp_path / "hf-elsewhere", monkeypatch)
+    monkeypatch.setenv("APRON_HUB_MAX_ATTEMPTS", "5")
+    monkeypatch.setenv("APRON_HUB_RETRY_BASE_SECONDS", "1")  # a retry would show in the time taken
+    started = time.monotonic()
     with pytest.raises(Failed) as exc:
         load_hub("Qwen/Qwen3-0.6B")
-    assert "cannot reach http://127.0.0.1:9" in one_line(exc) and "2 attempt(s)" in one_line(exc)
+    assert time.monotonic() - started < 1.0
+    assert f"cannot reach {endpoint}" in one_line(exc) and "attempt" not in one_line(exc)
 
 
 # --- a server that ignores Range ----------------------------------------------------------------

@@ -146,7 +146,9 @@ def engine_request(case, layout, config: ModelConfig, arch: str) -> dict:
     return {
         "id": ident,
         "build": {
-            "config": config.raw,
+            # the checkpoint's config.json itself: Apron's reading drops nulls, which transformers
+            # would replace by a class default (Mistral's sliding_window: null is no window, absent is 4096)
+            "config": snapshot_document(model)["files"]["config.json"],
             "model_class": CUDA_CLASSES.get(arch),
             "tp": tp,
             "capability": list(capability),

@@ -1,6 +1,6 @@
 """The vLLM log reader on real logs: the CPU engine's own (tests/fixtures/logs, captured on this kind of
-machine), vLLM's format strings for 0.29.0/0.30.0/0.33.0 rendered with values (from the engine
-facts), and the older releases' lines quoted from their source."""
+machine), vLLM's format strings for 0.29.0-0.33.0 rendered with values (from the engine facts), and
+the older releases' lines quoted from their source (tests/test_log_eras.py)."""
 
 from __future__ import annotations
 
@@ -301,7 +301,7 @@ def render(fmt: str, values) -> str:
     return fmt % tuple(values)
 
 
-@pytest.mark.parametrize("version", ["0.29.0", "0.30.0", "0.33.0"])
+@pytest.mark.parametrize("version", ["0.29.0", "0.30.0", "0.31.0", "0.32.0", "0.33.0"])
 def test_vllm_format_strings_rendered_with_values_are_read_back(version, apron_home_with_facts):
     formats = facts_log_formats(version)
     checked = 0
@@ -318,18 +318,19 @@ def test_vllm_format_strings_rendered_with_values_are_read_back(version, apron_h
             if len(args) < wanted and fmt.startswith("%s") and not needle.startswith("%s"):
                 args = ("",) + args  # 0.33's "[tag] " prefix, empty
             args = args + (1.0,) * (wanted - len(args))  # trailing extras, e.g. "(compilation: %.2f s)"
-            line = (
-                f"(EngineCore_DP0 pid=7) INFO 05-01 10:00:00 [{entry['file'].rsplit('/', 1)[-1]}:1] {render(fmt, args)}"
-            )
-            parsed = parse_log(line)
-            for name, value in expected.items():
-                value = version if value == "{version}" else value
-                assert getattr(parsed, name) == value, (version, fmt, name, getattr(parsed, name))
+            message = render(fmt, args)
+            line = f"(EngineCore_DP0 pid=7) INFO 05-01 10:00:00 [{entry['file'].rsplit('/', 1)[-1]}:1] {message}"
+            # As printed, pasted without any prefix, and inside `docker compose logs`.
+            for form in (line, message, f"vllm-1  | {line}"):
+                parsed = parse_log(form)
+                for name, value in expected.items():
+                    value = version if value == "{version}" else value
+                    assert getattr(parsed, name) == value, (version, fmt, form, name, getattr(parsed, name))
             checked += 1
     assert checked >= len(ACCOUNTING)
 
 
-@pytest.mark.parametrize("version", ["0.29.0", "0.30.0", "0.33.0"])
+@pytest.mark.parametrize("version", ["0.29.0", "0.30.0", "0.31.0", "0.32.0", "0.33.0"])
 def test_vllm_summary_and_cpu_fstrings_rendered_are_read_back(version, apron_home_with_facts):
     formats = facts_log_formats(version)
     values = {

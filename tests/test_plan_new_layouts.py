@@ -160,7 +160,7 @@ BAD = [
             "index_n_heads": 64,
             "index_topk": 512,
         },
-        "sliding_window -128",
+        "sliding_window is -128",
     ),
     (
         "indexer with 0 heads",

@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from apron.measure.logparse import parse_log
 from apron.plan.result import Plan
 from apron.plan.settings import UserSettings
-from apron.rules import all_rules, diagnose, families, fingerprint, logtext, match_rules, settings_from_args
+from apron.rules import all_rules, diagnose, families, fingerprint, match_rules, settings_from_args
 from apron.rules.registry import RuleFailed, rule_from_module, run_rules
 from apron.rules.status import StatusStore
 from plan_helpers import a_plan
@@ -43,7 +44,7 @@ def corrected(text: str, rule_id: str, settings: UserSettings, plan: Plan | None
 
 
 def ran_with(name: str) -> UserSettings:
-    return settings_from_args(logtext.non_default_args(logtext.read_lines(log_text(name))))
+    return settings_from_args(parse_log(log_text(name)).settings)
 
 
 # ------------------------------------------------------------------ memory

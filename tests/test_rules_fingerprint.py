@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from apron.rules import families
+from apron.rules import catalog, classify, families
 from apron.rules.fingerprint import fingerprint, normalize
 from rules_text import FACTS_VERSIONS, log_index, log_text, render, shipped_refusals, template_with, training_failures
 
@@ -264,18 +264,18 @@ def test_every_template_family_is_recognised(version):
     values, classify back into their family (or that of a template rendering the same text). Only
     the wrappers, which point at an earlier error by design, classify as wrappers."""
     all_refusals = shipped_refusals(version)
-    refusals = [r for r in all_refusals if families._anchor(r["template"])]
+    refusals = [r for r in all_refusals if catalog._anchor(r["template"])]
     assert len(refusals) > 0.99 * len(all_refusals)  # nearly every template has words to anchor on
     renders: dict[str, set[str]] = {}
     for refusal in refusals:
-        renders.setdefault(families.template_family(refusal["template"]), set()).add(render(refusal["template"], {}))
-    named = [r for r in refusals if not families.template_family(r["template"]).startswith("refusal.")]
+        renders.setdefault(catalog.template_family(refusal["template"]), set()).add(render(refusal["template"], {}))
+    named = [r for r in refusals if not catalog.template_family(r["template"]).startswith("refusal.")]
     sample = named + random.Random(version).sample(refusals, min(500, len(refusals)))  # all would take a minute
     misses = []
     for refusal in sample:
         message = render(refusal["template"], {})
-        found = families.classify(refusal["exception"], message, version)
-        if found.family != families.template_family(refusal["template"]) and message not in renders.get(
+        found = classify.classify(refusal["exception"], message, version)
+        if found.family != catalog.template_family(refusal["template"]) and message not in renders.get(
             found.family, ()
         ):
             misses.append((refusal["template"][:80], found.family))
@@ -284,15 +284,15 @@ def test_every_template_family_is_recognised(version):
 
 def test_named_families_fall_back_to_their_templates_without_facts(monkeypatch):
     """No facts installed: the families rules need still classify, from the templates as of 0.29-0.33."""
-    monkeypatch.setattr(families, "_refusals", lambda version: [])
-    families.catalog.cache_clear()
+    monkeypatch.setattr(catalog, "_refusals", lambda version: [])
+    catalog.catalog.cache_clear()
     try:
         found = fingerprint(log_text("d_kv_too_small_deep_33554432"))
         assert found.family == "kv_cache_too_small" and found.source.startswith("apron fallback")
         assert found.fields["estimated_max_model_len"] == 16256
         assert fingerprint(log_text("g_gemma2_float16")).family == "float16_unsupported"
     finally:
-        families.catalog.cache_clear()
+        catalog.catalog.cache_clear()
 
 
 # ------------------------------------------------------------------ failures no template produces

@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import pytest
 
-from apron.rules import StatusStore, diagnose, fingerprint, logtext, promote, settings_from_args
+from apron.measure.logparse import parse_log
+from apron.rules import StatusStore, diagnose, fingerprint, promote, settings_from_args
 from rules_text import log_index, log_text
 
 
 def lab_boots() -> dict:
     boots = {}
     for name in log_index():
-        args = logtext.non_default_args(logtext.read_lines(log_text(name)))
+        args = parse_log(log_text(name)).settings
         boots.setdefault((args["model"], settings_from_args(args)), name)
     return boots
 
@@ -35,7 +36,7 @@ def boot(model: str, settings) -> str:
 def test_fix_loop_proves_the_rule_on_its_release(tmp_path, failed, rule, healthy):
     store = StatusStore(tmp_path)
     text = log_text(failed)
-    model = logtext.non_default_args(logtext.read_lines(text))["model"]
+    model = parse_log(text).settings["model"]
     diagnosis = diagnose(text, store=store)
     candidate = diagnosis.applicable[0]
     assert candidate.match.rule_id == rule and candidate.status.status == "untested"

@@ -963,28 +963,36 @@ def log_group() -> None:
 @json_option("Print every field as JSON.")
 def log_parse_command(file: str, as_json: bool) -> None:
     """What a vLLM start-up log says: memory accounting, timings, config, errors (null when not printed)."""
-    from apron.measure.logparse import parse_file, split_line
+    from apron.measure.loglines import read_line
+    from apron.measure.logparse import parse_file
+    from apron.rules.fingerprint import fingerprint
     from apron.units import shorten
 
     with open(file, "rb") as handle:
         head = handle.read(4 * 2**20).decode("utf-8", errors="replace").splitlines()
-    if not any(split_line(number, line).level for number, line in enumerate(head)):
+    if not any(read_line(number, line).level for number, line in enumerate(head, start=1)):
         raise Failed(
             f"{file} has no vLLM log lines (none carries vLLM's 'INFO MM-DD HH:MM:SS [file.py:N]' prefix): "
             "give the engine's start-up log"
         )
-    parsed = parse_file(file).to_json()
+    log = parse_file(file)
+    decisive = fingerprint(log)
+    parsed = {**log.to_json(), "decisive_error": decisive.decisive_json() if decisive else None}
     if as_json:
         emit_json(parsed)
         return
     for name, value in parsed.items():
-        if name in ("sources", "per_rank") or value in (None, [], {}):
+        if name in ("sources", "per_rank", "decisive_error") or value in (None, [], {}):
             continue
         if name in ("errors", "errors_after_shutdown"):
             for line in value:
                 click.echo(f"{'error' if name == 'errors' else 'error after shutdown'}: {shorten(line, 300)}")
             continue
         click.echo(f"{name:<36} {_log_value(name, value)}")
+    if decisive is not None:
+        click.echo(
+            f"{'decisive error':<36} line {decisive.line_number}: {shorten(decisive.decisive_json()['error'], 300)}"
+        )
 
 
 def _log_value(name: str, value: Any) -> str:

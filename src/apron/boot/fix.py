@@ -108,13 +108,13 @@ def _correction(
 def _fix_record(
     plan: Plan, next_plan: Plan, found: Fingerprint, match: RuleMatch, result: BootResult, store: RecordStore
 ) -> FixRecord:
+    from apron.measure.logparse import parse_log
     from apron.rules import could_have_known
-    from apron.rules.logtext import non_default_args, read_lines
 
     log = result.record.log
     # A boot this run made always keeps its log; only imported records have none.
     log_text = store.get_blob(log.sha256).decode("utf-8", errors="replace") if log is not None else ""
-    ran = non_default_args(read_lines(log_text[:200_000]))
+    ran = parse_log(log_text).non_default_settings
     return FixRecord(
         rule=match.rule_id,
         engine_version=plan.engine_version,

@@ -138,8 +138,8 @@ def _attempt(
     after_healthy: AfterHealthy | None,
     progress: Progress,
 ) -> tuple[Attempt, bytes]:
-    from apron.boot.faults import classify
     from apron.paths import cache_dir
+    from apron.rules.failure import classify_failure
 
     local_dir = cache_dir() / "boot-logs" / new_run_name()  # never the run folder: that is the target's
     if spec.kind == "sky" and not (options.vllm or options.venv):
@@ -151,7 +151,7 @@ def _attempt(
         host, release = open_host(spec, ssh, plan, progress)
     except HostFault as exc:
         attempt = Attempt(target=spec.address, started_at=now_iso())
-        attempt.fault = classify("connect", exc.message)
+        attempt.fault = classify_failure("connect", exc.message)
         return attempt, b""
     try:
         attempt = BootRun(host, plan, options, local_dir, after_healthy, progress).execute()

@@ -22,14 +22,15 @@ from pathlib import Path
 from typing import Any
 
 from apron.boot.command import ServeCommand, build_command
-from apron.boot.faults import classify
 from apron.boot.hosts import Host, LogFollower, Result
 from apron.boot.probe import DOWNLOAD, IDENTITY
 from apron.errors import ApronError, BadInput, HarnessFault, HostFault
 from apron.measure import logparse
 from apron.measure.endpoint import Endpoint
+from apron.measure.loglines import read_line
 from apron.plan.result import Plan
 from apron.records.documents import Fault
+from apron.rules.failure import classify_failure
 from apron.units import shorten
 
 Progress = Callable[[str], None]
@@ -162,11 +163,11 @@ class BootRun:
         except HubUnreachable as exc:
             self.attempt.fault = Fault("host", "the Hub is not reachable from the target", exc.message, "download")
         except HostFault as exc:
-            self.attempt.fault = classify(self._stage, exc.message, ssh_exit_code=255)
+            self.attempt.fault = classify_failure(self._stage, exc.message, ssh_exit_code=255)
         except Exception as exc:  # noqa: BLE001 - any other failure is recorded, never raised past teardown
             detail = exc.message if isinstance(exc, ApronError) else f"{type(exc).__name__}: {exc}"
             self.attempt.notes.append("".join(traceback.format_exception_only(type(exc), exc)).strip()[-2000:])
-            self.attempt.fault = classify(self._stage, detail)
+            self.attempt.fault = classify_failure(self._stage, detail)
         finally:
             self._teardown()
         return self.attempt
@@ -234,7 +235,7 @@ class BootRun:
         try:
             result = self.after_healthy(endpoint)
         except Exception as exc:  # noqa: BLE001 - the boot was healthy; the checks' own failure is the harness's
-            self.attempt.fault = classify("after_healthy", f"{type(exc).__name__}: {exc}")
+            self.attempt.fault = classify_failure("after_healthy", f"{type(exc).__name__}: {exc}")
             return
         self.attempt.hook_result = dict(result or {})
 
@@ -454,8 +455,7 @@ class BootRun:
             )
         self._pump_log()
         text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
-        parsed = logparse.parse_log(text)
-        return classify(stage, message, parsed.errors or parsed.errors_after_shutdown, text[-20000:])
+        return classify_failure(stage, message, logparse.parse_log(text))
 
     def _served_name(self) -> str:
         return self.options.served_model_name or self.plan.served_model_name
@@ -463,7 +463,7 @@ class BootRun:
 
 def engine_phase(line: str) -> str | None:
     """A progress line for a log line that marks a start-up phase."""
-    parsed = logparse.split_line(0, line)
+    parsed = read_line(0, line)
     if parsed.level is None:
         return None
     for needle, label in PHASES:

@@ -144,6 +144,11 @@ def _retry_delay(exc: BaseException, attempt: int, settings: HubSettings) -> flo
 
     if isinstance(exc, httpx2.TooManyRedirects | httpx2.UnsupportedProtocol | httpx2.ProxyError):
         return None
+    if isinstance(exc, httpx2.ConnectError):
+        # The name did not resolve or nothing listens: no network, or a wrong HF_ENDPOINT. Waiting
+        # does not change that, so the plan fails at once instead of spending seconds on retries.
+        # (A connect *timeout* is a TimeoutException, retried below.)
+        return None
     if isinstance(exc, httpx2.TransportError):  # timeouts, resets, refused connections, cut bodies
         return settings.backoff_seconds(attempt)
     status = _status_of(exc)
@@ -231,9 +236,8 @@ def to_apron_error(exc: BaseException, where: Where, attempts: int, settings: Hu
         )
     if isinstance(exc, httpx2.ConnectError):
         return Failed(
-            f"{where.describe()}: cannot reach {constants.ENDPOINT} ({_first_line(exc)}) after "
-            f"{attempts} attempt(s); check your connection or HF_ENDPOINT, or set HF_HUB_OFFLINE=1 "
-            "to plan from cached headers"
+            f"{where.describe()}: cannot reach {constants.ENDPOINT} ({_first_line(exc)}); check your "
+            "connection or HF_ENDPOINT, or set HF_HUB_OFFLINE=1 to plan from cached headers"
         )
     if isinstance(exc, httpx2.TransportError):
         return Failed(

@@ -150,7 +150,7 @@ def _tensor(name: str, entry: object, file_label: str) -> tuple[TensorInfo, tupl
     if not isinstance(entry, dict):
         raise BadInput(f"{where} must be an object with dtype, shape and data_offsets")
     dtype = entry.get("dtype")
-    if dtype not in DTYPE_BITS:
+    if not isinstance(dtype, str) or dtype not in DTYPE_BITS:
         raise BadInput(f"{where} field 'dtype' is {dtype!r}, not a safetensors dtype ({', '.join(sorted(DTYPE_BITS))})")
     shape = entry.get("shape")
     if not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):

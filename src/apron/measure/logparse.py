@@ -1,45 +1,34 @@
-"""Read a vLLM start-up log: the engine's own accounting, labelled measured, never guessed.
+"""Read a vLLM start-up log: the engine's own accounting, labelled measured, never guessed, and
+the one parsed-log value the rest of Apron reads (the diagnosis included: apron.rules consumes it).
 
-Covers the releases in use, 0.6 through 0.33: V0's "Memory profiling" lines, the V1 and V2 GPU
-runners, the CPU worker's "Explicitly/Auto set (X/Y) GiB for KV cache" lines and the summary line of
-0.2x. A field stays None when the log does not print it (the CPU build prints no "Model loading
-took", eager mode no graph capture). Lines are matched after removing ANSI colour and the
-`(EngineCore_DP0 pid=1)`-style process prefix; values printed by several ranks are kept per rank and
-the field takes their minimum, as vLLM sizes the KV cache by its smallest worker.
+Covers 0.6 through 0.33, V0 and V1 (docs/logs.md lists every line read, per era): V0's "Memory
+profiling" lines, the V1 and V2 GPU runners, the CPU worker's "Explicitly/Auto set (X/Y) GiB for KV
+cache" lines and the summary line of 0.2x. A field stays None when the log does not print it (the CPU
+build prints no "Model loading took", eager mode no graph capture). Lines are read after taking off
+whatever prefixes they carry (apron.measure.loglines); values printed by several ranks are kept per
+rank and the field takes their minimum, as vLLM sizes the KV cache by its smallest worker.
 
 The format strings come from vLLM's own `logger.info(...)` calls (tests/test_logparse.py renders the
-ones the engine facts list for 0.29/0.30/0.33 and checks this reader takes them back). Older
-releases' strings are quoted from their source next to each pattern.
+ones the engine facts list for 0.29-0.33 and checks this reader takes them back). Older releases'
+strings are quoted from their source next to each pattern.
 """
 
 from __future__ import annotations
 
+import ast
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, fields
+from pathlib import Path
 from typing import Any
 
+from apron.measure.logerrors import LogError, errors_in
+from apron.measure.loglines import LogLine, read_lines, shutdown_index
+
 GIB = 2**30
-ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
-# `(EngineCore_DP0 pid=12)`, `(VllmWorker TP1 pid=3)`, `(RayWorkerWrapper pid=9, ip=10.0.0.2)`.
-PROCESS = re.compile(r"\((?P<proc>[A-Za-z][\w:. -]*?)(?: rank=\d+)? pid=(?P<pid>\d+)(?:, ip=[^)]*)?\)")
-# logger.py _FORMAT: "%(levelname)s %(asctime)s [%(fileinfo)s:%(lineno)d] %(message)s"; releases
-# before 0.7 printed "file.py:123]" without the opening bracket.
-HEADER = re.compile(
-    r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) (?P<time>\d\d-\d\d \d\d:\d\d:\d\d)(?:\.\d+)? "
-    r"\[?(?P<file>[\w./-]+\.py):(?P<line>\d+)\] ?(?P<msg>.*)$"
-)
 NUM = r"(-?[\d,]*\.?\d+)"
 MAX_ERRORS = 8
-
-
-@dataclass(frozen=True)
-class LogLine:
-    number: int  # 1-based line number in the file
-    process: str | None  # "EngineCore pid=12" or None for a line without a process prefix
-    level: str | None  # None for raw lines (tracebacks, uvicorn, tqdm)
-    source: str | None  # "gpu_worker.py:300"
-    message: str
+_JSON_SKIP = ("lines", "log_errors", "log_errors_after_shutdown")
 
 
 @dataclass(frozen=True)
@@ -77,29 +66,33 @@ class ParsedLog:
     errors_after_shutdown: tuple[str, ...] = ()
     per_rank: dict = field(default_factory=dict)  # field -> {process: value} where ranks differ
     sources: dict = field(default_factory=dict)  # field -> the log line it came from (number: text)
+    # The flags the run used, as vLLM printed them: `non-default args: {...}` (0.9 on) or
+    # `args: Namespace(...)` (0.6-0.8, every argument); None when the log shows neither.
+    settings: dict | None = None
+    settings_from: str | None = None  # "non-default args" | "args"
+    processes: tuple[str, ...] = ()  # every process tag seen, in order ("EngineCore_DP0 pid=12")
+    # What the rules read, kept out of the JSON: every line as read, and every error with its context.
+    lines: tuple[LogLine, ...] = field(default=(), compare=False, repr=False)
+    log_errors: tuple[LogError, ...] = field(default=(), compare=False, repr=False)
+    log_errors_after_shutdown: tuple[LogError, ...] = field(default=(), compare=False, repr=False)
+
+    @property
+    def non_default_settings(self) -> dict | None:
+        """The flags the run set beyond vLLM's defaults (`non-default args:`, 0.9 on); None where the log
+        prints every argument (0.6-0.8's Namespace) or none."""
+        return self.settings if self.settings_from == "non-default args" else None
 
     def to_json(self) -> dict:
-        return {f.name: (list(v) if isinstance(v := getattr(self, f.name), tuple) else v) for f in fields(self)}
+        return {
+            f.name: (list(v) if isinstance(v := getattr(self, f.name), tuple) else v)
+            for f in fields(self)
+            if f.name not in _JSON_SKIP
+        }
 
-
-def split_line(number: int, raw: str) -> LogLine:
-    text = ANSI.sub("", raw).rstrip("\r\n")
-    text = text.rsplit("\r", 1)[-1]  # tqdm redraws a line with carriage returns: the last one wins
-    proc_match = PROCESS.search(text)
-    header = HEADER.search(text)
-    process = (
-        f"{proc_match['proc']} pid={proc_match['pid']}"
-        if proc_match and (header is None or proc_match.start() < header.start())
-        else None
-    )
-    if header is None:
-        message = text[proc_match.end() :].lstrip() if process and proc_match else text
-        return LogLine(number, process, None, None, message)
-    return LogLine(number, process, header["level"], f"{header['file']}:{header['line']}", header["msg"])
-
-
-def read_lines(text: str) -> list[LogLine]:
-    return [split_line(i, raw) for i, raw in enumerate(text.split("\n"), start=1)]
+    @property
+    def live_lines(self) -> tuple[LogLine, ...]:
+        """The lines before shutdown began."""
+        return self.lines[: shutdown_index(list(self.lines))]
 
 
 def gib_bytes(text: str) -> int:
@@ -125,11 +118,13 @@ PATTERNS: tuple[tuple[str, re.Pattern[str], int, Callable[[str], Any]], ...] = t
         ("engine_version", r"Initializing an? (?:V\d )?LLM engine \(v([^)\s]+)\)", 1, str),
         ("engine_version", r"vLLM (?:API )?server version ([\w.+-]+)", 1, str),
         ("engine_version", r"█\s+version\s+(\d+\.\d+[\w.+-]*)", 1, str),
-        # "Model loading took %s GiB memory and %.6f seconds" (0.2x); "%.4f GiB and %.6f seconds"
-        # (0.9-0.1x); "%.4f GB and %.6f seconds" (0.7/0.8 V1, GB meaning 2**30 bytes).
+        ("engine_version", r"^vLLM version v?(\d+\.\d+[\w.+-]*)", 1, str),
+        # v1/worker/gpu_model_runner.py "Model loading took %.4f GiB and %.6f seconds" (0.8-0.11),
+        # "%s GiB memory and %.6f seconds" (0.14 on; "%s GiB and" in the V2 runner).
         ("weights_bytes", r"Model loading took " + NUM + r" ?Gi?B(?: memory)? and", 1, gib_bytes),
         ("model_load_seconds", r"Model loading took [\d.]+ ?Gi?B(?: memory)? and " + NUM + r" ?s", 1, seconds),
-        # V0 model_runner.py: "Loading model weights took %.4f GB" (bytes / 2**30).
+        # worker/model_runner.py "Loading model weights took %.4f GB" (V0 0.6-0.10 and V1 0.6.6-0.7;
+        # bytes / 2**30).
         ("weights_bytes", r"Loading model weights took " + NUM + r" ?GB", 1, gib_bytes),
         ("weights_load_seconds", r"Loading weights took " + NUM + r" ?s", 1, seconds),
         ("available_kv_bytes", r"Available KV cache memory: " + NUM + r" ?GiB", 1, gib_bytes),
@@ -140,15 +135,18 @@ PATTERNS: tuple[tuple[str, re.Pattern[str], int, Callable[[str], Any]], ...] = t
             gib_bytes,
         ),
         ("available_kv_bytes", r"Current kv cache memory in use is " + NUM + r" ?GiB", 1, gib_bytes),
-        # V0 worker.py (0.6.4-0.7): "... the rest of the memory reserved for KV Cache is %.2fGiB."
+        # worker/worker.py (V0, 0.6.5-0.10), one message over three lines: "Memory profiling takes %.2f
+        # seconds\nthe current vLLM instance can use total_gpu_memory (%.2fGiB) x gpu_memory_utilization
+        # (%.2f) = %.2fGiB\nmodel weights take %.2fGiB; non_torch_memory takes %.2fGiB; PyTorch
+        # activation peak memory takes %.2fGiB; the rest of the memory reserved for KV Cache is %.2fGiB."
         ("available_kv_bytes", r"the rest of the memory reserved for KV Cache is " + NUM + r" ?GiB", 1, gib_bytes),
         ("non_torch_bytes", r"non_torch_memory takes " + NUM + r" ?GiB", 1, gib_bytes),
         ("activation_peak_bytes", r"PyTorch activation peak memory takes " + NUM + r" ?GiB", 1, gib_bytes),
         ("weights_bytes", r"model weights take " + NUM + r" ?GiB", 1, gib_bytes),
         ("requested_bytes", r"x gpu_memory_utilization \([\d.]+\) = " + NUM + r" ?GiB", 1, gib_bytes),
         ("total_memory_bytes", r"total_gpu_memory \(" + NUM + r" ?GiB\)", 1, gib_bytes),
-        # V0 worker.py (0.6.0-0.6.3): "Memory profiling results: total_gpu_memory=%.2fGiB
-        # initial_memory_usage=%.2fGiB peak_torch_memory=%.2fGiB memory_usage_post_profile=%.2fGiB
+        # worker/worker.py (V0, 0.6.4 only): "Memory profiling results: total_gpu_memory=%.2fGiB
+        # initial_memory_usage=%.2fGiB peak_torch_memory=%.2fGiB memory_usage_post_profile=%.2fGib
         # non_torch_memory=%.2fGiB kv_cache_size=%.2fGiB gpu_memory_utilization=%.2f"
         ("total_memory_bytes", r"Memory profiling results: total_gpu_memory=" + NUM + r"GiB", 1, gib_bytes),
         ("non_torch_bytes", r"Memory profiling results: .*non_torch_memory=" + NUM + r"GiB", 1, gib_bytes),
@@ -166,13 +164,17 @@ PATTERNS: tuple[tuple[str, re.Pattern[str], int, Callable[[str], Any]], ...] = t
         ("total_memory_bytes", r"Auto set \([\d.]+/" + NUM + r"\) GiB for KV cache", 1, gib_bytes),
         ("requested_bytes", r"Auto set .* with " + NUM + r" GiB requested memory for the worker", 1, gib_bytes),
         ("non_kv_bytes", r"Auto set .* " + NUM + r" GiB memory was consumed by non-kv usages", 1, gib_bytes),
-        # kv_cache_utils.py: 0.29 "GPU KV cache size: %s tokens, Maximum concurrency for %s tokens per
-        # request: %.2fx"; 0.30+ "%s KV cache size: ..." (GPU, CPU, "GPU + host"); tokens as f"{n:,}".
+        # v1/core/kv_cache_utils.py: "GPU KV cache size: %s tokens" and, on its own line, "Maximum
+        # concurrency for %s tokens per request: %.2fx" (0.8-0.28; V0 0.6.3-0.10 prints the second);
+        # 0.29 both on one line; 0.30+ "%s KV cache size: ..." (GPU, CPU, "GPU + host"); as f"{n:,}".
         ("kv_tokens", r"KV cache size: " + NUM + r" tokens", 1, count),
         ("max_concurrency", r"Maximum concurrency for [\d,]+ tokens per request: " + NUM + r"x", 1, seconds),
         ("max_concurrency_tokens_per_request", r"Maximum concurrency for " + NUM + r" tokens per request", 1, count),
-        # V0 "# GPU blocks: %d, # CPU blocks: %d"; V1 0.7/0.8 "# GPU blocks: %d".
+        # V0 executor/gpu_executor.py "# GPU blocks: %d, # CPU blocks: %d" (0.6-0.10); V1
+        # "# GPU blocks: %d" (0.6.6-0.7); v1/metrics/loggers.py "Engine %03d: vllm cache_config_info with
+        # initialization after num_gpu_blocks is: %d" (INFO 0.9-0.11, DEBUG from 0.14).
         ("num_gpu_blocks", r"# (?:GPU|gpu) blocks: " + NUM, 1, count),
+        ("num_gpu_blocks", r"after num_gpu_blocks is: " + NUM, 1, count),
         ("num_gpu_blocks", r"Overriding num_gpu_blocks=\d+ with num_gpu_blocks_override=" + NUM, 1, count),
         ("graph_capture_seconds", r"Graph capturing finished in " + NUM + r" secs?", 1, seconds),
         ("cudagraph_bytes", r"Graph capturing finished in [\d.]+ secs?, took " + NUM + r" ?GiB", 1, gib_bytes),
@@ -225,23 +227,31 @@ ANCHORS = re.compile(
     r"took|takes|KV cache|kv cache|LLM engine|version|GiB|GB|blocks|Graph|Using|Setting|concurrency|"
     r"memory|Memory|Auto-fit"
 )
+# Fields whose later line in one process replaces the earlier: the V2 runner prints the graph line
+# twice (profiling, then the real capture), a hybrid's block size is set twice (backend, then the
+# alignment to the state page), auto-fit reduces max_model_len, V0 logs the blocks after an override.
+LAST_WINS = {"cudagraph_bytes", "graph_capture_seconds", "block_size", "max_model_len", "num_gpu_blocks"}
 NOT_A_BACKEND = re.compile(r"MoE|Model Runner|KV cache layout|executor", re.I)
 
 
 CONTINUATION_STOP = re.compile(r"^(?:INFO:|WARNING:|ERROR:|Traceback|\[?[WE]\d{4} |\s*File \"|\s*$)")
 
 
-def logical_messages(lines: list[LogLine]):
-    """Each logged message with the unprefixed lines that continue it: V0 printed its memory
-    profiling summary as one message over three lines."""
+def logical_messages(lines: list[LogLine]) -> Iterator[tuple[LogLine, str]]:
+    """Each message with the unprefixed lines that continue it (a paste of V0's three-line memory
+    profiling message whose continuation lines lost their prefix); a line with no prefix at all that
+    continues nothing (a prefix-stripped paste) is a message of its own."""
+    consumed = 0
     for index, line in enumerate(lines):
-        if line.level is None:
+        if index < consumed or line.is_frame:
             continue
         parts = [line.message]
-        for nxt in lines[index + 1 : index + 6]:
-            if nxt.level is not None or nxt.process is not None or CONTINUATION_STOP.match(nxt.message):
-                break
-            parts.append(nxt.message)
+        if line.level is not None:
+            for nxt in lines[index + 1 : index + 6]:
+                if nxt.level is not None or nxt.process is not None or CONTINUATION_STOP.match(nxt.message):
+                    break
+                parts.append(nxt.message)
+            consumed = index + len(parts)
         yield line, " ".join(parts)
 
 
@@ -252,7 +262,7 @@ def extract(lines: list[LogLine]) -> tuple[dict, dict]:
     for line, message in logical_messages(lines):
         if not ANCHORS.search(message):
             continue
-        process = line.process or "main"
+        process = line.process_key or "main"
         seen_here: set[str] = set()
         for name, regex, group, conv in PATTERNS:
             if name in seen_here:
@@ -261,13 +271,23 @@ def extract(lines: list[LogLine]) -> tuple[dict, dict]:
             if not match or (name == "attention_backend" and NOT_A_BACKEND.search(message)):
                 continue
             seen_here.add(name)
-            value = conv(match.group(group))
-            per_process = observed.setdefault(name, {})
-            if name in SUMMED and process in per_process:
-                value = round(per_process[process] + value, 2)
-            per_process[process] = value
-            sources[name] = f"{line.number}: {message[:300]}"
+            value = _merge(name, observed.setdefault(name, {}).get(process), conv(match.group(group)))
+            observed[name][process] = value
+            repeated = f" [printed by {line.repeated} processes; Ray shows the first]" if line.repeated > 1 else ""
+            sources[name] = f"{line.number}: {message[:300]}{repeated}"
     return observed, sources
+
+
+def _merge(name: str, earlier: Any, value: Any) -> Any:
+    """A field seen again in one process: summed, replaced, or the smaller kept (untagged ranks of
+    a prefix-stripped log all read as one process)."""
+    if earlier is None:
+        return value
+    if name in SUMMED:
+        return round(earlier + value, 2)
+    if name in LAST_WINS or not isinstance(value, int | float) or not isinstance(earlier, int | float):
+        return value
+    return min(earlier, value)
 
 
 def combine(observed: dict[str, dict[str, object]]) -> tuple[dict[str, Any], dict[str, dict[str, object]]]:
@@ -276,7 +296,7 @@ def combine(observed: dict[str, dict[str, object]]) -> tuple[dict[str, Any], dic
     per_rank: dict[str, dict[str, object]] = {}
     for name, by_process in observed.items():
         distinct = set(by_process.values())
-        numbers = [v for v in distinct if isinstance(v, (int, float))]
+        numbers = [v for v in distinct if isinstance(v, int | float)]
         if len(numbers) == len(distinct):
             values[name] = min(numbers)
         else:
@@ -288,7 +308,7 @@ def combine(observed: dict[str, dict[str, object]]) -> tuple[dict[str, Any], dic
 
 def kv_details(lines: list[LogLine], values: dict) -> dict:
     """Where the KV size came from, the platform, and the activation peak without the graph estimate."""
-    text = "\n".join(line.message for line in lines if line.level is not None)
+    text = "\n".join(line.message for line in lines if not line.is_frame)
     out = {}
     if "Explicitly set (" in text or "as specified by kv_cache_memory_bytes" in text:
         out["kv_cache_source"] = "explicit"
@@ -297,9 +317,12 @@ def kv_details(lines: list[LogLine], values: dict) -> dict:
     elif values.get("available_kv_bytes") is not None:
         out["kv_cache_source"] = "profiled"
     platform = re.search(r"(?m)^(GPU|CPU|XPU|TPU|HPU)(?: \+ host)? KV cache size:", text)
+    device = _DEVICE_CONFIG.search(text)
     if platform:
         out["platform"] = platform.group(1).lower()
-    elif "cpu_worker.py" in "\n".join(line.source or "" for line in lines):
+    elif device:
+        out["platform"] = {"cuda": "gpu"}.get(device.group(1), device.group(1))
+    elif _CPU_WORKER.search(text) or any(_CPU_WORKER.search(line.source or line.message) for line in lines):
         out["platform"] = "cpu"
     peak = values.get("peak_activation_logged_bytes")
     if peak is not None and values.get("activation_peak_bytes") is None:
@@ -312,47 +335,61 @@ def kv_details(lines: list[LogLine], values: dict) -> dict:
     return out
 
 
-ERROR_LINE = re.compile(r"^(?:[\w.]+\.)?(?:[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Fault)|Exception|NCCL WARN)\b:?")
-FRAME = re.compile(
-    r"^(?:Traceback \(most recent call last\)|File \"|\s|\^+$|raise\b|During handling|The above exception)"
-)
-ERROR_WORDS = re.compile(
-    r"CUDA out of memory|out of memory|NCCL error|Xid|uncorrectable ECC|No space left on device|"
-    r"No CUDA GPUs are available|CUDA driver initialization failed|"
-    r"Engine core initialization failed|failed to start",
-    re.I,
-)
+# The engine's config line ("Initializing a V1 LLM engine (v%s) with config: ..., device_config=%s,"),
+# printed by every release since 0.6: the device it runs on.
+_DEVICE_CONFIG = re.compile(r"LLM engine \(v[^)]*\) with config: .*?\bdevice_config=(cuda|cpu|xpu|tpu|hpu|neuron)\b")
+# The CPU worker's own lines, or a traceback through it: its file name is the one sure sign.
+_CPU_WORKER = re.compile(r"\bcpu_worker\.py\b|\) GiB for KV cache\b")
+_NON_DEFAULT_ARGS = re.compile(r"non-default args: (?P<args>\{.*\})\s*$")
+_NAMESPACE_ARGS = re.compile(r"^args: Namespace\((?P<args>.*)\)\s*$")
+SETTINGS_WINDOW = 400  # the start-up banner and arguments come first
 
 
-def error_lines(lines: list[LogLine]) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """The last error lines before shutdown began (what the engine said went wrong, in order), and
-    those after it; after "[shutdown]" the engine mostly reports its own teardown, not the cause."""
-    shutdown = next((i for i, line in enumerate(lines) if "[shutdown]" in line.message), len(lines))
-    return _errors(lines[:shutdown]), _errors(lines[shutdown:])
+def settings_in(lines: list[LogLine]) -> tuple[dict | None, str | None]:
+    """The flags the run used: 0.9 on logs the non-default ones as a dict, 0.6-0.8 every argument
+    as an argparse Namespace. Values that are not Python literals are left out, never guessed."""
+    for line in lines[:SETTINGS_WINDOW]:
+        if m := _NON_DEFAULT_ARGS.search(line.message):
+            try:
+                value = ast.literal_eval(m["args"])
+            except (ValueError, SyntaxError, MemoryError, RecursionError):
+                return None, None
+            return (value, "non-default args") if isinstance(value, dict) else (None, None)
+        if m := _NAMESPACE_ARGS.match(line.message.strip()):
+            return _namespace(m["args"]), "args"
+    return None, None
 
 
-def _errors(lines: list[LogLine]) -> tuple[str, ...]:
-    found: list[str] = []
-    for index, line in enumerate(lines):
-        message = line.message.strip()
-        if not message or FRAME.match(line.message) or message.startswith('File "'):
+def _namespace(text: str) -> dict:
+    """`host=None, port=8000, ssl_cert_reqs=<VerifyMode.CERT_NONE: 0>` -> {"host": None, "port": 8000}."""
+    out = {}
+    for item in _top_level_items(text):
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip().isidentifier():
             continue
-        is_error = bool(
-            ERROR_LINE.match(message) or (line.level in ("ERROR", "CRITICAL") and ERROR_WORDS.search(message))
-        )
-        if line.level is None and not is_error and ERROR_WORDS.search(message) and "Warning" not in message:
-            is_error = True
-        if not is_error:
+        try:
+            out[key.strip()] = ast.literal_eval(value.strip())
+        except (ValueError, SyntaxError, MemoryError, RecursionError):  # a class, an enum, a function
             continue
-        # pydantic prints the reason on the next line: "  Value error, User-specified max_model_len ..."
-        nxt = lines[index + 1].message.strip() if index + 1 < len(lines) else ""
-        if message.endswith("validation error for ModelConfig") or re.search(r"\d+ validation errors? for", message):
-            message = f"{message}: {nxt}" if nxt else message
-        message = message[:2000]
-        if message in found:
-            found.remove(message)
-        found.append(message)
-    return tuple(found[-MAX_ERRORS:])
+    return out
+
+
+def _top_level_items(text: str) -> list[str]:
+    """Split on the commas outside brackets and quotes."""
+    items, depth, quote, start = [], 0, "", 0
+    for index, char in enumerate(text):
+        if quote:
+            quote = "" if char == quote and text[index - 1] != "\\" else quote
+        elif char in "'\"":
+            quote = char
+        elif char in "([{<":
+            depth += 1
+        elif char in ")]}>":
+            depth -= 1
+        elif char == "," and depth == 0:
+            items.append(text[start:index])
+            start = index + 1
+    return [*items, text[start:]]
 
 
 def parse_log(text: str) -> ParsedLog:
@@ -368,10 +405,36 @@ def parse_log(text: str) -> ParsedLog:
         sources["activation_peak_bytes"] = (
             sources["peak_activation_logged_bytes"] + " (minus the applied CUDA-graph estimate)"
         )
-    errors, after_shutdown = error_lines(lines)
-    return ParsedLog(**values, errors=errors, errors_after_shutdown=after_shutdown, per_rank=per_rank, sources=sources)
+    shutdown = shutdown_index(lines)
+    live, after = errors_in(lines[:shutdown]), errors_in(lines[shutdown:])
+    settings, settings_from = settings_in(lines)
+    processes = tuple(dict.fromkeys(key for line in lines if (key := line.process_key)))
+    return ParsedLog(
+        **values,
+        errors=_texts(live),
+        errors_after_shutdown=_texts(after),
+        per_rank=per_rank,
+        sources=sources,
+        settings=settings,
+        settings_from=settings_from,
+        processes=processes,
+        lines=tuple(lines),
+        log_errors=tuple(live),
+        log_errors_after_shutdown=tuple(after),
+    )
 
 
-def parse_file(path) -> ParsedLog:
+def _texts(errors: list[LogError]) -> tuple[str, ...]:
+    """The last distinct error texts, in order: what `apron log parse` prints."""
+    found: list[str] = []
+    for error in errors:
+        text = error.text[:2000]
+        if text in found:
+            found.remove(text)
+        found.append(text)
+    return tuple(found[-MAX_ERRORS:])
+
+
+def parse_file(path: str | Path) -> ParsedLog:
     with open(path, "rb") as handle:
         return parse_log(handle.read().decode("utf-8", errors="replace"))

@@ -124,12 +124,26 @@ def estimate_encoder(
             None,
             unknown=f"encoder peak not modelled: {architecture}'s vision tower and dummy batch are not read yet",
         )
-    _, costs_fn, tower_fn, supports_data_mode = family
-    limits = dict(settings.user.limit_mm_per_prompt)
     try:
-        costs = costs_fn(config, settings, processor)
+        return _estimate(name, family, config, settings, facts, processor, gpu_total_bytes)
     except _NotModelled as exc:
         return EncoderProfile(name, None, unknown=f"encoder peak not modelled: {exc}")
+    except KeyError as exc:  # a key the tower's shape needs (vision_config, patch_size, ...) is not given
+        return EncoderProfile(name, None, unknown=f"encoder peak not modelled: the config lacks {exc}")
+
+
+def _estimate(
+    name: str,
+    family: tuple[str, CostsFn, TowerFn, bool],
+    config: ModelConfig,
+    settings: EngineSettings,
+    facts: EngineFacts,
+    processor: dict[str, Any],
+    gpu_total_bytes: int,
+) -> EncoderProfile:
+    _, costs_fn, tower_fn, supports_data_mode = family
+    limits = dict(settings.user.limit_mm_per_prompt)
+    costs = costs_fn(config, settings, processor)
     active = [c for c in costs if limits.get(c.modality, DEFAULT_LIMIT) > 0]
     persistent = runner_buffers(config, settings, name)
     if not active:
@@ -195,7 +209,7 @@ def runner_buffers(config: ModelConfig, settings: EngineSettings, family: str) -
     buffers = [Buffer("multimodal inputs_embeds buffer", (tokens, size or config.hidden_size), dsz)]
     if family == "qwen3_vl":
         buffers.append(Buffer("M-RoPE positions", (3, tokens + 1), 8))
-        levels = len(config.raw.get("vision_config", {}).get("deepstack_visual_indexes") or [])
+        levels = len(config.vision.get("deepstack_visual_indexes") or [])
         if levels:
             # models/qwen3_vl.py __init__ (0.33.0:2031): deepstack input buffers, counted by vLLM in
             # "Model loading", which the checkpoint-based weights figure does not hold.
@@ -274,7 +288,7 @@ def _block_peak(tower: Tower, patches: int, tp: int, dsz: int) -> list[Buffer]:
 
 def _output_width(family: str, config: ModelConfig) -> int:
     if family == "qwen3_vl":
-        vision = config.raw.get("vision_config", {})
+        vision = config.vision
         levels = len(vision.get("deepstack_visual_indexes") or [])
         return int(vision.get("out_hidden_size") or config.hidden_size) * (1 + levels)
     return config.hidden_size
@@ -287,7 +301,7 @@ def _chunk_rows(shape: _Shape, config: ModelConfig, rows: int) -> int:
     the one that binds whenever more than a fifth of the GPU is free after the weights."""
     if shape.family != "gemma4":
         return rows
-    table = int(config.raw.get("vision_config", {}).get("position_embedding_size") or 0)
+    table = int(config.vision.get("position_embedding_size") or 0)
     cost = shape.cost.patches_per_row * 4 * table * 8
     return max(1, min(rows, (shape.gpu_total_bytes // 10) // cost)) if cost else rows
 
@@ -304,7 +318,7 @@ def qwen3_vl_costs(config: ModelConfig, settings: EngineSettings, processor: dic
     get_max_video_tokens (0.33.0:1079-1139, 1038-1070; same in 0.29.0): the image budget is
     size.longest_edge pixels over (patch x merge)^2, factorised with an aspect ratio <= 200; the
     video budget is the video processor's longest_edge / temporal_patch_size for 2 frames (grid_t 1)."""
-    vision = config.raw.get("vision_config") or {}
+    vision = config.vision
     unit = int(vision["patch_size"]) * int(vision["spatial_merge_size"])
     merge2 = int(vision["spatial_merge_size"]) ** 2
     image = (processor.get("preprocessor_config.json") or {}).get("size") or {}
@@ -332,11 +346,11 @@ def _factorised(tokens: int) -> int:
 
 
 def qwen3_vl_tower(config: ModelConfig, modality: str) -> Tower:
-    v = config.raw["vision_config"]
+    v = config.vision
     return Tower(
         hidden=int(v["hidden_size"]),
         intermediate=int(v["intermediate_size"]),
-        heads=int(v.get("num_heads") or v.get("num_attention_heads")),
+        heads=int(v.get("num_heads") or v["num_attention_heads"]),
         patch_input=int(v.get("in_channels", 3)) * int(v["temporal_patch_size"]) * int(v["patch_size"]) ** 2,
         merge=int(v["spatial_merge_size"]),
     )
@@ -353,7 +367,7 @@ def gemma4_costs(config: ModelConfig, settings: EngineSettings, processor: dict[
     vision_config.default_output_length soft tokens, a video 32 frames x (70 + 2 + 6) tokens, audio
     the processor's audio_seq_length. The HF processor pads every image to max_soft_tokens x k^2
     patches and every frame to 70 x k^2 (k the pooling kernel), and the tower runs the padded length."""
-    vision = config.raw.get("vision_config") or {}
+    vision = config.vision
     kernel2 = int(vision.get("pooling_kernel_size") or 3) ** 2
     image_tokens = int(vision.get("default_output_length") or 280)
     costs = [
@@ -377,7 +391,7 @@ def gemma4_costs(config: ModelConfig, settings: EngineSettings, processor: dict[
 def gemma4_tower(config: ModelConfig, modality: str) -> Tower | None:
     if modality == "audio":
         return None  # the conformer audio tower is not modelled
-    v = config.raw["vision_config"]
+    v = config.vision
     return Tower(
         hidden=int(v["hidden_size"]),
         intermediate=int(v["intermediate_size"]),
@@ -393,7 +407,7 @@ def gemma4_tower(config: ModelConfig, modality: str) -> Tower | None:
 def idefics3_costs(config: ModelConfig, settings: EngineSettings, processor: dict[str, Any]) -> list[ModalityCost]:
     """models/idefics3.py get_num_image_tokens: tiles x image_seq_len, one tile per image with
     do_image_splitting off, else (longest_edge / max_image_size)^2 tiles plus the global image."""
-    vision = config.raw.get("vision_config") or {}
+    vision = config.vision
     pre = processor.get("preprocessor_config.json") or {}
     seq_len = (processor.get("processor_config.json") or {}).get("image_seq_len")
     side = int(vision.get("image_size") or 0)
@@ -410,7 +424,7 @@ def idefics3_costs(config: ModelConfig, settings: EngineSettings, processor: dic
 
 
 def idefics3_tower(config: ModelConfig, modality: str) -> Tower:
-    v = config.raw["vision_config"]
+    v = config.vision
     return Tower(
         hidden=int(v["hidden_size"]),
         intermediate=int(v["intermediate_size"]),
@@ -444,7 +458,7 @@ def muse_glimmer_costs(config: ModelConfig, settings: EngineSettings, processor:
 
 
 def muse_glimmer_tower(config: ModelConfig, modality: str) -> Tower:
-    v = config.raw["vision_config"]
+    v = config.vision
     return Tower(
         hidden=int(v["hidden_size"]),
         intermediate=int(v["intermediate_size"]),
@@ -473,7 +487,7 @@ def glm5_costs(config: ModelConfig, settings: EngineSettings, processor: dict[st
 
 
 def glm5_tower(config: ModelConfig, modality: str) -> Tower:
-    v = config.raw["vision_config"]
+    v = config.vision
     return Tower(
         hidden=int(v["hidden_size"]),
         intermediate=int(v["intermediate_size"]),

@@ -3,7 +3,7 @@
 HF families spell the same thing many ways (n_layer / num_hidden_layers, num_local_experts /
 n_routed_experts, ...). Multimodal configs keep the language model under `text_config`. Every field
 the planner reads goes through here, so the set of config keys Apron understands is visible in one
-place (`READ_KEYS`) and the unknown-layout check can compare a config against it.
+place; what each key must be is declared in apron.plan.config_schema and checked as the config is read.
 """
 
 from __future__ import annotations
@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
+
+from apron.plan.config_schema import check_config
 
 # Aliases vLLM / transformers accept for the same quantity, in the order they are tried.
 _LAYERS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
@@ -35,6 +37,13 @@ MAX_LEN_KEYS = (
 )
 
 
+def _given(table: dict[str, Any]) -> dict[str, Any]:
+    """The config without its nulls, at every depth: every reader here takes a key set to null as a
+    key not given, so a null never reaches int() or arithmetic. (This is Apron's reading, not the
+    file: transformers keeps a null where a class default would fill an absent key.)"""
+    return {k: _given(v) if isinstance(v, dict) else v for k, v in table.items() if v is not None}
+
+
 def _first(config: dict[str, Any], keys: tuple[str, ...], default: Any = None) -> Any:
     for key in keys:
         value = config.get(key)
@@ -45,13 +54,18 @@ def _first(config: dict[str, Any], keys: tuple[str, ...], default: Any = None) -
 
 @dataclass(frozen=True)
 class ModelConfig:
-    raw: dict[str, Any]  # the whole config.json
+    raw: dict[str, Any]  # the whole config.json, keys set to null left out (_given)
     text: dict[str, Any]  # the language-model part (text_config for multimodal models)
+    # Values the planner reads but does not understand (apron.plan.config_schema): the KV side is unknown.
+    unknowns: tuple[str, ...] = ()
 
     @classmethod
-    def from_config(cls, config: dict[str, Any]) -> ModelConfig:
+    def from_config(cls, config: dict[str, Any], file: str = "config.json") -> ModelConfig:
+        """The config, every key the planner reads checked once (BadInput naming `file` and the key)."""
+        config = _given(config)
         text = config.get("text_config") or config.get("llm_config") or config.get("language_config")
-        return cls(raw=config, text=text if isinstance(text, dict) else config)
+        text = text if isinstance(text, dict) else config
+        return cls(raw=config, text=text, unknowns=check_config(config, text, file))
 
     def get(self, key: str, default: Any = None) -> Any:
         value = self.text.get(key)
@@ -62,6 +76,12 @@ class ModelConfig:
         return self.text is not self.raw or any(
             k in self.raw for k in ("vision_config", "audio_config", "vision_tower")
         )
+
+    @cached_property
+    def vision(self) -> dict[str, Any]:
+        """The vision tower's config ({} when there is none, or it is not a table); nulls are already out."""
+        table = self.raw.get("vision_config")
+        return table if isinstance(table, dict) else {}
 
     @property
     def model_type(self) -> str:

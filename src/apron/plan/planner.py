@@ -37,6 +37,15 @@ def make_plan(request: PlanRequest) -> Plan:
     return plan_checkpoint(checkpoint, request.gpu, request.user, request.engine_version)
 
 
+def config_file(checkpoint: Checkpoint) -> str:
+    """How an error names the config: the file in the folder, the repo's file, or the snapshot's entry."""
+    if checkpoint.source_kind == "local":
+        return f"{checkpoint.source.rstrip('/')}/config.json"
+    if checkpoint.source_kind in ("hub", "catalog") and checkpoint.repo_id:
+        return f"{checkpoint.repo_id}/config.json"
+    return f"{checkpoint.source} (config.json)"
+
+
 def plan_checkpoint(
     checkpoint: Checkpoint,
     gpu: Gpu,
@@ -95,8 +104,9 @@ TEXT_ONLY_FLAG = "--language-model-only"
 def _plan(
     checkpoint: Checkpoint, gpu: Gpu, user: UserSettings, engine_version: str | None, calibration: Calibration | None
 ) -> Plan:
-    config = ModelConfig.from_config(checkpoint.config)
-    facts, engine_note = choose_engine(checkpoint.architecture, engine_version)
+    architecture = checkpoint.architecture  # first: a config without one is not worth checking further
+    config = ModelConfig.from_config(checkpoint.config, config_file(checkpoint))
+    facts, engine_note = choose_engine(architecture, engine_version)
     group = calibration.for_plan(facts.version, gpu.name) if calibration is not None else None
     problems = registry_problems(checkpoint, config, gpu, facts)
     settings = resolve_settings(checkpoint, config, gpu, facts, user)

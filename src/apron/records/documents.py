@@ -113,7 +113,7 @@ class PlanRecord(RecordDocument):
 
 @dataclass(frozen=True)
 class Fault:
-    """Whose failure it was (apron.boot.faults decides), in a few stable words and the deciding line."""
+    """Whose failure it was (apron.rules.failure decides), in a few stable words and the deciding line."""
 
     kind: FaultKind
     reason: str  # short and stable: what kind of failure, for people and for grouping

@@ -1,7 +1,7 @@
 """When a boot breaks: fingerprint the failure, match a correction rule, prove it with a second boot.
 
 No language model sits in this path: the decisive error is found by reading the log
-(apron.rules.logtext), classified against the pinned release's own refusal templates and a few
+(apron.measure.logparse), classified against the pinned release's own refusal templates and a few
 observed failures (apron.rules.families), and answered by rules that are plain code, one module each
 (apron.rules.corrections). A rule is a hypothesis on a release until a corrected boot on that same
 release came up healthy and answered (apron.rules.status).

@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from apron.errors import BadInput
+from apron.measure.logparse import ParsedLog, parse_log
 from apron.plan.result import Plan
 from apron.plan.settings import UserSettings, user_flags
-from apron.rules import logtext
 from apron.rules.fingerprint import Fingerprint
 from apron.rules.fingerprint import fingerprint as make_fingerprint
 from apron.rules.known import KnownReport, could_have_known
@@ -129,17 +129,17 @@ def diagnose(
     engine_version: str | None = None,
     store: StatusStore | None = None,
 ) -> Diagnosis:
-    lines = logtext.read_lines(log_text)
-    version = engine_version or (plan.engine_version if plan else None) or logtext.engine_version_in(lines)
-    settings, source = _settings(user_settings, plan, lines)
+    parsed = parse_log(log_text)
+    version = engine_version or (plan.engine_version if plan else None) or parsed.engine_version
+    settings, source = _settings(user_settings, plan, parsed)
     log_id = "sha256:" + hashlib.sha256(log_text.encode("utf-8", "replace")).hexdigest()
-    found = make_fingerprint(log_text, engine_version=version)
+    found = make_fingerprint(parsed, engine_version=version)
     if found is None:
         return Diagnosis(None, log_id, version, settings, source)
     matches, errors = run_rules(found, log_text, plan)
     store = store or StatusStore()
     candidates = tuple(_candidate(m, settings, store, version) for m in matches)
-    known = could_have_known(plan, found, logtext.non_default_args(lines), logtext.engine_version_in(lines))
+    known = could_have_known(plan, found, parsed.non_default_settings, parsed.engine_version)
     return Diagnosis(found, log_id, version, settings, source, candidates, known, tuple(errors))
 
 
@@ -151,14 +151,13 @@ def _candidate(match: RuleMatch, settings: UserSettings, store: StatusStore, ver
         return Candidate(match, status, None, exc.message)
 
 
-def _settings(given: UserSettings | None, plan: Plan | None, lines: list[logtext.LogLine]) -> tuple[UserSettings, str]:
+def _settings(given: UserSettings | None, plan: Plan | None, parsed: ParsedLog) -> tuple[UserSettings, str]:
     if given is not None:
         return given, "given"
     if plan is not None:
         return settings_from_plan(plan), "plan"
-    args = logtext.non_default_args(lines)
-    if args is not None:
-        return settings_from_args(args), "log (non-default args)"
+    if parsed.settings is not None:
+        return settings_from_args(parsed.settings), f"log ({parsed.settings_from})"
     return UserSettings(), "engine defaults (the log names no settings)"
 
 

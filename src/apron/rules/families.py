@@ -17,31 +17,19 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field, replace
-from functools import lru_cache
+from dataclasses import dataclass
 
-from apron.rules.pattern import TemplatePattern, anchor_of, coerce, compile_template, split
+from apron.rules.pattern import coerce
 
 
 @dataclass(frozen=True)
 class Family:
     name: str
-    blame: str  # whose failure it is: the model with these settings, the host, Apron's harness, the input
+    blame: str  # one of BLAMES: the host, Apron's harness, the model (its files, its settings), unknown
     summary: str
     signatures: tuple[str, ...] = ()  # literal phrases of the engine's template
     fallback_templates: tuple[tuple[str, str], ...] = ()  # (exception, template) as of vLLM 0.29-0.33
     renames: tuple[tuple[str, str], ...] = ()  # template group name -> typed field name
-
-
-@dataclass(frozen=True)
-class Classification:
-    family: str
-    blame: str
-    fields: dict = field(compare=False)
-    source: str  # where the family's text comes from
-    template: str | None = None
-    exact: bool = True  # the whole template matched (False: the message was cut short)
-    literal_chars: int = 0  # how much of the message the template's own words account for
 
 
 _KV_HINT = (
@@ -347,7 +335,7 @@ NAMED: tuple[Family, ...] = (
     ),
     Family(
         "model_weights_missing",
-        "input",
+        "model",
         "the model folder holds no weights vLLM can load",
         ("Cannot find any model weights",),
         (("RuntimeError", "Cannot find any model weights with `{model_name_or_path}`"),),
@@ -355,7 +343,7 @@ NAMED: tuple[Family, ...] = (
     Family(
         "nccl_error",
         "host",
-        "NCCL failed (start-up or collective)",
+        "NCCL or NVSwitch failed (start-up or collective)",
         ("NCCL error: ",),
         (("RuntimeError", "NCCL error: {error_str}"),),
     ),
@@ -376,35 +364,79 @@ def _observed(name: str, blame: str, summary: str, regex: str) -> Observed:
     return Observed(name, blame, summary, re.compile(regex, re.I))
 
 
-# Wrappers only point at an earlier error; the decisive error is never one of these while another exists.
+# Wrappers only point at an earlier error; the decisive error is never one of these while another
+# exists, and a log that holds nothing else gets the family CAUSE_NOT_IN_LOG. Their text is the
+# engine's own: v1/engine/utils.py wait_for_engine_startup, v1/engine/core.py ("EngineCore failed to
+# start."), v1/executor/multiproc_executor.py (WorkerProc, "Worker failed with error '...'", which
+# carries the cause inline and is unwrapped first: apron.rules.unwrap).
 WRAPPERS: tuple[Observed, ...] = (
     _observed(
         "engine_core_init_failed",
         "unknown",
         "the engine core did not start (see the error before it)",
-        r"Engine core initialization failed|EngineCore failed to start",
+        r"Engine core initialization failed|EngineCore failed to start|"
+        r"Frontend process failed during engine core initialization",
     ),
     _observed(
         "engine_dead",
         "unknown",
         "the engine core died (see the error before it)",
-        r"EngineDeadError|EngineCore encountered an issue",
+        r"EngineDeadError|EngineCore encountered (?:an issue|a fatal error)",
     ),
     _observed(
         "worker_died",
         "unknown",
         "a worker process died (see the error before it)",
-        r"died unexpectedly|Worker failed with error|check the stack trace above|WorkerProc initialization failed",
-    ),
-    _observed(
-        "process_exit",
-        "unknown",
-        "a process exited or was cancelled",
-        r"^(?:SystemExit|KeyboardInterrupt|(?:asyncio\.)?CancelledError|BrokenPipeError)\b",
+        r"died unexpectedly|died with exit code|Worker failed with error|check the stack trace above|"
+        r"WorkerProc (?:initialization failed|failed to start|failed\b|hit an exception)|RayWorkerProc failed",
     ),
 )
+# The one family of a log whose only errors are wrappers: its cause scrolled out or was cut off.
+CAUSE_NOT_IN_LOG = "cause_not_in_log"
+# Last resort: a process stopped; decisive only when the log holds no other error.
+PROCESS_EXIT = _observed(
+    "process_exit",
+    "unknown",
+    "a process exited or was cancelled",
+    r"^(?:SystemExit|KeyboardInterrupt|(?:asyncio\.)?CancelledError|BrokenPipeError)\b",
+)
 
+# Tried in order: the host's failures first (an NCCL or ECC failure surfaces as an engine exception
+# too, and a full disk as a safetensors error), then the model's, then the harness's.
 OBSERVED: tuple[Observed, ...] = (
+    _observed(
+        "instances_unavailable",
+        "host",
+        "no machine with the requested GPU could be rented, or it was taken away",
+        r"no longer any instances available|no instances available|ResourcesUnavailableError|"
+        r"InsufficientInstanceCapacity|Failed to provision|no (?:GPU )?capacity|"
+        r"instance (?:failed to start|was preempted|terminated)",
+    ),
+    _observed(
+        "nccl_error",
+        "host",
+        "NCCL or NVSwitch failed (start-up or collective)",
+        r"\bNCCL error\b|\bnccl(?:UnhandledCuda|System|Internal|InvalidUsage|Remote)Error\b|DistBackendError"
+        r"|NCCL WARN|NVSwitch|fabric ?manager|CUDA error: system not yet initialized|"
+        r"unhandled system error.*nccl|ProcessGroupNCCL.*(?:timeout|abort)",
+    ),
+    _observed(
+        "gpu_hardware_error",
+        "host",
+        "the GPU reported a hardware error (ECC, Xid, fell off the bus)",
+        r"uncorrectable ECC|\bECC error|\bXid\b|fallen off the bus|GPU is lost|"
+        r"CUDA error: unspecified launch failure|row remapp",
+    ),
+    _observed(
+        "no_cuda_device",
+        "host",
+        "no usable CUDA device or driver on the machine",
+        r"No CUDA GPUs are available|CUDA driver initialization failed|no NVIDIA driver|NVIDIA-SMI has failed|"
+        r"cudaErrorNoDevice|CUDA error: no CUDA-capable device|Failed to infer device type",
+    ),
+    _observed(
+        "disk_full", "host", "the disk is full", r"No space left on device|ENOSPC|\[Errno 28\]|Disk quota exceeded"
+    ),
     _observed(
         "cudagraph_capture_failed",
         "model",
@@ -419,13 +451,6 @@ OBSERVED: tuple[Observed, ...] = (
         r"CUDA out of memory|OutOfMemoryError|\bCUDA OOM\b",
     ),
     _observed(
-        "nccl_error",
-        "host",
-        "NCCL failed (start-up or collective)",
-        r"\bNCCL error\b|\bnccl(?:UnhandledCuda|System|Internal|InvalidUsage|Remote)Error\b|DistBackendError"
-        r"|NCCL WARN",
-    ),
-    _observed(
         "cuda_illegal_memory_access",
         "model",
         "a kernel made an illegal memory access (opaque kernel error)",
@@ -437,16 +462,14 @@ OBSERVED: tuple[Observed, ...] = (
         "the wheel has no kernel for this GPU's architecture",
         r"no kernel image is available",
     ),
-    _observed("ecc_error", "host", "the GPU reported an ECC error", r"\bECC error|uncorrectable ECC"),
     _observed("cuda_error", "unknown", "a CUDA runtime error", r"CUDA error: (?P<cuda_error>[^.\n]+)"),
-    _observed("disk_full", "host", "the disk is full", r"No space left on device"),
     _observed(
-        "instances_unavailable",
-        "host",
-        "no machine with the requested GPU could be rented",
-        r"no longer any instances available|no instances available",
+        "download_incomplete",
+        "harness",
+        "the weights download was incomplete",
+        r"DOWNLOAD_INCOMPLETE|IncompleteRead|Consistency check failed|file should be of size|ChunkedEncodingError|"
+        r"download (?:failed|incomplete)",
     ),
-    _observed("download_incomplete", "harness", "the weights download was incomplete", r"DOWNLOAD_INCOMPLETE"),
     _observed(
         "weights_corrupt",
         "harness",
@@ -454,13 +477,20 @@ OBSERVED: tuple[Observed, ...] = (
         r"SafetensorError|incomplete metadata, file not fully covered|HeaderTooLarge",
     ),
     _observed(
+        "engine_not_installed",
+        "harness",
+        "the engine is not installed where the boot ran",
+        r"vllm: (?:command )?not found|no vllm executable|No module named 'vllm'",
+    ),
+    _observed("port_in_use", "harness", "the engine's port was already taken", r"Address already in use|\[Errno 98\]"),
+    _observed(
         "model_path_invalid",
-        "input",
-        "the model path or repo id does not resolve",
+        "harness",
+        "the model path or repo id the engine was given does not resolve",
         r"Repo id must be in the form|is not a local folder and is not a valid model identifier"
         r"|does not appear to have a file named",
     ),
-    _observed("config_invalid_json", "input", "a config file is not valid JSON", r"is not a valid JSON file"),
+    _observed("config_invalid_json", "model", "the checkpoint's config is not valid JSON", r"is not a valid JSON file"),
     _observed(
         "engine_startup_stall",
         "unknown",
@@ -468,9 +498,19 @@ OBSERVED: tuple[Observed, ...] = (
         r"Waiting for \d+ local, \d+ remote core engine proc\(s\) to start",
     ),
 )
+# Matched in the harness's own message only: an engine log mentions "Connection reset" in passing.
+CONNECTION_LOST = _observed(
+    "connection_lost",
+    "host",
+    "the connection to the machine was lost or never made",
+    r"Connection (?:reset|closed|timed out|refused)|Broken pipe|No route to host|"
+    r"kex_exchange_identification|client_loop: send disconnect|ssh: connect to host|"
+    r"Could not resolve hostname|lost connection",
+)
+BLAMES = ("host", "harness", "model", "unknown")
 
 _BY_NAME = {f.name: f for f in NAMED}
-_OBSERVED_BY_NAME = {o.name: o for o in OBSERVED + WRAPPERS}
+_OBSERVED_BY_NAME = {o.name: o for o in (*OBSERVED, *WRAPPERS, PROCESS_EXIT, CONNECTION_LOST)}
 
 
 def family_blame(name: str) -> str:
@@ -488,6 +528,8 @@ def family_summary(name: str) -> str:
         return _OBSERVED_BY_NAME[name].summary
     if name.startswith("refusal."):
         return "a refusal of the engine (from its source)"
+    if name == CAUSE_NOT_IN_LOG:
+        return "only an error that points at an earlier one is in the log: its cause scrolled out or was cut"
     return "an error Apron does not classify"
 
 
@@ -497,172 +539,6 @@ def is_wrapper(name: str) -> bool:
 
 def known_family_names() -> list[str]:
     return [f.name for f in NAMED] + [o.name for o in OBSERVED if o.name not in _BY_NAME]
-
-
-# ------------------------------------------------------------------ the catalog of templates
-
-
-@dataclass(frozen=True)
-class CatalogEntry:
-    family: str
-    exception: str
-    template: str
-    anchor: str  # the template's longest literal run: a message without it cannot match
-    source: str  # "vllm 0.30.0 v1/core/kv_cache_utils.py _check_enough_kv_cache_memory"
-
-    @property
-    def pattern(self) -> TemplatePattern:
-        compiled = _compiled(self.template)
-        if compiled is None:  # an entry has an anchor, and a template with an anchor compiles
-            raise ValueError(f"template {self.template!r} does not compile")
-        return compiled
-
-
-@lru_cache(maxsize=4096)
-def _compiled(template: str) -> TemplatePattern | None:
-    # Compiling ~7,000 regexes per release costs seconds; only templates whose anchor is in a
-    # message are ever compiled.
-    return compile_template(template)
-
-
-def template_family(template: str) -> str:
-    """The family of an engine template: a named one through its signature, else its first words."""
-    for family in NAMED:
-        if any(sig in template for sig in family.signatures):
-            return family.name
-    words = re.findall(r"[a-z0-9]+", re.sub(r"\{[^{}]*\}", " ", template).lower())
-    return "refusal." + "-".join(words[:7] or ["unnamed"])
-
-
-@lru_cache(maxsize=16)
-def catalog(engine_version: str | None) -> tuple[CatalogEntry, ...]:
-    """The templates of this release (or of every known release when None or unknown), then the
-    fallback templates of the named families those facts lack."""
-    entries: list[CatalogEntry] = []
-    seen: set[tuple[str, str]] = set()
-    for version, refusals in _refusals(engine_version):
-        for refusal in refusals:
-            key = (refusal.get("exception", ""), refusal.get("template", ""))
-            anchor = _anchor(key[1])
-            if key in seen or anchor is None:
-                continue
-            seen.add(key)
-            source = f"vllm {version} {refusal.get('file', '?')} {refusal.get('function', '?')}"
-            entries.append(CatalogEntry(template_family(key[1]), key[0], key[1], anchor, source))
-    present = {e.family for e in entries}
-    for family in NAMED:
-        if family.name in present:
-            continue
-        for exception, template in family.fallback_templates:
-            anchor = _anchor(template)
-            if anchor is None:
-                continue
-            entries.append(
-                CatalogEntry(
-                    family.name,
-                    exception,
-                    template,
-                    anchor,
-                    "apron fallback template (vLLM 0.29-0.33 source)",
-                )
-            )
-    return tuple(entries)
-
-
-def _anchor(template: str) -> str | None:
-    return anchor_of(split(template))
-
-
-def _refusals(engine_version: str | None) -> list[tuple[str, list[dict]]]:
-    """(version, refusals) from the engine facts; empty when no facts are installed."""
-    from apron.engine.facts import known_versions, load_facts
-    from apron.errors import ApronError
-
-    try:
-        versions = known_versions()
-    except (ApronError, OSError):
-        return []
-    if engine_version in versions:
-        versions = [engine_version]
-    out = []
-    for version in versions:
-        try:
-            out.append((version, facts_refusals(load_facts(version))))
-        except (ApronError, OSError, ValueError):
-            continue
-    return out
-
-
-def facts_refusals(facts) -> list[dict]:
-    """The refusal templates of a facts file: the `refusals` table, which the loader may keep out of
-    the core data it reads for plans and load on first use."""
-    if hasattr(type(facts), "refusals"):
-        return list(facts.refusals)
-    return list(facts.data.get("refusals") or [])
-
-
-# ------------------------------------------------------------------ classifying one error
-
-
-def classify(
-    exception: str | None, message: str, engine_version: str | None = None, *, wrappers: bool = True
-) -> Classification:
-    text = f"{exception}: {message}" if exception else message
-    for wrapper in WRAPPERS if wrappers else ():
-        if wrapper.regex.search(text):
-            return Classification(wrapper.name, wrapper.blame, {}, "observed")
-    by_template = _by_template(message, engine_version)
-    observed = _by_observed(text)
-    if by_template is not None and observed is not None and observed.family == by_template.family:
-        return replace(by_template, fields={**observed.fields, **by_template.fields})
-    if by_template is not None and (observed is None or _covers(by_template, message)):
-        return by_template
-    if observed is not None:
-        return observed
-    return Classification("unclassified", "unknown", {}, "none")
-
-
-def _covers(found: Classification, message: str) -> bool:
-    """A template that is mostly a field ("Error in profiling: {e}") must not hide the observed
-    failure inside the field."""
-    return found.literal_chars >= 0.4 * len(message)
-
-
-def _by_template(message: str, engine_version: str | None) -> Classification | None:
-    best: tuple[tuple, CatalogEntry, dict] | None = None
-    for entry in catalog(engine_version):
-        if entry.anchor not in message:
-            continue
-        result = entry.pattern.match(message)
-        if result is None:
-            continue
-        raw, exact = result
-        score = (exact, entry.pattern.literal_chars)
-        if best is None or score > best[0]:
-            best = (score, entry, raw)
-    if best is None:
-        return None
-    (exact, _), entry, raw = best
-    fields = typed_fields(entry.family, raw)
-    return Classification(
-        entry.family,
-        family_blame(entry.family),
-        fields,
-        entry.source,
-        entry.template,
-        exact,
-        entry.pattern.literal_chars,
-    )
-
-
-def _by_observed(text: str) -> Classification | None:
-    for observed in OBSERVED:
-        m = observed.regex.search(text)
-        if m:
-            fields = {k: coerce(v) for k, v in m.groupdict().items() if v is not None}
-            fields.update(_OBSERVED_FIELDS.get(observed.name, lambda t: {})(text))
-            return Classification(observed.name, observed.blame, fields, "observed")
-    return None
 
 
 # ------------------------------------------------------------------ typed fields

@@ -1,21 +1,27 @@
 """Fingerprint a failed boot's log: the decisive error, a stable id, its family and typed fields.
 
-The decisive error is the earliest error of a known family printed before the engine started shutting
-down; the wrappers that follow it ("Engine core initialization failed", EngineDeadError, a worker that
-"died unexpectedly") only point back at it. The id hashes the family and the message with every
-value masked (numbers, paths, addresses, pids, hex), so the same failure of another model, size or
-machine gets the same id.
+The log is read once, by apron.measure.logparse; this module only decides. The decisive error is the
+earliest error of a known family printed before the engine started shutting down: an exception line,
+or a line that names a failure without one (an NCCL warning, a driver's Xid), whichever comes first.
+The wrappers that follow it ("Engine core initialization failed", EngineDeadError, a worker that
+"died unexpectedly") only point back at it; a log holding nothing but wrappers lost its cause
+(family "cause_not_in_log", blame unknown: no rule can say what to change). The id hashes the family
+and the message with every value masked (numbers, paths, addresses, pids, hex), so the same failure
+of another model, size or machine gets the same id.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from apron.rules import logtext
-from apron.rules.families import OBSERVED, Classification, classify, family_blame, is_wrapper
-from apron.rules.pattern import split
+from apron.measure.logerrors import LogError, is_code_line
+from apron.measure.loglines import QUIET_LEVELS, LogLine
+from apron.measure.logparse import ParsedLog, parse_log
+from apron.rules.classify import Classification, classify
+from apron.rules.families import CAUSE_NOT_IN_LOG, OBSERVED, PROCESS_EXIT, family_blame, is_wrapper
+from apron.rules.pattern import template_parts
 
 PHASES = ("config", "distributed_init", "weights_loading", "profiling", "kv_cache", "graph_capture", "serving")
 
@@ -101,7 +107,7 @@ _MASKS = (
 class Fingerprint:
     id: str  # "fp-" + 12 hex of family + exception + normalized message
     family: str
-    blame: str  # model, host, harness, input, unknown (a hint; the boot's fault classifier decides)
+    blame: str  # host, harness, model, unknown (apron.rules.families.BLAMES)
     exception: str | None
     message: str
     normalized: str
@@ -115,6 +121,7 @@ class Fingerprint:
     template: str | None = None
     engine_version: str | None = None
     frames: tuple[str, ...] = ()
+    matched: dict = field(default_factory=dict, compare=False)  # what decided the family (Classification.matched)
 
     def to_json(self) -> dict:
         return {
@@ -134,40 +141,61 @@ class Fingerprint:
             "template": self.template,
             "engine_version": self.engine_version,
             "frames": list(self.frames[-8:]),
+            "matched": self.matched,
         }
 
+    def decisive_json(self) -> dict:
+        """The decisive error alone: what `apron log parse` prints beside the accounting."""
+        error = f"{self.exception}: {self.message}" if self.exception else self.message
+        keys = ("line_number", "process", "family", "blame")
+        return {"error": error, **{key: getattr(self, key) for key in keys}}
 
-def fingerprint(log_text: str, *, engine_version: str | None = None) -> Fingerprint | None:
+
+def fingerprint(log: str | ParsedLog, *, engine_version: str | None = None) -> Fingerprint | None:
     """The decisive error of a failed boot's log, or None when the log shows no error."""
-    lines = logtext.read_lines(log_text)
-    version = engine_version or logtext.engine_version_in(lines)
-    live = logtext.before_shutdown(lines)
-    errors = logtext.error_lines(live)
-    decisive = _decisive(errors, live, version) if errors else None
-    if decisive is None or is_wrapper(decisive.family):
-        # Only a wrapper: the cause may still be named on a line that is no `Error:` line (an NCCL
-        # warning, a summary such as "root cause earlier in log: CUDA OOM while loading weights").
-        return _from_bare_lines(live, version) or decisive
-    return decisive
+    parsed = parse_log(log) if isinstance(log, str) else log
+    version = engine_version or parsed.engine_version
+    live = list(parsed.live_lines)
+    candidates = _candidates(parsed, live, version)
+    if not candidates:
+        return _stall(live, version)
+    groups: dict[tuple[str | None, str], list[tuple[LogError, Classification]]] = {}
+    for error, found in candidates:
+        groups.setdefault((error.exception, _strip_rank_words(error.message)), []).append((error, found))
+    best = min(groups.values(), key=lambda same: (_rank(same[0][1]), same[0][0].line.number))
+    error, found = best[0]
+    if is_wrapper(found.family):
+        found = replace(found, family=CAUSE_NOT_IN_LOG, blame="unknown", fields={"wrapper": found.family})
+    frames = max((e.frames for e, _ in best), key=len) or _where_frame(error.where)
+    return _build(found, error, frames, [e for e, _ in best], live, version)
 
 
-def _decisive(errors: list[logtext.ErrorLine], lines: list[logtext.LogLine], version: str | None) -> Fingerprint:
-    groups: dict[tuple[str, str], list[logtext.ErrorLine]] = {}
-    for error in errors:
-        groups.setdefault((error.exception, _strip_rank_words(error.message)), []).append(error)
-    best: tuple[list[logtext.ErrorLine], Classification] | None = None
-    for same in groups.values():  # in log order: the first error of a known family ends the search
-        found = classify(same[0].exception, same[0].message, version)
-        if best is None or _rank(found) < _rank(best[1]):
-            best = (same, found)
-        if _rank(found) == 0:
-            break
-    if best is None:
-        raise ValueError("_decisive needs at least one error line")
-    same, found = best
-    first = min(same, key=lambda e: e.line.number)
-    frames = max((e.frames for e in same), key=len) or _where_frame(first.where)
-    return _build(found, first.exception, first.message, first.line, frames, same, lines, version)
+def _candidates(parsed: ParsedLog, live: list[LogLine], version: str | None) -> list[tuple[LogError, Classification]]:
+    """Every error before shutdown, classified, and every other line that names an observed failure
+    (an NCCL warning, a driver message), in log order."""
+    found = [(e, classify(e.exception, e.message, version)) for e in parsed.log_errors]
+    seen = {e.line.number for e, _ in found}
+    for index, line in enumerate(live):
+        text = line.message.strip()
+        if line.number in seen or line.is_frame or line.level in QUIET_LEVELS or not text:
+            continue
+        if is_code_line(live, index):
+            continue
+        if any(observed.regex.search(text) for observed in OBSERVED):
+            error = LogError(line, None, text[:2000])
+            found.append((error, classify(None, text, version, wrappers=False)))
+    return sorted(found, key=lambda pair: pair[0].line.number)
+
+
+def _stall(lines: list[LogLine], version: str | None) -> Fingerprint | None:
+    """No error at all, and the last lines are the engine waiting for its core: a start-up stall."""
+    tail = [line for line in lines if line.message.strip()][-3:]
+    stall = next(o for o in OBSERVED if o.name == "engine_startup_stall")
+    if tail and all(stall.regex.search(line.message) for line in tail):
+        found = Classification(stall.name, stall.blame, {}, "observed", observed=stall.name)
+        error = LogError(tail[0], None, tail[-1].message.strip())
+        return _build(found, error, (), [], lines, version)
+    return None
 
 
 def _where_frame(where: str | None) -> tuple[str, ...]:
@@ -177,7 +205,10 @@ def _where_frame(where: str | None) -> tuple[str, ...]:
 
 
 def _rank(found: Classification) -> int:
+    """Known families first, then what no pattern knows, then a process that stopped, then wrappers."""
     if is_wrapper(found.family):
+        return 3
+    if found.family == PROCESS_EXIT.name:
         return 2
     return 1 if found.family == "unclassified" else 0
 
@@ -187,37 +218,20 @@ def _strip_rank_words(message: str) -> str:
     return re.sub(r"\b(?:rank|device|GPU|cuda:)\s*\d+", "<rank>", message)
 
 
-def _from_bare_lines(lines: list[logtext.LogLine], version: str | None) -> Fingerprint | None:
-    """No `SomeError: ...` line: an NCCL warning, a summary, or a start-up that stalls."""
-    for line in lines:
-        if line.level in logtext.QUIET_LEVELS or not line.text.strip():
-            continue
-        for observed in OBSERVED:
-            if observed.regex.search(line.text):
-                found = classify(None, line.text.strip(), version, wrappers=False)
-                return _build(found, None, line.text.strip(), line, (), [], lines, version)
-    tail = [line for line in lines if line.text.strip()][-3:]
-    stall = next(o for o in OBSERVED if o.name == "engine_startup_stall")
-    if tail and all(stall.regex.search(line.text) for line in tail):
-        found = Classification(stall.name, stall.blame, {}, "observed")
-        return _build(found, None, tail[-1].text.strip(), tail[0], (), [], lines, version)
-    return None
-
-
 def _build(
     found: Classification,
-    exception: str | None,
-    message: str,
-    line: logtext.LogLine,
+    error: LogError,
     frames: tuple[str, ...],
-    same: list,
-    lines: list[logtext.LogLine],
+    same: list[LogError],
+    lines: list[LogLine],
     version: str | None,
 ) -> Fingerprint:
+    line = error.line
+    exception, message = found.inner or (error.exception, error.message)
     phase = phase_of(frames, message, lines, line.number)
     if phase == "graph_capture" and found.family in ("cuda_error", "unclassified"):
         # A CUDA error raised while capturing is a capture failure, whatever its words.
-        found = Classification("cudagraph_capture_failed", "model", dict(found.fields), found.source)
+        found = replace(found, family="cudagraph_capture_failed", blame="model")
     normalized = normalize(_skeleton(found.template) if found.template else message)
     digest = hashlib.sha1(f"{found.family}\n{exception}\n{normalized}".encode()).hexdigest()[:12]
     processes = tuple(sorted({e.line.process for e in same if e.line.process}))
@@ -232,17 +246,18 @@ def _build(
         phase=phase,
         line_number=line.number,
         process=line.process,
-        occurrences=max(1, len(same)),
+        occurrences=max(1, sum(e.line.repeated for e in same)),
         processes=processes,
         source=found.source,
         template=found.template,
         engine_version=version,
         frames=frames,
+        matched=found.matched,
     )
 
 
 def _skeleton(template: str) -> str:
-    return "".join(p if isinstance(p, str) else "<field>" for p in split(template))
+    return "".join(p if isinstance(p, str) else "<field>" for p in template_parts(template))
 
 
 def normalize(text: str) -> str:
@@ -252,7 +267,7 @@ def normalize(text: str) -> str:
     return " ".join(text.split())
 
 
-def phase_of(frames: tuple[str, ...], message: str, lines: list[logtext.LogLine], line_number: int) -> str | None:
+def phase_of(frames: tuple[str, ...], message: str, lines: list[LogLine], line_number: int) -> str | None:
     functions = {f.rsplit(":", 1)[-1] for f in frames}
     for phase, names in _PHASE_FRAMES:
         if functions & set(names):
@@ -263,13 +278,13 @@ def phase_of(frames: tuple[str, ...], message: str, lines: list[logtext.LogLine]
     return _phase_from_progress(lines, line_number)
 
 
-def _phase_from_progress(lines: list[logtext.LogLine], line_number: int) -> str | None:
+def _phase_from_progress(lines: list[LogLine], line_number: int) -> str | None:
     """The start-up progress lines vLLM logs before the error."""
     phase = None
     for line in lines:
         if line.number >= line_number:
             break
-        text = line.text
+        text = line.message
         if "Starting to load model" in text or "Loading model" in text:
             phase = "weights_loading"
         elif "Model loading took" in text or "Loading weights took" in text:

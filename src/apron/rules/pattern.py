@@ -1,12 +1,17 @@
 """Turn an engine message template (an f-string read from vLLM's source) into a regex.
 
 A template marks its fields as `{expr}`, `{expr!r}` or `{expr:spec}` and doubles literal braces, as
-f-strings do. Each field becomes a named group, so a rendered message gives its values back. The
-engine facts list the templates (`refusals`), so a new release brings its messages without code.
+f-strings do; a template with no such field may use printf conversions (`%s`, `%d`: a message
+raised as `ValueError("... %s ...", value)`). Each field becomes a named group, so a rendered message
+gives its values back. The engine facts list the templates (`refusals`), so a new release brings its
+messages without code.
 
-Messages reach us cut short (a summary that stops after a sentence, a log line clipped by a
-harness), so a template also yields "truncated" patterns: the template cut after each field, whose
-last field takes the rest of the line.
+Fields are typed: a count, a size or a `:d`/`:.2f` spec takes a number and nothing else, a `!r`
+field a quoted value, the rest text, matched non-greedily between the template's literal parts. So a
+message followed by anything (a summary's "(config/compilation.py:1535 fn)", a note) still gives each
+field its own value. Messages also reach us cut short (a summary that stops after a sentence, a line
+clipped by a harness), so a template yields "truncated" patterns too: the template cut after each
+field; a typed field there takes its value and no more, a text field the rest of the line.
 """
 
 from __future__ import annotations
@@ -47,43 +52,118 @@ class TemplatePattern:
     """A compiled template: the strict regex, the truncated ones, and what to look for first."""
 
     template: str
-    regex: re.Pattern
-    truncated: tuple[re.Pattern, ...]
+    regex: re.Pattern  # the whole template, typed fields
+    loose: re.Pattern  # the whole template, every field text (a count rendered as "auto", say)
+    suffixed: re.Pattern | None  # the whole template, then anything: None when it ends in a text field
+    truncated: tuple[re.Pattern, ...]  # longest first
     groups: tuple[tuple[str, str], ...]  # (group name, field expression)
     anchor: str  # the longest literal run: a message without it cannot match
     literal_chars: int
 
-    def match(self, message: str) -> tuple[dict[str, str], bool] | None:
-        """(raw field values, exact) or None. Exact: the whole template matched."""
-        found = self.regex.fullmatch(message)
-        if found:
-            return found.groupdict(), True
+    def match(self, message: str) -> TemplateMatch | None:
+        for regex, exact in ((self.regex, True), (self.loose, True), (self.suffixed, True)):
+            found = regex.fullmatch(message) if regex is not None else None
+            if found:
+                values = found.groupdict()
+                suffix = values.pop(SUFFIX_GROUP, None) or None
+                return TemplateMatch(values, exact, suffix.strip() if suffix else None)
         for pattern in self.truncated:
             found = pattern.fullmatch(message)
             if found:
-                return found.groupdict(), False
+                values = found.groupdict()
+                values.pop(SUFFIX_GROUP, None)
+                return TemplateMatch(values, False, None)
         return None
 
 
+@dataclass(frozen=True)
+class TemplateMatch:
+    values: dict[str, str]  # raw field values
+    exact: bool  # the whole template matched (False: the message was cut short)
+    suffix: str | None  # what followed the whole template
+
+
 MIN_TRUNCATED_LITERAL = 24
+SUFFIX_GROUP = "apron_suffix"
+_MIN_SUFFIXED_TAIL = 8  # a template followed by more text must end in words of its own
 
 
 def compile_template(template: str) -> TemplatePattern | None:
     """None for templates too bare to recognise (mostly a field, no words of their own)."""
-    parts = split(template)
+    parts = template_parts(template)
     anchor = anchor_of(parts)
     if anchor is None:
         return None
-    pieces, names = _pieces(parts)
+    pieces, names = _pieces(parts, typed=True)
+    loose, _ = _pieces(parts, typed=False)
     regex = re.compile("".join(pieces), re.S)
-    truncated = [
-        re.compile("".join(pieces[:index]) + f"(?P<{names[index]}>.*)", re.S)
-        for index in _cut_points(parts)
-        if names[index]
+    tail = parts[-1] if parts else ""
+    suffixed = (
+        re.compile("".join(pieces) + rf"(?P<{SUFFIX_GROUP}>[\s(\[{{,;:].*)", re.S)
+        if isinstance(tail, str) and len(tail.strip()) >= _MIN_SUFFIXED_TAIL
+        else None
+    )
+    cuts = [index for index in _cut_points(parts) if names[index]]
+    truncated = [re.compile("".join(pieces[:index]) + _cut_field(parts[index], names[index]), re.S) for index in cuts]
+    # Cut inside a typed value ("(73..."): the words before it still name the family; the value stays absent.
+    unvalued = [
+        re.compile("".join(pieces[:index]) + f"(?P<{SUFFIX_GROUP}>.*)", re.S)
+        for index in cuts
+        if isinstance(part := parts[index], Field) and field_type(part) != "text"
     ]
     groups = tuple((n, p.expr) for n, p in zip(names, parts, strict=True) if n and isinstance(p, Field))
     literal_chars = sum(len(p.strip()) for p in parts if isinstance(p, str))
-    return TemplatePattern(template, regex, tuple(reversed(truncated)), groups, anchor, literal_chars)
+    return TemplatePattern(
+        template,
+        regex,
+        re.compile("".join(loose), re.S),
+        suffixed,
+        (*reversed(truncated), *reversed(unvalued)),
+        groups,
+        anchor,
+        literal_chars,
+    )
+
+
+def _cut_field(part: str | Field, name: str | None) -> str:
+    """The last field of a clipped message: a typed one takes its value (whole: a number cut by an
+    ellipsis is not its value) and the rest is ignored; a text one takes the rest."""
+    assert isinstance(part, Field) and name
+    kind = field_type(part)
+    if kind == "text":
+        return f"(?P<{name}>.*)"
+    return f"(?P<{name}>{_TYPED[kind]})(?![\\d,]|\\.\\d|\\.\\.|…)(?P<{SUFFIX_GROUP}>.*)"
+
+
+# printf conversions: `%s`, `%d`, `%.2f`, `%r`, `%(name)s`; `%%` is a literal percent sign.
+PRINTF = re.compile(
+    r"%(?:\((?P<key>\w+)\))?(?P<flags>[-+ #0]*)(?P<width>\d+|\*)?(?:\.(?P<prec>\d+))?(?P<conv>[sdifrgeExXc%])"
+)
+
+
+def template_parts(template: str) -> list[str | Field]:
+    """The literal text and fields of a template: f-string fields, or printf conversions when it has none."""
+    parts = split(template)
+    if any(isinstance(p, Field) for p in parts) or "%" not in template:
+        return parts
+    out: list[str | Field] = []
+    literal, last, index = "", 0, 0
+    for m in PRINTF.finditer(template):
+        literal += template[last : m.start()]
+        last = m.end()
+        if m["conv"] == "%":
+            literal += "%"
+            continue
+        if literal:
+            out.append(literal)
+            literal = ""
+        spec = f".{m['prec']}{m['conv']}" if m["prec"] else (m["conv"] if m["conv"] in "dif" else "")
+        out.append(Field(m.group(0), m["key"] or f"arg{index}", "r" if m["conv"] == "r" else None, spec))
+        index += 1
+    literal += template[last:]
+    if literal:
+        out.append(literal)
+    return out
 
 
 def _cut_points(parts: list) -> list[int]:
@@ -107,7 +187,7 @@ def anchor_of(parts: list) -> str | None:
     return anchor if len(anchor) >= 8 else None
 
 
-def _pieces(parts: list) -> tuple[list[str], list[str | None]]:
+def _pieces(parts: list, *, typed: bool) -> tuple[list[str], list[str | None]]:
     """The regex piece of each part, and the group name each field defines (None for a literal or
     a repeated expression, which becomes a back-reference: it renders the same text twice)."""
     pieces: list[str] = []
@@ -123,7 +203,7 @@ def _pieces(parts: list) -> tuple[list[str], list[str | None]]:
             names.append(None)
         else:
             name = by_expr[part.expr] = _unique(field_name(part.expr), used)
-            pieces.append(f"(?P<{name}>{_field_regex(part)})")
+            pieces.append(f"(?P<{name}>{_field_regex(part) if typed else '.*?'})")
             names.append(name)
     return pieces, names
 
@@ -151,11 +231,36 @@ def _literal(text: str) -> str:
     return "".join(out)
 
 
-def _field_regex(part: Field) -> str:
+# A field counts or measures something when its name says so: `num_blocks`, `max_num_seqs`,
+# `block_size`, `needed_memory` (inside format_gib), `capability`.
+_NUMERIC_NAME = re.compile(
+    r"^(?:num|max|min|n|total)_|_(?:size|len|length|blocks|seqs|reqs|tokens|count|bytes|gib|memory|dim|"
+    r"heads|layers|experts|rank|index|capability|ratio)$|^(?:capability|tensor_parallel_size|block_size)$"
+)
+_TYPED = {
+    "number": r"-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][-+]?\d+)?|-?inf|nan",
+    "quoted": r"'[^'\n]*'|\"[^\"\n]*\"",
+}
+
+
+def field_type(part: Field) -> str:
+    """ "number", "quoted" or "text": what the field renders as, from its conversion, its format spec,
+    a format_gib() call, or the name of what it holds."""
     if part.conversion == "r":
-        return r"(?:'[^']*'|\"[^\"]*\"|.*?)"
-    if re.fullmatch(r"[^}]*[dfeg%]", part.spec or "") and not part.spec.startswith("{"):
-        return r"-?[\d,.]+(?:[eE][-+]?\d+)?%?"
+        return "quoted" if not _NUMERIC_NAME.search(field_name(part.expr)) else "number"
+    if re.fullmatch(r"[^{}]*[dfeg%]", part.spec or ""):
+        return "number"
+    if _GIB_CALL.match(part.expr) or _NUMERIC_NAME.search(field_name(part.expr)):
+        return "number"
+    return "text"
+
+
+def _field_regex(part: Field) -> str:
+    kind = field_type(part)
+    if kind == "number":
+        return f"(?:{_TYPED['number']})" + ("%?" if part.spec.endswith("%") else "")
+    if kind == "quoted":
+        return rf"(?:{_TYPED['quoted']}|.*?)"  # !r of a list or a number renders unquoted
     return r".*?"
 
 

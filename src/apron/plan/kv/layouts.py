@@ -1,8 +1,10 @@
 """From config.json to the KV spec of every layer: find the architecture's family, let it build its
 layers' specs, and say out loud what it could not model.
 
-Config fields that describe a cache layout no family reads make the KV side unknown (see
-`unknowns.unread_layout_fields`): Apron never borrows a number from another layout.
+A config key the family does not read makes the KV side unknown unless it was reviewed as unable to
+change the cache (see `unknowns`), and so does a value the planner does not understand (a per-layer
+list where one number is read, an unmodelled layer kind: apron.plan.config_schema). Apron never borrows
+a number from another layout.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from apron.engine.facts import EngineFacts
 from apron.plan.kv.backends import CPU_FAMILIES, Backend, BackendChoice, NoBackend, choose_backend, cpu_backend
 from apron.plan.kv.families import family_for
 from apron.plan.kv.families.base import FamilyContext, KVLayout, Refusal
-from apron.plan.kv.unknowns import unread_layout_fields
+from apron.plan.kv.unknowns import unmodelled_layer_kinds, unread_fields
 from apron.plan.model_config import ModelConfig
 from apron.plan.settings import EngineSettings
 
@@ -38,16 +40,23 @@ def build_layout(
     family = family_for(arch, config)
     if cpu_flags is not None and family.NAME not in CPU_FAMILIES:
         return _empty(ctx, f"the {family.NAME} layout on vLLM's CPU platform is not modelled")
-    read = family.READS | getattr(family, "IRRELEVANT", frozenset())
-    unread = [
-        f"config field '{key}' describes a cache or attention layout Apron does not model"
-        for key in unread_layout_fields(config, read)
-    ]
+    unread = (
+        list(config.unknowns)
+        + unmodelled_layer_kinds(config, family)
+        + [
+            f"config field '{key}' is not one the {family.NAME} layout reads, nor one known to leave the KV cache alone"
+            for key in unread_fields(config, family)
+        ]
+    )
     minimum = getattr(family, "MIN_RELEASE", None)
     if minimum and not facts.at_least(minimum):
         unread.append(f"the {family.NAME} layout is not modelled for vLLM {facts.version} (from {minimum})")
     try:
+        if config.unknowns:  # a value the family would misread: it builds nothing from it
+            raise _NotUnderstood()
         layout: KVLayout = family.layer_specs(ctx)
+    except _NotUnderstood:
+        layout = _empty(ctx, "the config holds values the layout does not read (listed above)")
     except KeyError as exc:
         layout = _empty(ctx, f"config lacks {exc} needed for this model family's cache layout")
     except Refusal as exc:
@@ -76,6 +85,10 @@ def build_layout(
             "model type, and Apron does not know which cache this model builds"
         )
     return replace(layout, unknowns=tuple(unknowns))
+
+
+class _NotUnderstood(Exception):
+    """The config holds a value of a shape the planner does not read."""
 
 
 def _empty(ctx: FamilyContext, why: str) -> KVLayout:

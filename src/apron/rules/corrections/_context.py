@@ -6,9 +6,10 @@ import math
 from dataclasses import replace
 from typing import Any
 
+from apron.measure.loglines import read_lines
+from apron.measure.logparse import SETTINGS_WINDOW, settings_in
 from apron.plan.result import Plan
 from apron.plan.settings import UserSettings
-from apron.rules import logtext
 from apron.rules.fingerprint import Fingerprint
 
 # What a rule's match returns and its correction reads: the values the correction needs.
@@ -19,7 +20,8 @@ __all__ = ["Fields", "Fingerprint", "Plan", "UserSettings"]
 def ran_with(name: str, log_text: str, plan: Plan | None) -> Any:
     """The value of an engine setting the failed boot used: the `non-default args` line vLLM logged,
     else the plan's resolved settings, else None (the rule then says nothing)."""
-    args = logtext.non_default_args(logtext.read_lines(log_text[:200_000])) or {}
+    head = "\n".join(log_text.split("\n", SETTINGS_WINDOW)[:SETTINGS_WINDOW])
+    args = settings_in(read_lines(head))[0] or {}
     if args.get(name) is not None:
         return args[name]
     return plan.settings.to_json().get(name) if plan is not None else None

@@ -8,7 +8,11 @@ A family module (one per layout family, found by `apron.plan.kv.families`) defin
     SOURCES    {release: the vLLM file(s) it follows},
     matches(arch, config) -> bool,
     layer_specs(ctx) -> KVLayout   every cache the model's layers keep, with block size and backend,
-and may set FALLBACK = True (only the plain decoder does): it answers when no other family matches.
+and may set
+    IRRELEVANT   keys of its configs that cannot change its cache (apron.plan.kv.unknowns: any key
+                 neither read, declared irrelevant nor on the reviewed list makes the KV side unknown),
+    LAYER_KINDS  the kinds it understands in a layer list (default: full and sliding attention),
+    FALLBACK = True (only the plain decoder does): it answers when no other family matches.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from apron.plan.model_config import ModelConfig
 from apron.plan.quantity import ProblemKind
 from apron.plan.settings import EngineSettings
 
+DEFAULT_LAYER_KINDS = frozenset({"full_attention", "sliding_attention"})
 KV_DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1}
 
 
@@ -125,6 +130,8 @@ class FamilyContext:
         is_attention_free: bool = False,
         cpu_flags: frozenset[str] | None = None,
     ):
+        # config.text holds no nulls (ModelConfig.from_config): t["key"] of a key set to null raises
+        # KeyError, and the layout is unknown, naming it.
         self.arch, self.config, self.t, self.settings, self.facts = arch, config, config.text, settings, facts
         self.capability, self.is_attention_free = capability, is_attention_free
         self.cpu_flags = cpu_flags  # None on a GPU; the CPU's platform flags on vLLM's CPU platform
@@ -185,6 +192,8 @@ def attention_layout(ctx: FamilyContext, layers: Sequence[Layer | None], family:
     """The classic path: pick the backend, its block size, align hybrids, and build one spec a layer
     (None: a layer with no cache of its own, e.g. Nemotron-H's MLP layers; names keep its index)."""
     attention = [x for x in layers if x is not None and x.kind != "mamba"]
+    if any(x.head_size <= 0 or (x.kind != "mla" and x.num_kv_heads <= 0) for x in attention):
+        raise KeyError("num_attention_heads or head_dim")  # no attention shape: the config does not give one
     states = [x for x in layers if x is not None and x.kind == "mamba"]
     is_hybrid = bool(attention) and bool(states)
     is_mla = any(x.kind == "mla" for x in attention)

@@ -33,7 +33,15 @@ READS = frozenset(
     }
 )
 # Layout-looking keys that shape weights, kernels or the draft model, not the KV cache.
-IRRELEVANT = frozenset({"compress_rope_theta", "o_lora_rank", "o_groups", "dspark_target_layer_ids"})
+# The DSpark speculative-draft module (dspark_*: loaded only with a draft model) and the manifold
+# hyper-connections (hc_*: residual-stream mixing) leave the cache alone; num_hash_layers routes experts.
+IRRELEVANT = frozenset(
+    {
+        *("compress_rope_theta", "o_lora_rank", "o_groups", "num_hash_layers"),
+        *("dspark_target_layer_ids", "dspark_block_size", "dspark_markov_rank", "dspark_noise_token_id"),
+        *("hc_mult", "hc_eps", "hc_sinkhorn_iters"),
+    }
+)
 SOURCES = {
     "0.30.0-0.33.0": "models/deepseek_v4/attention.py (get_kv_cache_spec, _resolve_dsv4_kv_cache_dtype), "
     "compressor.py (CompressorStateCache), v1/attention/backends/mla/sparse_swa.py (DeepseekV4SWACache)",
@@ -45,6 +53,8 @@ RECORD_ALIGNMENT = 576
 SWA_BLOCK = 64  # sparse_swa.py DeepseekV4SWACache
 BLOCK = 256  # FlashMLA DSv4 and the indexer kernels take only 256 (sparse_mla.py, mla/indexer.py)
 _LAYER_TYPE_RATIOS = {"sliding_attention": 0, "compressed_sparse_attention": 4, "heavily_compressed_attention": 128}
+# The layer kinds this layout understands in layer_types / layers_block_type; others are unknown.
+LAYER_KINDS = frozenset({*_LAYER_TYPE_RATIOS})
 
 
 def matches(arch: str, config: ModelConfig) -> bool:

@@ -51,8 +51,13 @@ READS = frozenset(
 )
 # Engram n-gram tables live in host memory (see the weights and host-RAM terms); the rest shapes
 # weights, kernels or the draft model.
+# The DSpark speculative-draft module (dspark_*: loaded only with a draft model) and the manifold
+# hyper-connections (hc_*: residual-stream mixing) leave the cache alone; num_hash_layers routes experts.
 IRRELEVANT = frozenset(
     {
+        *("dspark_block_size", "dspark_markov_rank", "dspark_noise_token_id", "dspark_n_routed_experts"),
+        *("dspark_num_experts_per_tok", "hc_mult", "hc_eps", "hc_sinkhorn_iters"),
+        "qk_rope_head_dim",  # the RoPE part is inside the head_dim record the cache stores
         "compress_rope_theta",
         "o_lora_rank",
         "engram_compressed_vocab_size",

@@ -30,6 +30,8 @@ READS = frozenset(
         "head_dim",
     }
 )
+# The layer kinds this layout understands in layer_types / layers_block_type; others are unknown.
+LAYER_KINDS = frozenset({"full_attention", "linear_attention"})
 SOURCES = {
     "0.29.0-0.33.0": "model_executor/models/qwen3_next.py, qwen3_5.py; layers/mamba/mamba_utils.py "
     "gated_delta_net_state_shape"

@@ -21,6 +21,8 @@ READS = frozenset(
         "head_dim",
     }
 )
+# The per-layer input embeddings are a table of weights, not cache.
+IRRELEVANT = frozenset({"vocab_size_per_layer_input"})
 SOURCES = {"0.29.0-0.33.0": "model_executor/models/gemma4.py"}
 
 

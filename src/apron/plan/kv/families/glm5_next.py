@@ -42,8 +42,11 @@ READS = frozenset(
         "mla_use_nope",
     }
 )
+# mhc/hc_*: manifold hyper-connections (residual-stream mixing), no cache; the MLA cache holds
+# kv_lora_rank + qk_rope_head_dim, whatever the query (q_lora_rank, qk_nope) and value dims.
 IRRELEVANT = frozenset(
     {
+        *("mhc", "hc_mult", "hc_eps", "hc_sinkhorn_iters", "q_lora_rank", "qk_nope_head_dim", "v_head_dim"),
         "index_kpool_always_select_tail",
         "index_share_for_mtp_iteration",
         "indexer_rope_interleave",
@@ -52,6 +55,8 @@ IRRELEVANT = frozenset(
         "qk_head_dim",
     }
 )
+# The layer kinds this layout understands in layer_types / layers_block_type; others are unknown.
+LAYER_KINDS = frozenset({"linear_attention", "deepseek_sparse_attention"})
 SOURCES = {
     "0.32.0-0.33.0": "models/glm5next/common/attention.py (Glm5NextIndexerCache, Glm5NextTailCache), "
     "common/kda.py (KDA state, FlashKDA prefill checkpoints), v1/attention/backends/mla/indexer.py "

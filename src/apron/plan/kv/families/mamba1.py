@@ -8,6 +8,8 @@ from apron.plan.model_config import ModelConfig
 NAME = "mamba1"
 ARCHITECTURES = frozenset({"MambaForCausalLM", "FalconMambaForCausalLM"})
 READS = frozenset({"num_hidden_layers", "intermediate_size", "state_size", "conv_kernel"})
+# HF's MambaConfig derives intermediate_size (read) from expand.
+IRRELEVANT = frozenset({"expand"})
 SOURCES = {"0.29.0-0.33.0": "model_executor/models/mamba.py, layers/mamba/mamba_utils.py mamba1_state_shape"}
 
 

@@ -24,6 +24,10 @@ READS = frozenset(
         "head_dim",
     }
 )
+# The Mamba inner size is mamba_num_heads x mamba_head_dim (read); expand only restates it.
+IRRELEVANT = frozenset({"expand"})
+# The layer kinds this layout understands in layer_types / layers_block_type; others are unknown.
+LAYER_KINDS = frozenset({"mamba", "attention", "moe", "mlp"})
 SOURCES = {"0.29.0-0.33.0": "model_executor/models/nemotron_h.py; models/config.py NemotronHForCausalLMConfig"}
 
 

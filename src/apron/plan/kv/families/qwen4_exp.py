@@ -47,9 +47,16 @@ READS = frozenset(
     }
 )
 # The n-gram embedding table (host memory, see the host-RAM term) and the draft model.
+# hc_lowrank shapes the hyper-connection mixer's weights; ple_embed_dim the per-layer embedding table
+# (weights): the PLE conv state is hidden_size x hc_count wide (ple_state below).
 IRRELEVANT = frozenset(
-    {"heads_per_ngram", "make_ngram_vocab_size_divisible_by", "ngram_vocab_size_base", "split_ngram_parts", "mtp"}
+    {
+        *("heads_per_ngram", "make_ngram_vocab_size_divisible_by", "ngram_vocab_size_base", "split_ngram_parts"),
+        *("mtp", "hc_lowrank", "ple_embed_dim"),
+    }
 )
+# The layer kinds this layout understands in layer_types / layers_block_type; others are unknown.
+LAYER_KINDS = frozenset({"full_attention", "linear_attention"})
 SOURCES = {
     "0.32.0-0.33.0": "models/qwen4_exp/nvidia/model.py (get_mamba_specs_from_config), common/qsa_cache.py "
     "(QSAKeyStateCache ring, QSACompressedKeyCache), nvidia/ple_layer.py (tp_replicated short conv), "

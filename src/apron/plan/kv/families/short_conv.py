@@ -7,6 +7,8 @@ from apron.plan.model_config import ModelConfig
 
 NAME = "short_conv"
 READS = frozenset({"conv_L_cache", "conv_dim", "layer_types", "num_key_value_heads", "head_dim"})
+# The layer kinds this layout understands in layer_types / layers_block_type; others are unknown.
+LAYER_KINDS = frozenset({"full_attention", "conv"})
 SOURCES = {"0.29.0-0.33.0": "model_executor/models/lfm2.py; layers/mamba/mamba_utils.py short_conv_state_shape"}
 
 
