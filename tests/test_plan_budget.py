@@ -227,9 +227,40 @@ def test_every_multimodal_fixture_has_an_encoder_term_or_says_why_not():
         result = plan(name, "H100")
         assert moment(result, "vision encoder")["bytes"] > 0, name
         assert not [u for u in result.unknowns if "encoder" in u], (name, result.unknowns)
-    unread = plan("MiniMaxAI/MiniMax-M3", "H100")  # a tower the plan does not read says so; it adds no zero
+    unread = plan("deepseek-ai/DeepSeek-V4.1-Flash", "H100")  # a tower the plan does not read says so; no zero
     assert "encoder peak not modelled" in unread.details["encoder"]["unknown"]
     assert any("encoder peak not modelled" in u for u in unread.unknowns)
+
+
+def test_minimax_m3_profiles_the_longest_dummy_video():
+    """mm_preprocess.py: a frame is the widest factor pair of 602,112 px / 28^2 = 768 units (24 x 32),
+    768 tokens per 2 frames; the frames are the most that fit max_model_len, at most 500."""
+    short = plan("MiniMaxAI/MiniMax-M3", "H100").details["encoder"]["batch"]
+    # 4096 // 768 = 5 frame pairs; budget max(8192, 3840) // 3840 = 2 items
+    assert (short["modality"], short["tokens_per_item"], short["items"]) == ("video", 5 * 768, 2)
+    assert short["patches"] == 2 * 5 * 768 * 4
+    images = plan("MiniMaxAI/MiniMax-M3", "H100", limit_mm_per_prompt=(("video", 0),)).details["encoder"]["batch"]
+    # isqrt(451,584) = 672 px square: (672 / 28)^2 tokens
+    assert (images["modality"], images["tokens_per_item"], images["items"]) == ("image", 24 * 24, 8192 // 576)
+
+
+def test_minimax_m3_projector_on_every_patch_sets_the_encoder_peak():
+    result = plan("MiniMaxAI/MiniMax-M3", "H200", tensor_parallel_size=8, max_model_len=1048576)
+    batch = result.details["encoder"]["batch"]
+    assert (batch["tokens_per_item"], batch["items"]) == (250 * 768, 1)  # 500 frames
+    patches = 250 * 768 * 4
+    encoder = buffers(result, "vision encoder")
+    assert encoder["pixel values on the device"] == patches * 3 * 2 * 14 * 14 * 4  # float32
+    assert encoder["projector activation output"] == patches * (6144 // 8) * 2
+    # row-parallel fc2: the partial sum and the all-reduce's new tensor, both full width
+    assert encoder["projector fc2 output"] == encoder["projector all-reduce output"] == patches * 6144 * 2
+    assert encoder["encoder outputs held in the encoder cache"] == 250 * 768 * 6144 * 2
+    assert "residual stream (patch + position embeddings)" not in encoder  # the blocks' set is smaller
+    data = plan("MiniMaxAI/MiniMax-M3", "H200", tensor_parallel_size=8, mm_encoder_tp_mode="data")
+    assert "projector all-reduce output" not in buffers(data, "vision encoder")
+    assert not result.unknowns or all("layout" not in u for u in result.unknowns)
+    text = plan("MiniMaxAI/MiniMax-M3", "H200", tensor_parallel_size=8, language_model_only=True)
+    assert "vision encoder" not in {m["name"] for m in text.details["activation"]["moments"]}
 
 
 def test_hybrid_refusal_at_defaults_and_the_emitted_max_num_seqs_still_fits():

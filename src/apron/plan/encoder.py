@@ -45,6 +45,8 @@ class Tower:
     merge: int = 1  # spatial merge: merge^2 patches -> one token
     is_gated: bool = False  # SwiGLU-style MLP (gate and up outputs live together)
     is_rotary_fp32: bool = False  # the tower computes its rotary tables in float32
+    rotary_width: int = 0  # values per patch in each of the cos and sin tables (0: the head size)
+    projector: tuple[int, int] | None = None  # (mid, out) of a column/row-parallel MLP run on every patch
 
 
 @dataclass(frozen=True)
@@ -231,15 +233,23 @@ def tower_moment(
     buffers = [
         Buffer("pixel values on the device", (rows * cost.patches_per_row, tower.patch_input), pixel_bytes),
         Buffer("pixel values in the model dtype", (patches, tower.patch_input), dsz),
-        Buffer("residual stream (patch + position embeddings)", (patches, tower.hidden), dsz),
-        Buffer("rotary cos and sin", (2, patches, tower.hidden // tower.heads), 4 if tower.is_rotary_fp32 else dsz),
     ]
+    rotary = Buffer(
+        "rotary cos and sin",
+        (2, patches, tower.rotary_width or tower.hidden // tower.heads),
+        4 if tower.is_rotary_fp32 else dsz,
+    )
+    blocks = [Buffer("residual stream (patch + position embeddings)", (patches, tower.hidden), dsz), rotary]
     if chunk < rows:
         # models/gemma4_mm.py _process_video_input keeps every chunk's last hidden state until pooling.
-        buffers.append(
+        blocks.append(
             Buffer("last hidden states of the other chunks", (rows - chunk, cost.patches_per_row, tower.hidden), dsz)
         )
-    buffers += _block_peak(tower, patches, tp, dsz)
+    blocks += _block_peak(tower, patches, tp, dsz)
+    # The blocks' live set or, after them, the projector's (the blocks' tables freed by then).
+    projector = _projector_peak(tower, patches, tp, dsz)
+    is_projector_peak = sum(b.num_bytes for b in projector) > sum(b.num_bytes for b in blocks)
+    buffers += projector if is_projector_peak else blocks
     kept = (
         Buffer(
             "encoder outputs held in the encoder cache",
@@ -251,7 +261,11 @@ def tower_moment(
         f"{shape.items} dummy {cost.modality} item(s) x {cost.tokens_per_item} tokens ({cost.basis})"
         + (f"; encoded {chunk} of {rows} rows at a time" if chunk < rows else "")
         + ("; --mm-encoder-tp-mode data: whole items per rank, full tower" if shape.is_data_mode else "")
-        + "; the largest block's live tensors (eager: freed at last use)"
+        + (
+            "; the projector's live tensors on every patch, after the blocks (eager: freed at last use)"
+            if is_projector_peak
+            else "; the largest block's live tensors (eager: freed at last use)"
+        )
     )
     return Moment("vision encoder", tuple(buffers) + kept, basis), kept
 
@@ -270,6 +284,30 @@ def _block_peak(tower: Tower, patches: int, tp: int, dsz: int) -> list[Buffer]:
         mlp.append(Buffer("MLP up output", (patches, inter), dsz))
     mlp.append(Buffer("MLP activation output", (patches, inter), dsz))
     return max(attention, mlp, key=lambda bs: sum(b.num_bytes for b in bs))
+
+
+def _projector_peak(tower: Tower, patches: int, tp: int, dsz: int) -> list[Buffer]:
+    """A projector run on every patch before the merge (MiniMax-M3: vision_tower.py 0.31.0-0.33.0
+    MiniMaxVLVisionModel.forward -> multi_modal_projector), after the blocks' tables are freed: its input,
+    then the larger of fc1 + activation and activation + fc2. fc2 is row-parallel: under tensor
+    parallelism its partial sum and the all-reduce's result live together, since every all-reduce path
+    returns a new tensor (distributed/device_communicators/cuda_communicator.py 0.33.0:362-440,
+    pynccl.py 0.33.0:290-291: out_tensor = torch.empty_like(in_tensor))."""
+    if tower.projector is None:
+        return []
+    mid, out = tower.projector[0] // tp, tower.projector[1]
+    head = [Buffer("tower output (projector input)", (patches, tower.hidden), dsz)]
+    fc1 = [
+        Buffer("projector fc1 output", (patches, mid), dsz),
+        Buffer("projector activation output", (patches, mid), dsz),
+    ]
+    fc2 = [
+        Buffer("projector activation output", (patches, mid), dsz),
+        Buffer("projector fc2 output", (patches, out), dsz),
+    ]
+    if tp > 1:
+        fc2.append(Buffer("projector all-reduce output", (patches, out), dsz))
+    return head + max(fc1, fc2, key=lambda bs: sum(b.num_bytes for b in bs))
 
 
 def _output_width(family: str, config: ModelConfig) -> int:
@@ -484,12 +522,89 @@ def glm5_tower(config: ModelConfig, modality: str) -> Tower:
     )
 
 
+# --- MiniMax-M3 (CLIP-style tower with 3D rotary, a projector on every patch, then a patch merge) --------
+
+# transformers_utils/processors/minimax_m3.py (0.30.0-0.33.0): the vendored processor's defaults, which
+# vLLM uses when the checkpoint's preprocessor_config.json does not set them.
+MINIMAX_M3_IMAGE_DEFAULTS = {"patch_size": 14, "merge_size": 2, "temporal_patch_size": 2, "max_pixels": 451584}
+MINIMAX_M3_VIDEO_DEFAULTS = {"patch_size": 14, "merge_size": 2, "temporal_patch_size": 2, "max_pixels": 602112}
+MINIMAX_M3_IMAGE_MAX_TOTAL_PIXELS = 12_845_056  # IMAGE_MAX_TOTAL_PIXELS, fixed in the processor module
+MINIMAX_M3_MAX_FRAMES = 500  # models/minimax_m3/common/mm_preprocess.py _MAX_FRAMES_PER_VIDEO (0.30.0-0.33.0)
+
+
+def minimax_m3_costs(config: ModelConfig, settings: EngineSettings, processor: dict[str, Any]) -> list[ModalityCost]:
+    """models/minimax_m3/common/mm_preprocess.py (0.33.0:176-270; 0.30.0:177-271) with mm_counts 1 per
+    modality (multimodal/encoder_budget.py 0.33.0:91-94). An image is the largest square of side
+    isqrt(max_pixels) floored to patch x merge (or min(max_long_side_pixel, isqrt(max_total_pixels))),
+    one temporal patch. A video's frame is the widest factor pair of max_pixels / (patch x merge)^2
+    units; the frames are the most whose ceil(frames / temporal) x frame tokens fit max_model_len
+    (_get_max_video_frames), at most 500. Each token is merge^2 patches."""
+    pre = processor.get("preprocessor_config.json") or {}
+    image = {k: int(pre.get(k) or v) for k, v in MINIMAX_M3_IMAGE_DEFAULTS.items()}
+    video_cfg = processor.get("video_preprocessor_config.json") or {}
+    video = {k: int(video_cfg.get(k) or v) for k, v in MINIMAX_M3_VIDEO_DEFAULTS.items()}
+    source = "preprocessor_config.json" if pre else "the vendored processor's defaults (no preprocessor_config.json)"
+    factor, merge2 = image["patch_size"] * image["merge_size"], image["merge_size"] ** 2
+    long_side = pre.get("max_long_side_pixel")
+    side_px = min(int(long_side), math.isqrt(MINIMAX_M3_IMAGE_MAX_TOTAL_PIXELS)) if long_side else None
+    side = max(factor, ((side_px or math.isqrt(image["max_pixels"])) // factor) * factor)
+    image_tokens = (side // factor) ** 2
+    costs = [ModalityCost("image", image_tokens, image_tokens * merge2, f"a {side} px square image ({source})")]
+    vfactor, vmerge2 = video["patch_size"] * video["merge_size"], video["merge_size"] ** 2
+    frame_pixels = video["max_pixels"]
+    if video_cfg.get("max_long_side_pixel"):
+        frame_pixels = min(frame_pixels, int(video_cfg["max_long_side_pixel"]) ** 2)
+    units = frame_pixels // (vfactor * vfactor)
+    high = next(h for h in range(math.isqrt(units), 0, -1) if units % h == 0)
+    frame_tokens = high * (units // high)
+    temporal = video["temporal_patch_size"]
+    fitting = temporal * (settings.max_model_len // frame_tokens) or 1
+    frames = max(1, min(fitting, MINIMAX_M3_MAX_FRAMES))
+    video_tokens = -(-frames // temporal) * frame_tokens
+    costs.append(
+        ModalityCost(
+            "video",
+            video_tokens,
+            video_tokens * vmerge2,
+            f"{frames} frames of {high * vfactor}x{units // high * vfactor} px ({frame_tokens} tokens per "
+            f"{temporal} frames)",
+        )
+    )
+    return costs
+
+
+def minimax_m3_tower(config: ModelConfig, modality: str) -> Tower:
+    """models/minimax_m3/common/vision_tower.py (0.33.0:36-330, 527-680): Conv3d patch embedding, CLIP
+    blocks (LayerNorm, fc1/GELU/fc2), 3D rotary tables (3, N, half_rot) float32 for cos and sin
+    (0.31.0-0.33.0; 0.30.0 builds (N, half_rot) tables, not modelled apart), then
+    multi_modal_projector (vision hidden -> projector_hidden_size -> text hidden) on every patch and
+    the patch-merge MLP on merge^2-patch groups."""
+    v = config.raw["vision_config"]
+    compression = v.get("img_token_compression_config") or {}
+    head = int(v["hidden_size"]) // int(v["num_attention_heads"])
+    half_axis = (2 * (2 * (head // 2) // 3 // 2)) // 2  # t_dim = h_dim = w_dim = 2 * ((rope_dims // 3) // 2)
+    text_hidden = config.hidden_size
+    return Tower(
+        hidden=int(v["hidden_size"]),
+        intermediate=int(v["intermediate_size"]),
+        heads=int(v["num_attention_heads"]),
+        patch_input=int(v.get("num_channels", 3))
+        * int(compression.get("temporal_patch_size", 2))
+        * int(v["patch_size"]) ** 2,
+        merge=int(compression.get("spatial_merge_size", 2)),
+        is_rotary_fp32=True,
+        rotary_width=3 * 3 * half_axis,
+        projector=(int(config.raw.get("projector_hidden_size") or text_hidden), text_hidden),
+    )
+
+
 FAMILY_SOURCES = {
     "qwen3_vl": "models/qwen2_vl.py 0.33.0:1079-1139 and qwen3_vl.py 0.33.0:959-1070 (0.29.0:963-1014)",
     "gemma4": "models/gemma4_mm.py 0.33.0:272-296 and 1272-1300 (0.29.0:259-287)",
     "idefics3": "models/idefics3.py get_num_image_tokens (0.32.0)",
     "muse_glimmer": "models/muse_glimmer.py 0.33.0:159-198",
     "glm5next": "models/glm5next/common/multimodal.py 0.33.0:620-700",
+    "minimax_m3": "models/minimax_m3/common/mm_preprocess.py 0.33.0:176-270 and vision_tower.py 0.33.0:293-680",
 }
 CostsFn = Callable[[ModelConfig, EngineSettings, dict[str, Any]], list[ModalityCost]]
 TowerFn = Callable[[ModelConfig, str], "Tower | None"]
@@ -509,4 +624,7 @@ FAMILIES: dict[str, tuple[str, CostsFn, TowerFn, bool]] = {
     "Idefics3ForConditionalGeneration": ("idefics3", idefics3_costs, idefics3_tower, False),
     "MuseGlimmerForConditionalGeneration": ("muse_glimmer", muse_glimmer_costs, muse_glimmer_tower, False),
     "Glm5NextForConditionalGeneration": ("glm5next", glm5_costs, glm5_tower, False),
+    # models/minimax_m3/nvidia/model.py (0.33.0:1155, 1207-1256): --mm-encoder-tp-mode data runs
+    # run_dp_sharded_mrope_vision_model with a replicated tower.
+    "MiniMaxM3SparseForConditionalGeneration": ("minimax_m3", minimax_m3_costs, minimax_m3_tower, True),
 }
