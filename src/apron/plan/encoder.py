@@ -129,7 +129,7 @@ def estimate_encoder(
     _, costs_fn, tower_fn, supports_data_mode = family
     limits = dict(settings.user.limit_mm_per_prompt)
     try:
-        costs = costs_fn(config, settings, processor)
+        costs = costs_fn(config, settings, processor, facts)
     except _NotModelled as exc:
         return EncoderProfile(name, None, unknown=f"encoder peak not modelled: {exc}")
     active = [c for c in costs if limits.get(c.modality, DEFAULT_LIMIT) > 0]
@@ -337,7 +337,9 @@ class _NotModelled(Exception):
 # --- Qwen3-VL's tower: Qwen3-VL, Qwen3.5 / 3.6 / 3.8, Qwen4-Exp ------------------------------------------
 
 
-def qwen3_vl_costs(config: ModelConfig, settings: EngineSettings, processor: dict[str, Any]) -> list[ModalityCost]:
+def qwen3_vl_costs(
+    config: ModelConfig, settings: EngineSettings, processor: dict[str, Any], facts: EngineFacts
+) -> list[ModalityCost]:
     """models/qwen2_vl.py get_image_size_with_most_features / get_max_image_tokens and qwen3_vl.py
     get_max_video_tokens (0.33.0:1079-1139, 1038-1070; same in 0.29.0): the image budget is
     size.longest_edge pixels over (patch x merge)^2, factorised with an aspect ratio <= 200; the
@@ -386,7 +388,9 @@ GEMMA4_VIDEO_FRAMES = 32  # models/gemma4_mm.py _VIDEO_MAX_FRAMES (0.29.0-0.33.0
 GEMMA4_VIDEO_SOFT_TOKENS = 70  # _VIDEO_MAX_SOFT_TOKENS
 
 
-def gemma4_costs(config: ModelConfig, settings: EngineSettings, processor: dict[str, Any]) -> list[ModalityCost]:
+def gemma4_costs(
+    config: ModelConfig, settings: EngineSettings, processor: dict[str, Any], facts: EngineFacts
+) -> list[ModalityCost]:
     """models/gemma4_mm.py get_mm_max_tokens_per_item (0.33.0:272-296; 0.29.0:259-287): an image is
     vision_config.default_output_length soft tokens, a video 32 frames x (70 + 2 + 6) tokens, audio
     the processor's audio_seq_length. The HF processor pads every image to max_soft_tokens x k^2
@@ -428,7 +432,9 @@ def gemma4_tower(config: ModelConfig, modality: str) -> Tower | None:
 # --- Idefics3 / SmolVLM (SigLIP-style tower, pixel-shuffle connector) ----------------------------------
 
 
-def idefics3_costs(config: ModelConfig, settings: EngineSettings, processor: dict[str, Any]) -> list[ModalityCost]:
+def idefics3_costs(
+    config: ModelConfig, settings: EngineSettings, processor: dict[str, Any], facts: EngineFacts
+) -> list[ModalityCost]:
     """models/idefics3.py get_num_image_tokens: tiles x image_seq_len, one tile per image with
     do_image_splitting off, else (longest_edge / max_image_size)^2 tiles plus the global image."""
     vision = config.raw.get("vision_config") or {}
@@ -460,7 +466,9 @@ def idefics3_tower(config: ModelConfig, modality: str) -> Tower:
 # --- Muse-Glimmer and GLM-5.3 (Qwen-VL-style patch towers with their own token budgets) ------------------
 
 
-def muse_glimmer_costs(config: ModelConfig, settings: EngineSettings, processor: dict[str, Any]) -> list[ModalityCost]:
+def muse_glimmer_costs(
+    config: ModelConfig, settings: EngineSettings, processor: dict[str, Any], facts: EngineFacts
+) -> list[ModalityCost]:
     """models/muse_glimmer.py get_mm_max_tokens_per_item (0.33.0:159-198): an image is
     max_image_tokens; a video min(max_model_len // frame_tokens, num_frames // temporal) frame groups
     of max_video_frame_tokens each. Each token is merge^2 patches."""
@@ -493,7 +501,9 @@ def muse_glimmer_tower(config: ModelConfig, modality: str) -> Tower:
     )
 
 
-def glm5_costs(config: ModelConfig, settings: EngineSettings, processor: dict[str, Any]) -> list[ModalityCost]:
+def glm5_costs(
+    config: ModelConfig, settings: EngineSettings, processor: dict[str, Any], facts: EngineFacts
+) -> list[ModalityCost]:
     """models/glm5next/common/multimodal.py (0.30.0+): an image is max_image_tokens, factorised exactly
     (get_image_size_with_most_features); video is capped at _MAX_VIDEO_TOKENS = 30000 tokens, taken
     here at the cap (the frame search of Glm4v's get_max_video_tokens is not reproduced)."""
@@ -532,7 +542,9 @@ MINIMAX_M3_IMAGE_MAX_TOTAL_PIXELS = 12_845_056  # IMAGE_MAX_TOTAL_PIXELS, fixed 
 MINIMAX_M3_MAX_FRAMES = 500  # models/minimax_m3/common/mm_preprocess.py _MAX_FRAMES_PER_VIDEO (0.30.0-0.33.0)
 
 
-def minimax_m3_costs(config: ModelConfig, settings: EngineSettings, processor: dict[str, Any]) -> list[ModalityCost]:
+def minimax_m3_costs(
+    config: ModelConfig, settings: EngineSettings, processor: dict[str, Any], facts: EngineFacts
+) -> list[ModalityCost]:
     """models/minimax_m3/common/mm_preprocess.py (0.33.0:176-270; 0.30.0:177-271) with mm_counts 1 per
     modality (multimodal/encoder_budget.py 0.33.0:91-94). An image is the largest square of side
     isqrt(max_pixels) floored to patch x merge (or min(max_long_side_pixel, isqrt(max_total_pixels))),
@@ -606,7 +618,7 @@ FAMILY_SOURCES = {
     "glm5next": "models/glm5next/common/multimodal.py 0.33.0:620-700",
     "minimax_m3": "models/minimax_m3/common/mm_preprocess.py 0.33.0:176-270 and vision_tower.py 0.33.0:293-680",
 }
-CostsFn = Callable[[ModelConfig, EngineSettings, dict[str, Any]], list[ModalityCost]]
+CostsFn = Callable[[ModelConfig, EngineSettings, dict[str, Any], EngineFacts], list[ModalityCost]]
 TowerFn = Callable[[ModelConfig, str], "Tower | None"]
 # architecture -> (family, costs, tower, supports --mm-encoder-tp-mode data)
 FAMILIES: dict[str, tuple[str, CostsFn, TowerFn, bool]] = {
