@@ -230,17 +230,25 @@ def tower_moment(
     # models/qwen3_vl.py forward: from 0.32.0 raw uint8 pixels travel to the device and input_norm casts
     # them (mm_device_do_normalize); before, and in the other towers, the processor's float32 values.
     pixel_bytes = 1 if shape.family == "qwen3_vl" and facts.at_least("0.32.0") else 4
-    buffers = [
-        Buffer("pixel values on the device", (rows * cost.patches_per_row, tower.patch_input), pixel_bytes),
-        Buffer("pixel values in the model dtype", (patches, tower.patch_input), dsz),
-    ]
+    if shape.family == "deepseek_v41":
+        # mm_preprocess.py load_image makes bf16 patches; vl_model.py's .to(the aligner's dtype) keeps them.
+        buffers = [Buffer("pixel values on the device", (rows * cost.patches_per_row, tower.patch_input), dsz)]
+    else:
+        buffers = [
+            Buffer("pixel values on the device", (rows * cost.patches_per_row, tower.patch_input), pixel_bytes),
+            Buffer("pixel values in the model dtype", (patches, tower.patch_input), dsz),
+        ]
     rotary = Buffer(
         "rotary cos and sin",
         (2, patches, tower.rotary_width or tower.hidden // tower.heads),
         4 if tower.is_rotary_fp32 else dsz,
     )
     blocks = [Buffer("residual stream (patch + position embeddings)", (patches, tower.hidden), dsz), rotary]
-    if chunk < rows:
+    if chunk < rows and shape.family == "deepseek_v41":
+        # vl_model.py _process_image_input keeps each encoded image's aligner output in a list.
+        merged = (rows - chunk, cost.patches_per_row // tower.merge**2, config.hidden_size)
+        blocks.append(Buffer("embeddings of the images already encoded", merged, dsz))
+    elif chunk < rows:
         # models/gemma4_mm.py _process_video_input keeps every chunk's last hidden state until pooling.
         blocks.append(
             Buffer("last hidden states of the other chunks", (rows - chunk, cost.patches_per_row, tower.hidden), dsz)
@@ -323,6 +331,10 @@ def _chunk_rows(shape: _Shape, config: ModelConfig, rows: int) -> int:
     same in 0.29.0-0.32.0): min(free / 2, total / 10) // (patches x 4 x position_embedding_size x 8).
     Free memory at that moment is not known before the boot; the total / 10 cap is taken, which is
     the one that binds whenever more than a fifth of the GPU is free after the weights."""
+    if shape.family == "deepseek_v41":
+        # deepseek_v41/nvidia/vl_model.py _process_image_input (0.30.0-0.33.0): one image per ViT forward
+        # in both modes (deepseek_v4/common/vision.py run_dp_sharded_vision_tower loops per image too).
+        return 1
     if shape.family != "gemma4":
         return rows
     table = int(config.raw.get("vision_config", {}).get("position_embedding_size") or 0)
@@ -610,6 +622,59 @@ def minimax_m3_tower(config: ModelConfig, modality: str) -> Tower:
     )
 
 
+# --- DeepSeek-V4.1 (ViT with 2D rotary, one image per forward, a 3 x 3 aligner) ----------------------------
+
+
+def deepseek_v41_costs(
+    config: ModelConfig, settings: EngineSettings, processor: dict[str, Any], facts: EngineFacts
+) -> list[ModalityCost]:
+    """models/deepseek_v41/common/mm_preprocess.py: an image is vision_max_n_token (max_image_tokens)
+    tokens (0.30.0-0.33.0:261-266). The dummy image (get_image_size_with_most_features, :274) is from
+    0.32.0 the ViT grid that maximises patches under the budget, one newline token per aligner row:
+    n_vit = (3h) x 3((budget - 2) // h - 1) over aligner rows h; in 0.30.0-0.31.0 the largest square
+    solve_resize_ratio gives, floor(sqrt(budget - 2 + 1/4) - 1/2) aligner cells a side."""
+    vision = config.raw.get("vision_config") or {}
+    patch, ratio = int(vision.get("patch_size", 14)), int(vision.get("downsample_ratio", 3))
+    budget = int(vision.get("max_image_tokens", 1024))
+    if vision.get("max_wh_ratio") is not None:
+        raise _NotModelled("vision_config.max_wh_ratio is set: the dummy image's resize is not reproduced")
+    if facts.at_least("0.32.0"):
+        high, wide = max(
+            ((h * ratio, ((budget - 2) // h - 1) * ratio) for h in range(1, (budget - 2) // 2 + 1)),
+            key=lambda hw: hw[0] * hw[1],
+        )
+        if high * wide * patch * patch < int(vision.get("min_pixels", 295936)):
+            raise _NotModelled("the dummy image is below min_pixels: its upscale and resize are not reproduced")
+        shape = "the widest patch grid"
+    else:
+        side, cell = budget * patch * ratio, patch * ratio
+        cells = math.floor(math.sqrt((budget - 2) + 0.25) - 0.5)  # solve_resize_ratio with r = 1
+        if cells < 1:
+            raise _NotModelled("max_image_tokens too small for one aligner cell")
+        high = wide = math.floor(side * (cells * cell / side) / patch)
+        shape = "the largest square"
+    return [ModalityCost("image", budget, high * wide, f"{budget} tokens, {shape}: {high} x {wide} patches")]
+
+
+def deepseek_v41_tower(config: ModelConfig, modality: str) -> Tower:
+    """models/deepseek_v4/common/vision.py (0.33.0:81-240): a ReplicatedLinear patch embedding, RMSNorm
+    blocks with a fused-QKV attention and a gated SiLU MLP (MergedColumnParallelLinear), 2D rotary
+    tables [N, 1, head / 2] in float32. The aligner (3 x 3 unfold, w1 / GELU / w2 on patches / 9 rows)
+    holds less than a block here and is not modelled."""
+    v = config.raw["vision_config"]
+    head = int(v["hidden_size"]) // int(v["num_attention_heads"])
+    return Tower(
+        hidden=int(v["hidden_size"]),
+        intermediate=int(v["intermediate_size"]),
+        heads=int(v["num_attention_heads"]),
+        patch_input=3 * int(v["patch_size"]) ** 2,
+        merge=int(v.get("downsample_ratio", 3)),
+        is_gated=True,
+        is_rotary_fp32=True,
+        rotary_width=head // 2,
+    )
+
+
 FAMILY_SOURCES = {
     "qwen3_vl": "models/qwen2_vl.py 0.33.0:1079-1139 and qwen3_vl.py 0.33.0:959-1070 (0.29.0:963-1014)",
     "gemma4": "models/gemma4_mm.py 0.33.0:272-296 and 1272-1300 (0.29.0:259-287)",
@@ -617,6 +682,8 @@ FAMILY_SOURCES = {
     "muse_glimmer": "models/muse_glimmer.py 0.33.0:159-198",
     "glm5next": "models/glm5next/common/multimodal.py 0.33.0:620-700",
     "minimax_m3": "models/minimax_m3/common/mm_preprocess.py 0.33.0:176-270 and vision_tower.py 0.33.0:293-680",
+    "deepseek_v41": "models/deepseek_v41/common/mm_preprocess.py 0.33.0:261-300 (0.30.0:261-282), "
+    "deepseek_v41/nvidia/vl_model.py 0.33.0:208-247 and deepseek_v4/common/vision.py 0.33.0:81-240",
 }
 CostsFn = Callable[[ModelConfig, EngineSettings, dict[str, Any], EngineFacts], list[ModalityCost]]
 TowerFn = Callable[[ModelConfig, str], "Tower | None"]
@@ -639,4 +706,7 @@ FAMILIES: dict[str, tuple[str, CostsFn, TowerFn, bool]] = {
     # models/minimax_m3/nvidia/model.py (0.33.0:1155, 1207-1256): --mm-encoder-tp-mode data runs
     # run_dp_sharded_mrope_vision_model with a replicated tower.
     "MiniMaxM3SparseForConditionalGeneration": ("minimax_m3", minimax_m3_costs, minimax_m3_tower, True),
+    # models/deepseek_v41/nvidia/vl_model.py (0.33.0:218-224): data mode runs run_dp_sharded_vision_tower
+    # (whole images per rank, replicated tower).
+    "DeepseekV41ForCausalLM": ("deepseek_v41", deepseek_v41_costs, deepseek_v41_tower, True),
 }
