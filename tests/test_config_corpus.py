@@ -81,7 +81,7 @@ def test_bad_config_is_one_line_and_exit_2(name, tmp_path, capsys, apron_home_wi
 
 def test_a_per_layer_list_where_one_value_is_read_is_unknown(tmp_path, capsys, apron_home_with_facts):
     folder = folder_with(tmp_path, {**BASE, "sliding_window": [4096, None]})
-    assert main(["plan", str(folder), "--gpu", "H100", "--json"]) == 0
+    assert main(["plan", str(folder), "--gpu", "H100", "--json"]) == 1  # a verdict other than fits
     plan = json.loads(capsys.readouterr().out)
     assert plan["verdict"] == "unknown"
     assert any("'sliding_window' is a per-layer list" in u for u in plan["unknowns"])

@@ -11,9 +11,12 @@ import math
 import pytest
 
 from apron.checkpoint.snapshot import load_snapshot
+from apron.engine.facts import load_facts
 from apron.hardware import resolve_gpu
+from apron.plan.encoder import deepseek_v41_costs, estimate_encoder
+from apron.plan.model_config import ModelConfig
 from apron.plan.planner import plan_checkpoint
-from apron.plan.settings import UserSettings
+from apron.plan.settings import UserSettings, resolve_settings
 from conftest import snapshot_path
 
 MIB = 2**20
@@ -223,13 +226,71 @@ def test_dummy_items_are_capped_by_prompts_of_max_model_len():
 
 
 def test_every_multimodal_fixture_has_an_encoder_term_or_says_why_not():
+    # (MiniMax-M3 and DeepSeek-V4.1 have their own tests below)
     for name in ("Qwen/Qwen3.6-35B-A3B-FP8", "google/gemma-4-31B-it", "meta-models/Muse-Glimmer-30B"):
         result = plan(name, "H100")
         assert moment(result, "vision encoder")["bytes"] > 0, name
         assert not [u for u in result.unknowns if "encoder" in u], (name, result.unknowns)
-    unread = plan("MiniMaxAI/MiniMax-M3", "H100")  # a tower the plan does not read says so; it adds no zero
-    assert "encoder peak not modelled" in unread.details["encoder"]["unknown"]
-    assert any("encoder peak not modelled" in u for u in unread.unknowns)
+    # a tower the plan does not read says so and adds no zero (a real snapshot under a new class name)
+    snapshot = load_snapshot(snapshot_path("meta-models/Muse-Glimmer-30B"))
+    config = ModelConfig.from_config(snapshot.config)
+    facts, gpu = load_facts("0.33.0"), resolve_gpu("H100")
+    settings = resolve_settings(snapshot, config, gpu, facts, UserSettings(max_model_len=4096))
+    unread = estimate_encoder(
+        "NewTowerForConditionalGeneration", config, settings, facts, {}, gpu_total_bytes=gpu.total_bytes
+    )
+    assert unread.moment is None and "encoder peak not modelled" in (unread.unknown or "")
+
+
+def test_minimax_m3_profiles_the_longest_dummy_video():
+    """mm_preprocess.py: a frame is the widest factor pair of 602,112 px / 28^2 = 768 units (24 x 32),
+    768 tokens per 2 frames; the frames are the most that fit max_model_len, at most 500."""
+    short = plan("MiniMaxAI/MiniMax-M3", "H100").details["encoder"]["batch"]
+    # 4096 // 768 = 5 frame pairs; budget max(8192, 3840) // 3840 = 2 items
+    assert (short["modality"], short["tokens_per_item"], short["items"]) == ("video", 5 * 768, 2)
+    assert short["patches"] == 2 * 5 * 768 * 4
+    images = plan("MiniMaxAI/MiniMax-M3", "H100", limit_mm_per_prompt=(("video", 0),)).details["encoder"]["batch"]
+    # isqrt(451,584) = 672 px square: (672 / 28)^2 tokens
+    assert (images["modality"], images["tokens_per_item"], images["items"]) == ("image", 24 * 24, 8192 // 576)
+
+
+def test_minimax_m3_projector_on_every_patch_sets_the_encoder_peak():
+    result = plan("MiniMaxAI/MiniMax-M3", "H200", tensor_parallel_size=8, max_model_len=1048576)
+    batch = result.details["encoder"]["batch"]
+    assert (batch["tokens_per_item"], batch["items"]) == (250 * 768, 1)  # 500 frames
+    patches = 250 * 768 * 4
+    encoder = buffers(result, "vision encoder")
+    assert encoder["pixel values on the device"] == patches * 3 * 2 * 14 * 14 * 4  # float32
+    assert encoder["projector activation output"] == patches * (6144 // 8) * 2
+    # row-parallel fc2: the partial sum and the all-reduce's new tensor, both full width
+    assert encoder["projector fc2 output"] == encoder["projector all-reduce output"] == patches * 6144 * 2
+    assert encoder["encoder outputs held in the encoder cache"] == 250 * 768 * 6144 * 2
+    assert "residual stream (patch + position embeddings)" not in encoder  # the blocks' set is smaller
+    data = plan("MiniMaxAI/MiniMax-M3", "H200", tensor_parallel_size=8, mm_encoder_tp_mode="data")
+    assert "projector all-reduce output" not in buffers(data, "vision encoder")
+    assert not result.unknowns or all("layout" not in u for u in result.unknowns)
+    text = plan("MiniMaxAI/MiniMax-M3", "H200", tensor_parallel_size=8, language_model_only=True)
+    assert "vision encoder" not in {m["name"] for m in text.details["activation"]["moments"]}
+
+
+def test_deepseek_v41_encodes_one_widest_image_at_a_time():
+    snapshot, gpu = load_snapshot(snapshot_path("deepseek-ai/DeepSeek-V4.1-Flash")), resolve_gpu("H200")
+    user = UserSettings(max_model_len=4096, tensor_parallel_size=8)
+    result = plan_checkpoint(snapshot, gpu, user, engine_version="0.33.0")
+    batch = result.details["encoder"]["batch"]
+    # budget 1024 tokens: one aligner row of (1022 // 1 - 1) cells + newline + start/end -> 3 x 3063 patches
+    assert (batch["modality"], batch["tokens_per_item"], batch["items"]) == ("image", 1024, 8192 // 1024)
+    assert batch["patches"] == 8 * 3 * 3063
+    encoder = buffers(result, "vision encoder")
+    assert encoder["pixel values on the device"] == 8 * 3 * 3063 * 3 * 14 * 14 * 2  # bf16 from the processor
+    assert encoder["residual stream (patch + position embeddings)"] == 3 * 3063 * 1024 * 2  # one image
+    assert encoder["embeddings of the images already encoded"] == 7 * 3063 // 3 * 5120 * 2
+    assert encoder["rotary cos and sin"] == 2 * 3 * 3063 * 32 * 4
+    assert not result.unknowns
+    # 0.30.0: the largest square, floor(sqrt(1022.25) - 0.5) = 31 cells of 3 patches a side
+    config, older = ModelConfig.from_config(snapshot.config), load_facts("0.30.0")
+    settings = resolve_settings(snapshot, config, gpu, older, user)
+    assert [c.patches_per_item for c in deepseek_v41_costs(config, settings, {}, older)] == [93 * 93]
 
 
 def test_hybrid_refusal_at_defaults_and_the_emitted_max_num_seqs_still_fits():

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from apron.checkpoint.snapshot import load_snapshot
@@ -132,3 +134,25 @@ def test_mxfp4_triton_relayout_on_hopper():
     sizes = (e * 2 * i * h // 2, e * h * i // 2, e * 5888 * 92, e * 3072 * 92, e * 4 * 2 * i, e * 4 * h)
     segments = sum(-(-n // (2 * MIB)) * 2 * MIB if n >= 20 * MIB else n for n in sizes)
     assert experts.bytes_per_gpu == 36 * (values + scales + biases + segments - sum(sizes))
+
+
+def test_vision_towers_split_as_their_linear_classes():
+    """MiniMax-M3's tower (minimax_m3/common/vision_tower.py): QKVParallelLinear with 16 KV heads,
+    column fc1 / projector linear_1, row out_proj / fc2 / linear_2 (biases whole), a Conv3d patch
+    embedding with no TP class. Norms are their own line."""
+    ckpt = load_snapshot(snapshot_path("MiniMaxAI/MiniMax-M3"))
+    tower = [
+        t
+        for t in ckpt.tensors
+        if t.name.startswith(("vision_tower.", "multi_modal_projector.", "patch_merge_mlp.")) and "norm" not in t.name
+    ]
+    whole = re.compile(r"patch_embedding|(out_proj|fc2|linear_2)\.bias$")
+    replicated = sum(t.num_elements * 2 for t in tower if whole.search(t.name))
+    split = sum(t.num_elements * 2 for t in tower if not whole.search(t.name))
+    at8 = estimate_weights(ckpt, ModelConfig.from_config(ckpt.config), WeightSettings(8, "bfloat16", (9, 0)))
+    assert not at8.unknown_layout_tensors
+    assert next(line.bytes_per_gpu for line in at8.lines if line.group == "vision/audio tower") == (
+        split // 8 + replicated
+    )
+    # Qwen-VL-style qkv / proj / patch_embed / pos_embed (GLM-5.3-Flash's are in the contract corpus)
+    assert not weights("Qwen/Qwen3.8-Flash-Next", 8).unknown_layout_tensors

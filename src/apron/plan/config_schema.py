@@ -277,7 +277,12 @@ NESTED_KEYS: dict[str, dict[str, Kind]] = {
 }
 NESTED_KEYS["rope_parameters"] = NESTED_KEYS["rope_scaling"]
 # Top-level keys of every config (multimodal ones included).
-TOP_KEYS: dict[str, Kind] = {"quantization_config": TABLE, "compression_config": TABLE, "vision_config": TABLE}
+TOP_KEYS: dict[str, Kind] = {
+    "quantization_config": TABLE,
+    "compression_config": TABLE,
+    "vision_config": TABLE,
+    "projector_hidden_size": DIM,  # MiniMax-M3's multi_modal_projector
+}
 QUANT_KEYS: dict[str, Kind] = {
     "quant_method": TEXT,
     "group_size": _integer(-1, MAX_DIM),
@@ -301,6 +306,17 @@ VISION_KEYS: dict[str, Kind] = {
     "pooling_kernel_size": KERNEL,
     "position_embedding_size": LENGTH,
     "image_size": _integer(1, 2**16),
+    "num_channels": _integer(1, 64),
+    "img_token_compression_config": TABLE,  # MiniMax-M3: its keys below
+    # DeepSeek-V4.1's dummy image: a search over aligner rows up to max_image_tokens / 2 (bounded here)
+    "downsample_ratio": _integer(1, 64),
+    "max_image_tokens": _integer(3, 2**20),
+    "max_wh_ratio": POSITIVE,
+    "min_pixels": _integer(1, 2**40),
+}
+VISION_COMPRESSION_KEYS: dict[str, Kind] = {
+    "temporal_patch_size": _integer(1, 64),
+    "spatial_merge_size": _integer(1, 64),
 }
 
 
@@ -326,6 +342,10 @@ def check_config(config: dict[str, Any], text: dict[str, Any], file: str) -> tup
     if isinstance(vision, dict):
         for key, kind in VISION_KEYS.items():
             _check(vision, key, kind, f"vision_config.{key}", file, None)
+        compression = vision.get("img_token_compression_config")
+        if isinstance(compression, dict):
+            for key, kind in VISION_COMPRESSION_KEYS.items():
+                _check(compression, key, kind, f"vision_config.img_token_compression_config.{key}", file, None)
     _required(text, prefix, file)
     _consistent(text, prefix, file, unknowns)
     return tuple(unknowns)

@@ -45,6 +45,8 @@ class Tower:
     merge: int = 1  # spatial merge: merge^2 patches -> one token
     is_gated: bool = False  # SwiGLU-style MLP (gate and up outputs live together)
     is_rotary_fp32: bool = False  # the tower computes its rotary tables in float32
+    rotary_width: int = 0  # values per patch in each of the cos and sin tables (0: the head size)
+    projector: tuple[int, int] | None = None  # (mid, out) of a column/row-parallel MLP run on every patch
 
 
 @dataclass(frozen=True)
@@ -143,7 +145,7 @@ def _estimate(
 ) -> EncoderProfile:
     _, costs_fn, tower_fn, supports_data_mode = family
     limits = dict(settings.user.limit_mm_per_prompt)
-    costs = costs_fn(config, settings, processor)
+    costs = costs_fn(config, settings, processor, facts)
     active = [c for c in costs if limits.get(c.modality, DEFAULT_LIMIT) > 0]
     persistent = runner_buffers(config, settings, name)
     if not active:
@@ -242,18 +244,34 @@ def tower_moment(
     # models/qwen3_vl.py forward: from 0.32.0 raw uint8 pixels travel to the device and input_norm casts
     # them (mm_device_do_normalize); before, and in the other towers, the processor's float32 values.
     pixel_bytes = 1 if shape.family == "qwen3_vl" and facts.at_least("0.32.0") else 4
-    buffers = [
-        Buffer("pixel values on the device", (rows * cost.patches_per_row, tower.patch_input), pixel_bytes),
-        Buffer("pixel values in the model dtype", (patches, tower.patch_input), dsz),
-        Buffer("residual stream (patch + position embeddings)", (patches, tower.hidden), dsz),
-        Buffer("rotary cos and sin", (2, patches, tower.hidden // tower.heads), 4 if tower.is_rotary_fp32 else dsz),
-    ]
-    if chunk < rows:
+    if shape.family == "deepseek_v41":
+        # mm_preprocess.py load_image makes bf16 patches; vl_model.py's .to(the aligner's dtype) keeps them.
+        buffers = [Buffer("pixel values on the device", (rows * cost.patches_per_row, tower.patch_input), dsz)]
+    else:
+        buffers = [
+            Buffer("pixel values on the device", (rows * cost.patches_per_row, tower.patch_input), pixel_bytes),
+            Buffer("pixel values in the model dtype", (patches, tower.patch_input), dsz),
+        ]
+    rotary = Buffer(
+        "rotary cos and sin",
+        (2, patches, tower.rotary_width or tower.hidden // tower.heads),
+        4 if tower.is_rotary_fp32 else dsz,
+    )
+    blocks = [Buffer("residual stream (patch + position embeddings)", (patches, tower.hidden), dsz), rotary]
+    if chunk < rows and shape.family == "deepseek_v41":
+        # vl_model.py _process_image_input keeps each encoded image's aligner output in a list.
+        merged = (rows - chunk, cost.patches_per_row // tower.merge**2, config.hidden_size)
+        blocks.append(Buffer("embeddings of the images already encoded", merged, dsz))
+    elif chunk < rows:
         # models/gemma4_mm.py _process_video_input keeps every chunk's last hidden state until pooling.
-        buffers.append(
+        blocks.append(
             Buffer("last hidden states of the other chunks", (rows - chunk, cost.patches_per_row, tower.hidden), dsz)
         )
-    buffers += _block_peak(tower, patches, tp, dsz)
+    blocks += _block_peak(tower, patches, tp, dsz)
+    # The blocks' live set or, after them, the projector's (the blocks' tables freed by then).
+    projector = _projector_peak(tower, patches, tp, dsz)
+    is_projector_peak = sum(b.num_bytes for b in projector) > sum(b.num_bytes for b in blocks)
+    buffers += projector if is_projector_peak else blocks
     kept = (
         Buffer(
             "encoder outputs held in the encoder cache",
@@ -265,7 +283,11 @@ def tower_moment(
         f"{shape.items} dummy {cost.modality} item(s) x {cost.tokens_per_item} tokens ({cost.basis})"
         + (f"; encoded {chunk} of {rows} rows at a time" if chunk < rows else "")
         + ("; --mm-encoder-tp-mode data: whole items per rank, full tower" if shape.is_data_mode else "")
-        + "; the largest block's live tensors (eager: freed at last use)"
+        + (
+            "; the projector's live tensors on every patch, after the blocks (eager: freed at last use)"
+            if is_projector_peak
+            else "; the largest block's live tensors (eager: freed at last use)"
+        )
     )
     return Moment("vision encoder", tuple(buffers) + kept, basis), kept
 
@@ -286,6 +308,30 @@ def _block_peak(tower: Tower, patches: int, tp: int, dsz: int) -> list[Buffer]:
     return max(attention, mlp, key=lambda bs: sum(b.num_bytes for b in bs))
 
 
+def _projector_peak(tower: Tower, patches: int, tp: int, dsz: int) -> list[Buffer]:
+    """A projector run on every patch before the merge (MiniMax-M3: vision_tower.py 0.31.0-0.33.0
+    MiniMaxVLVisionModel.forward -> multi_modal_projector), after the blocks' tables are freed: its input,
+    then the larger of fc1 + activation and activation + fc2. fc2 is row-parallel: under tensor
+    parallelism its partial sum and the all-reduce's result live together, since every all-reduce path
+    returns a new tensor (distributed/device_communicators/cuda_communicator.py 0.33.0:362-440,
+    pynccl.py 0.33.0:290-291: out_tensor = torch.empty_like(in_tensor))."""
+    if tower.projector is None:
+        return []
+    mid, out = tower.projector[0] // tp, tower.projector[1]
+    head = [Buffer("tower output (projector input)", (patches, tower.hidden), dsz)]
+    fc1 = [
+        Buffer("projector fc1 output", (patches, mid), dsz),
+        Buffer("projector activation output", (patches, mid), dsz),
+    ]
+    fc2 = [
+        Buffer("projector activation output", (patches, mid), dsz),
+        Buffer("projector fc2 output", (patches, out), dsz),
+    ]
+    if tp > 1:
+        fc2.append(Buffer("projector all-reduce output", (patches, out), dsz))
+    return head + max(fc1, fc2, key=lambda bs: sum(b.num_bytes for b in bs))
+
+
 def _output_width(family: str, config: ModelConfig) -> int:
     if family == "qwen3_vl":
         vision = config.vision
@@ -299,6 +345,10 @@ def _chunk_rows(shape: _Shape, config: ModelConfig, rows: int) -> int:
     same in 0.29.0-0.32.0): min(free / 2, total / 10) // (patches x 4 x position_embedding_size x 8).
     Free memory at that moment is not known before the boot; the total / 10 cap is taken, which is
     the one that binds whenever more than a fifth of the GPU is free after the weights."""
+    if shape.family == "deepseek_v41":
+        # deepseek_v41/nvidia/vl_model.py _process_image_input (0.30.0-0.33.0): one image per ViT forward
+        # in both modes (deepseek_v4/common/vision.py run_dp_sharded_vision_tower loops per image too).
+        return 1
     if shape.family != "gemma4":
         return rows
     table = int(config.vision.get("position_embedding_size") or 0)
@@ -313,7 +363,9 @@ class _NotModelled(Exception):
 # --- Qwen3-VL's tower: Qwen3-VL, Qwen3.5 / 3.6 / 3.8, Qwen4-Exp ------------------------------------------
 
 
-def qwen3_vl_costs(config: ModelConfig, settings: EngineSettings, processor: dict[str, Any]) -> list[ModalityCost]:
+def qwen3_vl_costs(
+    config: ModelConfig, settings: EngineSettings, processor: dict[str, Any], facts: EngineFacts
+) -> list[ModalityCost]:
     """models/qwen2_vl.py get_image_size_with_most_features / get_max_image_tokens and qwen3_vl.py
     get_max_video_tokens (0.33.0:1079-1139, 1038-1070; same in 0.29.0): the image budget is
     size.longest_edge pixels over (patch x merge)^2, factorised with an aspect ratio <= 200; the
@@ -362,7 +414,9 @@ GEMMA4_VIDEO_FRAMES = 32  # models/gemma4_mm.py _VIDEO_MAX_FRAMES (0.29.0-0.33.0
 GEMMA4_VIDEO_SOFT_TOKENS = 70  # _VIDEO_MAX_SOFT_TOKENS
 
 
-def gemma4_costs(config: ModelConfig, settings: EngineSettings, processor: dict[str, Any]) -> list[ModalityCost]:
+def gemma4_costs(
+    config: ModelConfig, settings: EngineSettings, processor: dict[str, Any], facts: EngineFacts
+) -> list[ModalityCost]:
     """models/gemma4_mm.py get_mm_max_tokens_per_item (0.33.0:272-296; 0.29.0:259-287): an image is
     vision_config.default_output_length soft tokens, a video 32 frames x (70 + 2 + 6) tokens, audio
     the processor's audio_seq_length. The HF processor pads every image to max_soft_tokens x k^2
@@ -404,7 +458,9 @@ def gemma4_tower(config: ModelConfig, modality: str) -> Tower | None:
 # --- Idefics3 / SmolVLM (SigLIP-style tower, pixel-shuffle connector) ----------------------------------
 
 
-def idefics3_costs(config: ModelConfig, settings: EngineSettings, processor: dict[str, Any]) -> list[ModalityCost]:
+def idefics3_costs(
+    config: ModelConfig, settings: EngineSettings, processor: dict[str, Any], facts: EngineFacts
+) -> list[ModalityCost]:
     """models/idefics3.py get_num_image_tokens: tiles x image_seq_len, one tile per image with
     do_image_splitting off, else (longest_edge / max_image_size)^2 tiles plus the global image."""
     vision = config.vision
@@ -436,7 +492,9 @@ def idefics3_tower(config: ModelConfig, modality: str) -> Tower:
 # --- Muse-Glimmer and GLM-5.3 (Qwen-VL-style patch towers with their own token budgets) ------------------
 
 
-def muse_glimmer_costs(config: ModelConfig, settings: EngineSettings, processor: dict[str, Any]) -> list[ModalityCost]:
+def muse_glimmer_costs(
+    config: ModelConfig, settings: EngineSettings, processor: dict[str, Any], facts: EngineFacts
+) -> list[ModalityCost]:
     """models/muse_glimmer.py get_mm_max_tokens_per_item (0.33.0:159-198): an image is
     max_image_tokens; a video min(max_model_len // frame_tokens, num_frames // temporal) frame groups
     of max_video_frame_tokens each. Each token is merge^2 patches."""
@@ -469,7 +527,9 @@ def muse_glimmer_tower(config: ModelConfig, modality: str) -> Tower:
     )
 
 
-def glm5_costs(config: ModelConfig, settings: EngineSettings, processor: dict[str, Any]) -> list[ModalityCost]:
+def glm5_costs(
+    config: ModelConfig, settings: EngineSettings, processor: dict[str, Any], facts: EngineFacts
+) -> list[ModalityCost]:
     """models/glm5next/common/multimodal.py (0.30.0+): an image is max_image_tokens, factorised exactly
     (get_image_size_with_most_features); video is capped at _MAX_VIDEO_TOKENS = 30000 tokens, taken
     here at the cap (the frame search of Glm4v's get_max_video_tokens is not reproduced)."""
@@ -498,14 +558,148 @@ def glm5_tower(config: ModelConfig, modality: str) -> Tower:
     )
 
 
+# --- MiniMax-M3 (CLIP-style tower with 3D rotary, a projector on every patch, then a patch merge) --------
+
+# transformers_utils/processors/minimax_m3.py (0.30.0-0.33.0): the vendored processor's defaults, which
+# vLLM uses when the checkpoint's preprocessor_config.json does not set them.
+MINIMAX_M3_IMAGE_DEFAULTS = {"patch_size": 14, "merge_size": 2, "temporal_patch_size": 2, "max_pixels": 451584}
+MINIMAX_M3_VIDEO_DEFAULTS = {"patch_size": 14, "merge_size": 2, "temporal_patch_size": 2, "max_pixels": 602112}
+MINIMAX_M3_IMAGE_MAX_TOTAL_PIXELS = 12_845_056  # IMAGE_MAX_TOTAL_PIXELS, fixed in the processor module
+MINIMAX_M3_MAX_FRAMES = 500  # models/minimax_m3/common/mm_preprocess.py _MAX_FRAMES_PER_VIDEO (0.30.0-0.33.0)
+
+
+def minimax_m3_costs(
+    config: ModelConfig, settings: EngineSettings, processor: dict[str, Any], facts: EngineFacts
+) -> list[ModalityCost]:
+    """models/minimax_m3/common/mm_preprocess.py (0.33.0:176-270; 0.30.0:177-271) with mm_counts 1 per
+    modality (multimodal/encoder_budget.py 0.33.0:91-94). An image is the largest square of side
+    isqrt(max_pixels) floored to patch x merge (or min(max_long_side_pixel, isqrt(max_total_pixels))),
+    one temporal patch. A video's frame is the widest factor pair of max_pixels / (patch x merge)^2
+    units; the frames are the most whose ceil(frames / temporal) x frame tokens fit max_model_len
+    (_get_max_video_frames), at most 500. Each token is merge^2 patches."""
+    pre = processor.get("preprocessor_config.json") or {}
+    image = {k: int(pre.get(k) or v) for k, v in MINIMAX_M3_IMAGE_DEFAULTS.items()}
+    video_cfg = processor.get("video_preprocessor_config.json") or {}
+    video = {k: int(video_cfg.get(k) or v) for k, v in MINIMAX_M3_VIDEO_DEFAULTS.items()}
+    source = "preprocessor_config.json" if pre else "the vendored processor's defaults (no preprocessor_config.json)"
+    factor, merge2 = image["patch_size"] * image["merge_size"], image["merge_size"] ** 2
+    long_side = pre.get("max_long_side_pixel")
+    side_px = min(int(long_side), math.isqrt(MINIMAX_M3_IMAGE_MAX_TOTAL_PIXELS)) if long_side else None
+    side = max(factor, ((side_px or math.isqrt(image["max_pixels"])) // factor) * factor)
+    image_tokens = (side // factor) ** 2
+    costs = [ModalityCost("image", image_tokens, image_tokens * merge2, f"a {side} px square image ({source})")]
+    vfactor, vmerge2 = video["patch_size"] * video["merge_size"], video["merge_size"] ** 2
+    frame_pixels = video["max_pixels"]
+    if video_cfg.get("max_long_side_pixel"):
+        frame_pixels = min(frame_pixels, int(video_cfg["max_long_side_pixel"]) ** 2)
+    units = frame_pixels // (vfactor * vfactor)
+    high = next(h for h in range(math.isqrt(units), 0, -1) if units % h == 0)
+    frame_tokens = high * (units // high)
+    temporal = video["temporal_patch_size"]
+    fitting = temporal * (settings.max_model_len // frame_tokens) or 1
+    frames = max(1, min(fitting, MINIMAX_M3_MAX_FRAMES))
+    video_tokens = -(-frames // temporal) * frame_tokens
+    costs.append(
+        ModalityCost(
+            "video",
+            video_tokens,
+            video_tokens * vmerge2,
+            f"{frames} frames of {high * vfactor}x{units // high * vfactor} px ({frame_tokens} tokens per "
+            f"{temporal} frames)",
+        )
+    )
+    return costs
+
+
+def minimax_m3_tower(config: ModelConfig, modality: str) -> Tower:
+    """models/minimax_m3/common/vision_tower.py (0.33.0:36-330, 527-680): Conv3d patch embedding, CLIP
+    blocks (LayerNorm, fc1/GELU/fc2), 3D rotary tables (3, N, half_rot) float32 for cos and sin
+    (0.31.0-0.33.0; 0.30.0 builds (N, half_rot) tables, not modelled apart), then
+    multi_modal_projector (vision hidden -> projector_hidden_size -> text hidden) on every patch and
+    the patch-merge MLP on merge^2-patch groups."""
+    v = config.vision
+    compression = v.get("img_token_compression_config") or {}
+    head = int(v["hidden_size"]) // int(v["num_attention_heads"])
+    half_axis = (2 * (2 * (head // 2) // 3 // 2)) // 2  # t_dim = h_dim = w_dim = 2 * ((rope_dims // 3) // 2)
+    text_hidden = config.hidden_size
+    return Tower(
+        hidden=int(v["hidden_size"]),
+        intermediate=int(v["intermediate_size"]),
+        heads=int(v["num_attention_heads"]),
+        patch_input=int(v.get("num_channels", 3))
+        * int(compression.get("temporal_patch_size", 2))
+        * int(v["patch_size"]) ** 2,
+        merge=int(compression.get("spatial_merge_size", 2)),
+        is_rotary_fp32=True,
+        rotary_width=3 * 3 * half_axis,
+        projector=(int(config.raw.get("projector_hidden_size") or text_hidden), text_hidden),
+    )
+
+
+# --- DeepSeek-V4.1 (ViT with 2D rotary, one image per forward, a 3 x 3 aligner) ----------------------------
+
+
+def deepseek_v41_costs(
+    config: ModelConfig, settings: EngineSettings, processor: dict[str, Any], facts: EngineFacts
+) -> list[ModalityCost]:
+    """models/deepseek_v41/common/mm_preprocess.py: an image is vision_max_n_token (max_image_tokens)
+    tokens (0.30.0-0.33.0:261-266). The dummy image (get_image_size_with_most_features, :274) is from
+    0.32.0 the ViT grid that maximises patches under the budget, one newline token per aligner row:
+    n_vit = (3h) x 3((budget - 2) // h - 1) over aligner rows h; in 0.30.0-0.31.0 the largest square
+    solve_resize_ratio gives, floor(sqrt(budget - 2 + 1/4) - 1/2) aligner cells a side."""
+    vision = config.vision
+    patch, ratio = int(vision.get("patch_size", 14)), int(vision.get("downsample_ratio", 3))
+    budget = int(vision.get("max_image_tokens", 1024))
+    if vision.get("max_wh_ratio") is not None:
+        raise _NotModelled("vision_config.max_wh_ratio is set: the dummy image's resize is not reproduced")
+    if facts.at_least("0.32.0"):
+        high, wide = max(
+            ((h * ratio, ((budget - 2) // h - 1) * ratio) for h in range(1, (budget - 2) // 2 + 1)),
+            key=lambda hw: hw[0] * hw[1],
+        )
+        if high * wide * patch * patch < int(vision.get("min_pixels", 295936)):
+            raise _NotModelled("the dummy image is below min_pixels: its upscale and resize are not reproduced")
+        shape = "the widest patch grid"
+    else:
+        side, cell = budget * patch * ratio, patch * ratio
+        cells = math.floor(math.sqrt((budget - 2) + 0.25) - 0.5)  # solve_resize_ratio with r = 1
+        if cells < 1:
+            raise _NotModelled("max_image_tokens too small for one aligner cell")
+        high = wide = math.floor(side * (cells * cell / side) / patch)
+        shape = "the largest square"
+    return [ModalityCost("image", budget, high * wide, f"{budget} tokens, {shape}: {high} x {wide} patches")]
+
+
+def deepseek_v41_tower(config: ModelConfig, modality: str) -> Tower:
+    """models/deepseek_v4/common/vision.py (0.33.0:81-240): a ReplicatedLinear patch embedding, RMSNorm
+    blocks with a fused-QKV attention and a gated SiLU MLP (MergedColumnParallelLinear), 2D rotary
+    tables [N, 1, head / 2] in float32. The aligner (3 x 3 unfold, w1 / GELU / w2 on patches / 9 rows)
+    holds less than a block here and is not modelled."""
+    v = config.vision
+    head = int(v["hidden_size"]) // int(v["num_attention_heads"])
+    return Tower(
+        hidden=int(v["hidden_size"]),
+        intermediate=int(v["intermediate_size"]),
+        heads=int(v["num_attention_heads"]),
+        patch_input=3 * int(v["patch_size"]) ** 2,
+        merge=int(v.get("downsample_ratio", 3)),
+        is_gated=True,
+        is_rotary_fp32=True,
+        rotary_width=head // 2,
+    )
+
+
 FAMILY_SOURCES = {
     "qwen3_vl": "models/qwen2_vl.py 0.33.0:1079-1139 and qwen3_vl.py 0.33.0:959-1070 (0.29.0:963-1014)",
     "gemma4": "models/gemma4_mm.py 0.33.0:272-296 and 1272-1300 (0.29.0:259-287)",
     "idefics3": "models/idefics3.py get_num_image_tokens (0.32.0)",
     "muse_glimmer": "models/muse_glimmer.py 0.33.0:159-198",
     "glm5next": "models/glm5next/common/multimodal.py 0.33.0:620-700",
+    "minimax_m3": "models/minimax_m3/common/mm_preprocess.py 0.33.0:176-270 and vision_tower.py 0.33.0:293-680",
+    "deepseek_v41": "models/deepseek_v41/common/mm_preprocess.py 0.33.0:261-300 (0.30.0:261-282), "
+    "deepseek_v41/nvidia/vl_model.py 0.33.0:208-247 and deepseek_v4/common/vision.py 0.33.0:81-240",
 }
-CostsFn = Callable[[ModelConfig, EngineSettings, dict[str, Any]], list[ModalityCost]]
+CostsFn = Callable[[ModelConfig, EngineSettings, dict[str, Any], EngineFacts], list[ModalityCost]]
 TowerFn = Callable[[ModelConfig, str], "Tower | None"]
 # architecture -> (family, costs, tower, supports --mm-encoder-tp-mode data)
 FAMILIES: dict[str, tuple[str, CostsFn, TowerFn, bool]] = {
@@ -523,4 +717,10 @@ FAMILIES: dict[str, tuple[str, CostsFn, TowerFn, bool]] = {
     "Idefics3ForConditionalGeneration": ("idefics3", idefics3_costs, idefics3_tower, False),
     "MuseGlimmerForConditionalGeneration": ("muse_glimmer", muse_glimmer_costs, muse_glimmer_tower, False),
     "Glm5NextForConditionalGeneration": ("glm5next", glm5_costs, glm5_tower, False),
+    # models/minimax_m3/nvidia/model.py (0.33.0:1155, 1207-1256): --mm-encoder-tp-mode data runs
+    # run_dp_sharded_mrope_vision_model with a replicated tower.
+    "MiniMaxM3SparseForConditionalGeneration": ("minimax_m3", minimax_m3_costs, minimax_m3_tower, True),
+    # models/deepseek_v41/nvidia/vl_model.py (0.33.0:218-224): data mode runs run_dp_sharded_vision_tower
+    # (whole images per rank, replicated tower).
+    "DeepseekV41ForCausalLM": ("deepseek_v41", deepseek_v41_costs, deepseek_v41_tower, True),
 }

@@ -73,6 +73,39 @@ _NAMED_ROLES = (
     ),
     (re.compile(r"\.ple\.ple_embedding\.layer_multipliers$|\.index_qk_proj\."), "replicated"),
     (re.compile(r"\.self_attn\.index_k_proj\."), "replicated"),
+    # DeepSeek-V4.1's image span embeddings are plain parameters of the wrapper and its patch embedding
+    # a ReplicatedLinear (deepseek_v41/nvidia/vl_model.py 0.33.0:159-167, deepseek_v4/common/vision.py
+    # 0.33.0:81-95); MiniMax-M3's Conv3d patch embedding has no TP class (minimax_m3/common/
+    # vision_tower.py 0.33.0:56-62) and its projector and patch merger are column (linear_1) then row
+    # (linear_2) parallel (vision_tower.py 0.33.0:543-558, 584-599).
+    (
+        re.compile(
+            r"^image_(start|end|newline)$|^vision\.patch_embed\.proj\.|\.vision_model\.embeddings\.patch_embedding\.weight$"
+        ),
+        "replicated",
+    ),
+    (
+        re.compile(
+            r"^(multi_modal_projector|patch_merge_mlp)\.linear_1\.|^(multi_modal_projector|patch_merge_mlp)\.linear_2\.weight$"
+        ),
+        "sharded",
+    ),
+    (re.compile(r"^(multi_modal_projector|patch_merge_mlp)\.linear_2\.bias$"), "replicated"),
+    # MiniMax-M3's tower attention: a QKVParallelLinear with as many KV heads as heads (vision_tower.py
+    # 0.33.0:101-109), so k and v split like q, not by the language model's KV heads.
+    (re.compile(r"^vision_tower\.vision_model\.encoder\.layers\.\d+\.self_attn\.[kv]_proj\."), "sharded"),
+    # Qwen-VL-style towers (Qwen3-VL family, GLM-5.3-Flash): the attention's qkv is a QKVParallelLinear
+    # with as many KV heads as heads and its out projection a RowParallelLinear (model_executor/models/
+    # qwen2_5_vl.py 0.33.0:374-395; models/glm5next/common/multimodal.py 0.33.0:150-166); GLM's merger
+    # proj a ColumnParallelLinear with gather_output (multimodal.py 0.33.0:302-310): all keep 1 / tp.
+    (
+        re.compile(r"visual\.blocks\.\d+\.attn\.(qkv\.(weight|bias)|proj\.weight)$|visual\.merger\.proj\.weight$"),
+        "sharded",
+    ),
+    # Their patch embeddings (Conv3dLayer: qwen3_vl.py 0.33.0:392, glm5next/common/multimodal.py 0.33.0:67),
+    # learned position table (nn.Embedding: qwen3_vl.py 0.33.0:617) and GLM's downsample (Conv2dLayer:
+    # multimodal.py 0.33.0:427) have no TP class: whole on every rank.
+    (re.compile(r"visual\.(patch_embed\.proj|pos_embed|downsample)\.weight$"), "replicated"),
     (re.compile(r"\.self_attn\.index_q_proj\."), "kv"),
     # GLM-5.3-Flash KDA (glm5next/common/kda.py): f_a / g_a are the replicated shards of the fused
     # input projection; b, f_b, g_b and the short convolutions split by head.
