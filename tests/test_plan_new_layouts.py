@@ -228,3 +228,23 @@ def test_host_ram_flag_must_be_positive(tmp_path):
     )
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr.strip().splitlines() == ["apron: error: --host-ram-bytes 0 must be a positive integer"]
+
+
+def test_a_multimodal_plan_that_fits_no_length_at_its_budget_names_a_shorter_one_that_fits():
+    """MiniMax-M3 at its 1M default profiles a 500-frame dummy video that leaves no KV memory on 8 x H200;
+    the dummy batch shrinks with --max-model-len, so the advice re-plans shorter lengths."""
+    checkpoint = loaded_snapshot("MiniMaxAI--MiniMax-M3")
+    h200 = resolve_gpu("H200")
+    plan = plan_checkpoint(checkpoint, h200, UserSettings(tensor_parallel_size=8), "0.33.0")
+    assert plan.verdict == "does_not_fit"
+    fixes = [p.message for p in plan.problems if p.kind == "fix"]
+    assert not any(f.startswith("no max_model_len fits") for f in fixes)
+    (advice,) = [f for f in fixes if f.startswith("--max-model-len ")]
+    length = int(advice.split()[1])
+    assert length < plan.settings.max_model_len
+
+    def verdict(max_model_len: int) -> str:
+        user = UserSettings(tensor_parallel_size=8, max_model_len=max_model_len)
+        return plan_checkpoint(checkpoint, h200, user, "0.33.0").verdict
+
+    assert verdict(length) == "fits" and verdict(2 * length) == "does_not_fit"

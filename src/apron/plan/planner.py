@@ -64,7 +64,38 @@ def plan_checkpoint(
         advice = tp_advice(checkpoint, gpu, user, plan, calibration)
     if advise and plan.verdict == "unknown" and plan.model.is_multimodal and not user.language_model_only:
         advice = text_only_advice(checkpoint, gpu, user, plan, calibration)
+    if advise and _no_length_fits(plan) and plan.model.is_multimodal and not user.language_model_only:
+        shorter = max_model_len_advice(checkpoint, gpu, user, plan, calibration)
+        if shorter is not None:
+            kept = tuple(p for p in plan.problems if not (p.kind == "fix" and p.message.startswith(NO_LENGTH)))
+            plan = replace(plan, problems=kept + (shorter,))
     return replace(plan, problems=plan.problems + (advice,)) if advice is not None else plan
+
+
+NO_LENGTH = "no max_model_len fits"
+
+
+def _no_length_fits(plan: Plan) -> bool:
+    return plan.verdict == "does_not_fit" and any(
+        p.kind == "fix" and p.message.startswith(NO_LENGTH) for p in plan.problems
+    )
+
+
+def max_model_len_advice(
+    checkpoint: Checkpoint, gpu: Gpu, user: UserSettings, plan: Plan, calibration: Calibration | None = None
+) -> Problem | None:
+    """No length fits at this budget, but a multimodal model's budget moves with the length: vLLM sizes
+    the encoder's dummy batch (videos, images) to max_model_len (multimodal/encoder_budget.py, 0.33.0).
+    The longest of max_model_len / 2, / 4, ... (down to 1,024) whose own plan fits, as a fix."""
+    length = plan.settings.max_model_len // 2
+    while length >= 1024:
+        shorter = replace(user, max_model_len=length)
+        if plan_checkpoint(checkpoint, gpu, shorter, plan.engine_version, calibration, advise=False).verdict == "fits":
+            return Problem(
+                "fix", f"--max-model-len {length} fits (the encoder's profiling batch shrinks with it)", "predicted"
+            )
+        length //= 2
+    return None
 
 
 _MEMORY_PROBLEMS = ("weights_exceed_request", "no_kv_memory", "kv_cache_too_small")
