@@ -252,7 +252,10 @@ def test_engine_refusal_and_missing_engine(fake_vllm, tmp_path, apron_home):
     missing = boot(
         plan, [parse_target("local")], BootOptions(vllm=str(tmp_path / "no-vllm"), weights=weights), store
     ).record.to_json()
-    assert missing["outcome"] == "harness_fault" and missing["fault"]["reason"] == "engine not installed on the target"
+    assert (
+        missing["outcome"] == "harness_fault"
+        and missing["fault"]["reason"] == "the engine is not installed where the boot ran"
+    )
 
 
 def test_ctrl_c_stops_the_engine_and_tears_down(fake_vllm, tmp_path, apron_home):
