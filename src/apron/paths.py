@@ -4,6 +4,7 @@ it writes a file there."""
 from __future__ import annotations
 
 import os
+from functools import lru_cache
 from pathlib import Path
 
 
@@ -11,6 +12,13 @@ def _root(kind: str) -> Path:
     home = os.environ.get("APRON_HOME")
     if home:
         return Path(home) / kind
+    env = os.environ
+    return _platform_dir(kind, env.get("HOME"), env.get("XDG_CACHE_HOME"), env.get("XDG_DATA_HOME"))
+
+
+@lru_cache(maxsize=8)
+def _platform_dir(kind: str, *environment: str | None) -> Path:
+    """platformdirs' answer, kept per environment it reads (a plan asks several times; each costs ~0.1 ms)."""
     import platformdirs
 
     return Path(platformdirs.user_cache_dir("apron") if kind == "cache" else platformdirs.user_data_dir("apron"))

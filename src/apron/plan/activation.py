@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 
 from apron.engine.facts import EngineFacts
 from apron.plan.model_config import ModelConfig
@@ -32,7 +33,7 @@ class Buffer:
     shape: tuple[int, ...]
     dtype_bytes: int
 
-    @property
+    @cached_property  # a plan reads every buffer's size many times (moments, peaks, details)
     def num_bytes(self) -> int:
         return math.prod(self.shape) * self.dtype_bytes
 
@@ -44,7 +45,7 @@ class Moment:
     basis: str
     is_modelled: bool = True
 
-    @property
+    @cached_property
     def num_bytes(self) -> int:
         return sum(b.num_bytes for b in self.buffers)
 
@@ -54,7 +55,7 @@ class ActivationEstimate:
     moments: tuple[Moment, ...]  # the moments that happen in this configuration
     skipped: tuple[tuple[str, str], ...]  # (moment, why it does not happen)
 
-    @property
+    @cached_property
     def peak(self) -> Moment | None:
         """The largest moment, or None when some moment that happens is not modelled."""
         if any(not m.is_modelled for m in self.moments):
