@@ -104,6 +104,18 @@ def _str_list(value: Any) -> str | None:
     return None
 
 
+# Keys vLLM's max_model_len derivation reads (config/model.py possible_keys), in its order.
+MAX_LEN_KEYS = (
+    "max_position_embeddings",
+    "n_positions",
+    "max_seq_len",
+    "seq_length",
+    "model_max_length",
+    "max_target_positions",
+    "max_sequence_length",
+    "max_seq_length",
+    "seq_len",
+)
 LAYERS = _integer(1, MAX_LAYERS)
 LAYERS_OR_NONE = _integer(0, MAX_LAYERS)
 HEADS = _integer(1, MAX_HEADS)
@@ -138,21 +150,7 @@ MODEL_KEYS: dict[str, Kind] = {
     **dict.fromkeys(("num_local_experts", "n_routed_experts", "num_experts", "moe_num_experts", "n_experts"), EXPERTS),
     **dict.fromkeys(("moe_intermediate_size", "expert_intermediate_size"), DIM),
     **dict.fromkeys(("num_experts_per_tok", "experts_per_token", "moe_topk", "num_experts_per_token"), TOP_K),
-    **dict.fromkeys(
-        (
-            "max_position_embeddings",
-            "n_positions",
-            "max_seq_len",
-            "seq_length",
-            "model_max_length",
-            "max_target_positions",
-            "max_sequence_length",
-            "max_seq_length",
-            "seq_len",
-            "original_max_position_embeddings",
-        ),
-        LENGTH,
-    ),
+    **dict.fromkeys((*MAX_LEN_KEYS, "original_max_position_embeddings"), LENGTH),
     "head_dim": DIM_OR_NONE,  # 0 in some configs (GLM-5.3-Flash): not given, derived
     "vocab_size": _integer(1, MAX_VOCAB),
     "kv_lora_rank": DIM,

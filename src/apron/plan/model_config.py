@@ -23,18 +23,6 @@ _INTERMEDIATE = ("intermediate_size", "ffn_hidden_size", "n_inner", "ffn_dim")
 _EXPERTS = ("num_local_experts", "n_routed_experts", "num_experts", "moe_num_experts", "n_experts")
 _MOE_INTERMEDIATE = ("moe_intermediate_size", "expert_intermediate_size")
 _TOPK = ("num_experts_per_tok", "experts_per_token", "moe_topk", "num_experts_per_token")
-# Keys vLLM's max_model_len derivation reads (config/model.py possible_keys), in its order.
-MAX_LEN_KEYS = (
-    "max_position_embeddings",
-    "n_positions",
-    "max_seq_len",
-    "seq_length",
-    "model_max_length",
-    "max_target_positions",
-    "max_sequence_length",
-    "max_seq_length",
-    "seq_len",
-)
 
 
 def _given(table: dict[str, Any]) -> dict[str, Any]:

@@ -16,7 +16,8 @@ from apron.checkpoint import Checkpoint
 from apron.engine.facts import EngineFacts
 from apron.errors import BadInput
 from apron.hardware import Gpu
-from apron.plan.model_config import MAX_LEN_KEYS, ModelConfig
+from apron.plan.config_schema import MAX_LEN_KEYS
+from apron.plan.model_config import ModelConfig
 from apron.plan.quantity import Problem
 
 DTYPE_ALIASES = {
