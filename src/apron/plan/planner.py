@@ -17,7 +17,7 @@ from apron.plan.encoder import is_tower_whole_on_every_rank
 from apron.plan.model_config import ModelConfig
 from apron.plan.parsers import parser_flags, tokenizer_note
 from apron.plan.quantity import Problem, Quantity, one_of
-from apron.plan.result import VERDICTS, ModelIdentity, Plan, PlanSettings, Verdict
+from apron.plan.result import VERDICTS, ModelIdentity, Plan, Verdict
 from apron.plan.settings import EngineSettings, UserSettings, resolve_settings, user_flags
 from apron.plan.weights import WeightsEstimate, WeightSettings, estimate_weights
 
@@ -189,7 +189,7 @@ def _plan(
         gpu_name=gpu.name,
         gpu_count=settings.tensor_parallel_size,
         total_bytes_per_gpu=gpu.total_bytes,
-        settings=PlanSettings.from_json(settings.to_json()),
+        settings=settings.plan_settings(),
         compute_capability=gpu.capability_text,
         verdict=verdict(problems, budget.verdict),
         quantities=quantities,

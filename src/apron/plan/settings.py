@@ -19,6 +19,7 @@ from apron.hardware import Gpu
 from apron.plan.config_schema import MAX_LEN_KEYS
 from apron.plan.model_config import ModelConfig
 from apron.plan.quantity import Problem
+from apron.plan.result import PlanSettings
 
 DTYPE_ALIASES = {
     "auto": "auto",
@@ -177,24 +178,25 @@ class EngineSettings:
     def uses_cudagraphs(self) -> bool:
         return bool(self.cudagraph_capture_sizes)
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "tensor_parallel_size": self.tensor_parallel_size,
-            "max_model_len": self.max_model_len,
-            "gpu_memory_utilization": self.gpu_memory_utilization,
-            "max_num_seqs": self.max_num_seqs,
-            "max_num_batched_tokens": self.max_num_batched_tokens,
-            "kv_cache_dtype": self.kv_cache_dtype,
-            "dtype": self.dtype,
-            "enforce_eager": self.enforce_eager,
-            "language_model_only": self.language_model_only,
-            "limit_mm_per_prompt": dict(self.user.limit_mm_per_prompt),
-            "mm_encoder_tp_mode": self.user.mm_encoder_tp_mode or "weights",
-            "cudagraph_capture_sizes": list(self.cudagraph_capture_sizes),
-            "extra_flags": list(self.user.extra_flags),
-            "env": self.user.env_dict,
-            "kv_cache_memory_bytes": self.kv_cache_memory_bytes,
-        }
+    def plan_settings(self) -> PlanSettings:
+        """The settings as the plan document carries them (defaults resolved)."""
+        return PlanSettings(
+            tensor_parallel_size=self.tensor_parallel_size,
+            max_model_len=self.max_model_len,
+            gpu_memory_utilization=self.gpu_memory_utilization,
+            max_num_seqs=self.max_num_seqs,
+            max_num_batched_tokens=self.max_num_batched_tokens,
+            kv_cache_dtype=self.kv_cache_dtype,
+            dtype=self.dtype,
+            enforce_eager=self.enforce_eager,
+            language_model_only=self.language_model_only,
+            limit_mm_per_prompt=tuple(self.user.limit_mm_per_prompt),
+            mm_encoder_tp_mode=self.user.mm_encoder_tp_mode or "weights",
+            cudagraph_capture_sizes=tuple(self.cudagraph_capture_sizes),
+            extra_flags=tuple(self.user.extra_flags),
+            env=tuple(self.user.env_dict.items()),
+            kv_cache_memory_bytes=self.kv_cache_memory_bytes,
+        )
 
 
 def resolve_settings(
