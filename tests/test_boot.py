@@ -25,7 +25,8 @@ from pathlib import Path
 import pytest
 
 from apron.boot.command import build_command, parse_extra_args
-from apron.boot.runner import SshSettings, boot
+from apron.boot.hosts import SshSettings
+from apron.boot.runner import boot
 from apron.boot.session import BootOptions
 from apron.boot.targets import parse_target
 from apron.errors import BadInput

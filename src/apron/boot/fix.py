@@ -15,7 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from apron.boot.answers import AnswerSettings, after_healthy_hook
-from apron.boot.runner import BootResult, SshSettings, boot
+from apron.boot.hosts import NO_SSH, SshSettings
+from apron.boot.runner import BootResult, boot
 from apron.boot.session import BootOptions, Progress
 from apron.boot.targets import TargetSpec
 from apron.plan.result import Plan
@@ -26,7 +27,6 @@ from apron.rules import Fingerprint, RuleMatch, StatusStore
 from apron.units import shorten
 
 Replan = Callable[[Plan, UserSettings], Plan]  # (plan, corrected settings) -> the plan made from them
-NO_SSH = SshSettings()
 
 
 @dataclass

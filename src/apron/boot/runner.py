@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from apron.boot.hosts import Host, LocalHost, SshHost, SshTarget
+from apron.boot.hosts import NO_SSH, Host, LocalHost, SshHost, SshSettings
 from apron.boot.record import boot_record
 from apron.boot.session import (
     AfterHealthy,
@@ -28,13 +28,6 @@ from apron.units import shorten
 
 
 @dataclass(frozen=True)
-class SshSettings:
-    identity_file: str | None = None
-    known_hosts_file: str | None = None
-    options: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
 class BootResult:
     record_id: str
     record: BootRecord
@@ -50,8 +43,7 @@ def open_host(
     if spec.kind == "local":
         return LocalHost(), None
     if spec.kind == "ssh":
-        target = SshTarget(spec.host or "", spec.user, spec.port, ssh.identity_file, ssh.known_hosts_file, ssh.options)
-        host = SshHost(target)
+        host = SshHost(ssh.target(spec.host or "", spec.user, spec.port))
         progress(f"connecting to {host.address}")
         host.check()
         return host, None
@@ -81,9 +73,7 @@ def probe_engine(spec: TargetSpec, options: BootOptions, ssh: SshSettings, progr
         raise BadInput(f"--on {spec.address}: give --gpu and --engine to plan a SOURCE for a rented machine")
     host: Host = LocalHost()
     if spec.kind == "ssh":
-        host = SshHost(
-            SshTarget(spec.host or "", spec.user, spec.port, ssh.identity_file, ssh.known_hosts_file, ssh.options)
-        )
+        host = SshHost(ssh.target(spec.host or "", spec.user, spec.port))
     try:
         vllm, python, _ = resolve_tools(host, options)
         engine = probe_identity(host, python, options).get("engine") or {}
@@ -101,7 +91,7 @@ def boot(
     options: BootOptions,
     store: RecordStore,
     after_healthy: AfterHealthy | None = None,
-    ssh: SshSettings = SshSettings(),
+    ssh: SshSettings = NO_SSH,
     progress: Progress = lambda m: None,
 ) -> BootResult:
     if not targets:

@@ -175,8 +175,8 @@ def boot_command(
     which is planned first (then --gpu is needed)."""
     from apron.boot.answers import AnswerSettings
     from apron.boot.command import parse_extra_args
+    from apron.boot.hosts import SshSettings
     from apron.boot.request import BootRequest, failure, parse_env, probe_failure, run_boot
-    from apron.boot.runner import SshSettings
     from apron.boot.session import BootOptions
 
     plan = None
