@@ -102,7 +102,7 @@ def records_import_command(file: str, snapshots: str | None, records: str | None
     Every boot is planned first, with the settings it was served with; nothing is written unless all are."""
     from pathlib import Path
 
-    from apron.records.imports import import_boots, published_planner
+    from apron.calibrate.published import import_boots, published_planner
 
     path = Path(file)
     if not path.is_file():
@@ -141,7 +141,7 @@ def calibrate_command(
 ) -> None:
     """Fit the terms the planner labels observed to the boots in the store, per release and GPU class,
     with the leave-one-out error of every quantity before and after (exit 1 when nothing is fitted)."""
-    from apron.records.calibrate import calibrate, render
+    from apron.calibrate.factors import calibrate, render
 
     gpu_name = None
     if gpu:
