@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from apron.boot.hosts import NO_SSH, Host, LocalHost, SshHost, SshSettings
-from apron.boot.record import boot_record
+from apron.boot.record import EngineLog, boot_record
 from apron.boot.session import (
     AfterHealthy,
     Attempt,
@@ -34,6 +34,7 @@ class BootResult:
     plan_id: str
     probe_id: str | None = None  # `apron probe`: the probe record linked to this boot
     probe: ProbeRecord | None = None
+    log: EngineLog | None = None  # the engine log the record was built from, parsed (None: none kept)
 
 
 def open_host(
@@ -109,14 +110,15 @@ def boot(
             )
             earlier.append(EarlierAttempt(attempt.target, attempt.started_at, attempt.fault, store.put_blob(log_bytes)))
             continue
-        record = boot_record(plan_id, attempt, log_bytes, store.put_blob(log_bytes), earlier)
+        log = EngineLog.read(log_bytes)
+        record = boot_record(plan_id, attempt, log, store.put_blob(log_bytes), earlier)
         record_id = store.put(record)
         if not options.probe_functions:
-            return BootResult(record_id, record, plan_id)
+            return BootResult(record_id, record, plan_id, log=log)
         from apron.boot.probing import probe_record
 
         probe = probe_record(record_id, record, plan, attempt.probe_files)
-        return BootResult(record_id, record, plan_id, store.put(probe), probe)
+        return BootResult(record_id, record, plan_id, store.put(probe), probe, log)
     raise AssertionError("unreachable")
 
 
