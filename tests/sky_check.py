@@ -22,7 +22,8 @@ from typing import Any
 import sky
 from sky.server.common import RequestId
 
-from apron.boot.runner import SshSettings, boot
+from apron.boot.hosts import SshSettings
+from apron.boot.runner import boot
 from apron.boot.session import BootOptions
 from apron.boot.sky import SkyCluster
 from apron.boot.targets import parse_target

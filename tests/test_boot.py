@@ -24,15 +24,20 @@ from pathlib import Path
 
 import pytest
 
+from apron.boot.answers import AnswerSettings
 from apron.boot.command import build_command, parse_extra_args
-from apron.boot.runner import SshSettings, boot
+from apron.boot.fix import boot_with_fix, replan_from_plan
+from apron.boot.hosts import SshSettings
+from apron.boot.runner import boot
 from apron.boot.session import BootOptions
 from apron.boot.targets import parse_target
 from apron.errors import BadInput
+from apron.measure.logparse import parse_log
 from apron.plan.result import ModelIdentity
-from apron.records.documents import BootRecord, PlanRecord, compare
+from apron.records.documents import BootRecord, FixRecord, PlanRecord, compare
 from apron.records.saved import saved_plan
 from apron.records.store import RecordStore
+from apron.rules import fingerprint
 from conftest import FIXTURES
 from plan_helpers import base_plan
 
@@ -256,6 +261,41 @@ def test_engine_refusal_and_missing_engine(fake_vllm, tmp_path, apron_home):
         missing["outcome"] == "harness_fault"
         and missing["fault"]["reason"] == "the engine is not installed where the boot ran"
     )
+
+
+class StoreThatKeepsLogs(RecordStore):
+    """The real store, except that reading a log back from it fails the test: the --fix loop must read
+    the log the boot handed along, not fetch it again."""
+
+    def get_blob(self, sha256: str) -> bytes:
+        raise AssertionError(f"the fix loop read blob {sha256[:12]} back from the store")
+
+
+def test_the_fix_loop_reads_the_log_handed_with_the_boot_not_the_store(fake_vllm, tmp_path, apron_home, monkeypatch):
+    """A refused boot (the stand-in prints the real engine's KV-too-small refusal), corrected once and
+    refused again: the fingerprint and the fix record come from the parsed log the boot returned, which
+    is the log the store keeps."""
+    from apron.checkpoint.example import TinySpec, write_tiny_model
+
+    monkeypatch.chdir(tmp_path)  # the plan's source is the local folder tiny-gemma2, re-planned after the fix
+    weights = write_tiny_model(tmp_path / "tiny-gemma2", TinySpec(family="gemma2")).folder
+    options = BootOptions(vllm=fake_vllm, weights=str(weights), extra_env={"FAKE_VLLM_MODE": "fail"})
+    store = StoreThatKeepsLogs(tmp_path / "records")
+    answers = AnswerSettings(suite="none", serve_test=False)
+    outcome = boot_with_fix(
+        base_plan(), [parse_target("local")], options, store, answers, replan_from_plan, max_attempts=1
+    )
+    failed, corrected = outcome.boots
+    assert failed.log is not None and failed.record.log is not None
+    kept = RecordStore(tmp_path / "records").get_blob(failed.record.log.sha256)
+    assert failed.log.text.encode() == kept and failed.log.parsed == parse_log(kept.decode())
+    fix = RecordStore(tmp_path / "records").get_as(outcome.fixes[-1], FixRecord).document
+    found = fingerprint(kept.decode(), engine_version="0.32.0")
+    assert found is not None and (fix.fingerprint, fix.family) == (found.id, found.family)
+    assert fix.rule == "kv_cache_max_model_len" and fix.corrected_flags == ("--max-model-len 1792",)
+    assert "--max-model-len 2048" in fix.could_have_known  # read from the log's non-default args
+    assert (fix.failed_boot, fix.corrected_boot, fix.status) == (failed.record_id, corrected.record_id, "hypothesis")
+    assert outcome.stopped_because == "still failing after 1 corrected boots"
 
 
 def test_ctrl_c_stops_the_engine_and_tears_down(fake_vllm, tmp_path, apron_home):

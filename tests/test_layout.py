@@ -1,5 +1,5 @@
 """The import rules the layout promises, read from the source (imports inside functions count too):
-arrows point down (cli -> boot/report -> rules -> records/plan -> measure/checkpoint/engine/hardware),
+arrows point down (cli -> boot/report/calibrate -> rules -> records/plan -> measure/checkpoint/engine/hardware),
 and nothing on the planning path imports torch, transformers or vllm. A change that breaks one fails here.
 """
 
@@ -22,16 +22,33 @@ MAY_IMPORT = {
     "hardware": set(),
     "measure": set(),
     "plan": {"checkpoint", "engine", "hardware"},
-    "records": {"plan", "checkpoint", "hardware"},  # a GPU named in a calibration or a published boot
+    "records": {"plan"},  # only the documents it stores (RECORDS_FROM_PLAN)
+    "calibrate": {"records", "plan", "checkpoint", "hardware"},  # the store against the calculator
     "rules": {"records", "plan", "checkpoint", "engine", "hardware", "measure"},
     "report": {"rules", "records", "plan", "checkpoint", "engine", "hardware", "measure"},
     "boot": {"rules", "records", "plan", "checkpoint", "engine", "hardware", "measure"},
     "mcp": {"report", "rules", "records", "plan", "checkpoint", "engine", "hardware", "measure"},
-    "cli": {"mcp", "boot", "report", "rules", "records", "plan", "checkpoint", "engine", "hardware", "measure"},
+    "cli": {
+        "mcp",
+        "boot",
+        "report",
+        "calibrate",
+        "rules",
+        "records",
+        "plan",
+        "checkpoint",
+        "engine",
+        "hardware",
+        "measure",
+    },
     "errors": set(),
     "paths": set(),
     "units": set(),
 }
+# records/ is the store, the documents and their views: from the planner it takes only the typed
+# documents it stores - the Plan (plan.result) and the labelled quantities inside plans and boot records
+# (plan.quantity). Planning a boot or fitting the planner to boots is calibrate/'s work.
+RECORDS_FROM_PLAN = {"apron.plan.result", "apron.plan.quantity"}
 PLANNING_PATH = ("plan", "checkpoint", "engine", "hardware")
 HEAVY = {"torch", "transformers", "vllm"}
 
@@ -75,6 +92,11 @@ def test_plan_imports_no_stage_above_it_and_records_no_boot_or_measure():
     assert not rooms["records"] & {"boot", "measure", "rules", "report", "cli"}
 
 
+def test_records_import_nothing_of_the_planner_but_the_documents_they_store():
+    taken = {name for _, name in imports()["records"] if name == "apron.plan" or name.startswith("apron.plan.")}
+    assert taken <= RECORDS_FROM_PLAN, sorted(taken - RECORDS_FROM_PLAN)
+
+
 def test_no_heavy_import_on_the_planning_path():
     heavy = sorted(
         f"{file} imports {name}"
@@ -96,3 +118,95 @@ def test_a_plan_and_a_check_load_no_heavy_module(apron_home_with_facts):
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stderr.strip().splitlines()[-1] == "[]"
+
+
+def test_a_command_imports_only_its_own_module(apron_home_with_facts):
+    """The CLI's command modules load lazily: `apron plan` imports apron.cli.plan and nothing of the
+    other commands (boot, records, rules, ...), which is part of what keeps a plan's start-up short."""
+    code = (
+        "import sys, apron.cli; apron.cli.main(['plan', 'Qwen/Qwen3-0.6B', '--gpu', 'H100', '--json']); "
+        "print(sorted(m for m in sys.modules if m.startswith('apron.cli.')), file=sys.stderr)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stderr.strip().splitlines()[-1] == "['apron.cli.options', 'apron.cli.plan', 'apron.cli.shared']"
+
+
+def module_name(path: Path) -> str:
+    parts = ("apron", *path.relative_to(PACKAGE).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+@functools.cache
+def module_graph() -> dict[str, set[str]]:
+    """apron module -> the apron modules it imports, from every import statement in its source: at the
+    top, inside functions and under TYPE_CHECKING alike. A function-level or type-only import does not
+    fail at start-up, but it is still an arrow between the two modules, so a circle through one is a
+    circle of the house. `from apron.x import y` points at apron.x.y when y is a module, else at apron.x;
+    the packages a dotted name passes through are not arrows (Python imports them first, by design)."""
+    modules = {module_name(path): path for path in PACKAGE.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        is_package = path.name == "__init__.py"
+        arrows = graph.setdefault(name, set())
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                arrows.update(alias.name for alias in node.names if alias.name in modules)
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:  # relative: resolved against this module's package
+                    package = name.split(".") if is_package else name.split(".")[:-1]
+                    base = ".".join(package[: len(package) - node.level + 1] + ([base] if base else []))
+                for alias in node.names:
+                    target = f"{base}.{alias.name}"
+                    arrows.add(target if target in modules else base)
+        arrows &= set(modules)
+        arrows.discard(name)
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm, iteratively)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is None:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        found.append(sorted(component))
+            elif child not in index:
+                index[child] = low[child] = len(index)
+                stack.append(child)
+                work.append((child, iter(sorted(graph[child]))))
+            elif child in stack:
+                low[node] = min(low[node], index[child])
+    return found
+
+
+def test_the_circle_finder_finds_a_circle():
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert circles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_circle_anywhere():
+    graph = module_graph()
+    assert {"apron.boot.sky", "apron.boot.hosts"} <= graph["apron.boot.runner"]  # the graph sees lazy imports
+    assert not circles(graph), circles(graph)

@@ -15,7 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from apron.boot.answers import AnswerSettings, after_healthy_hook
-from apron.boot.runner import BootResult, SshSettings, boot
+from apron.boot.hosts import NO_SSH, SshSettings
+from apron.boot.runner import BootResult, boot
 from apron.boot.session import BootOptions, Progress
 from apron.boot.targets import TargetSpec
 from apron.plan.result import Plan
@@ -26,7 +27,6 @@ from apron.rules import Fingerprint, RuleMatch, StatusStore
 from apron.units import shorten
 
 Replan = Callable[[Plan, UserSettings], Plan]  # (plan, corrected settings) -> the plan made from them
-NO_SSH = SshSettings()
 
 
 @dataclass
@@ -66,14 +66,14 @@ def boot_with_fix(
         if attempt == max_attempts:
             outcome.stopped_because = f"still failing after {max_attempts} corrected boots"
             return outcome
-        correction = _correction(current, result, store, progress)
+        correction = _correction(current, result, progress)
         if isinstance(correction, str):
             outcome.stopped_because = correction
             return outcome
         found, match, corrected = correction
         statuses.note_hypothesis(match.rule_id, current.engine_version, result.record_id)
         next_plan = replan(current, corrected)
-        fix = _fix_record(current, next_plan, found, match, result, store)
+        fix = _fix_record(current, next_plan, found, match, result)
         outcome.fixes.append(store.put(fix))
         progress(f"rule {match.rule_id}: {' '.join(fix.corrected_flags) or 'settings changed'}; booting again")
         current = next_plan
@@ -81,23 +81,23 @@ def boot_with_fix(
 
 
 def _correction(
-    plan: Plan, result: BootResult, store: RecordStore, progress: Progress
+    plan: Plan, result: BootResult, progress: Progress
 ) -> tuple[Fingerprint, RuleMatch, UserSettings] | str:
-    """(fingerprint, RuleMatch, corrected settings), or the reason there is none."""
+    """(fingerprint, RuleMatch, corrected settings), or the reason there is none: read from the log the
+    boot handed along (parsed once, when the record was made), not back from the store."""
     from apron.rules import RuleFailed, fingerprint, match_rules, settings_from_plan
 
-    record = result.record
+    record, log = result.record, result.log
     if record.outcome in ("host_fault", "harness_fault"):
         return f"{record.outcome.replace('_', ' ')}: not the model's failure, nothing to correct"
-    if record.log is None:
+    if log is None:
         return "the boot keeps no engine log to read"
-    log_text = store.get_blob(record.log.sha256).decode("utf-8", errors="replace")
-    found = fingerprint(log_text, engine_version=plan.engine_version)
+    found = fingerprint(log.parsed, engine_version=plan.engine_version)
     if found is None:
         return "no decisive error found in the log"
     progress(f"failure: {found.family}: {shorten(found.message, 200)}")
     user = settings_from_plan(plan)
-    for match in match_rules(found, log_text, plan):
+    for match in match_rules(found, log.text, plan):
         try:
             return found, match, match.correction(user)
         except RuleFailed as exc:
@@ -105,16 +105,11 @@ def _correction(
     return f"no correction rule matches {found.family}"
 
 
-def _fix_record(
-    plan: Plan, next_plan: Plan, found: Fingerprint, match: RuleMatch, result: BootResult, store: RecordStore
-) -> FixRecord:
-    from apron.measure.logparse import parse_log
+def _fix_record(plan: Plan, next_plan: Plan, found: Fingerprint, match: RuleMatch, result: BootResult) -> FixRecord:
     from apron.rules import could_have_known
 
-    log = result.record.log
-    # A boot this run made always keeps its log; only imported records have none.
-    log_text = store.get_blob(log.sha256).decode("utf-8", errors="replace") if log is not None else ""
-    ran = parse_log(log_text).non_default_settings
+    # _correction found a decisive error in this log, so the boot handed one along.
+    ran = result.log.parsed.non_default_settings if result.log is not None else None
     return FixRecord(
         rule=match.rule_id,
         engine_version=plan.engine_version,

@@ -222,6 +222,22 @@ class SshTarget:
         return f"ssh://{self.destination}{port}"
 
 
+@dataclass(frozen=True)
+class SshSettings:
+    """How to reach any ssh target of a boot (--identity, --known-hosts, --ssh-option): given once, used
+    for every ssh:// target and for a rented cluster's SSH entry."""
+
+    identity_file: str | None = None
+    known_hosts_file: str | None = None
+    options: tuple[str, ...] = ()
+
+    def target(self, host: str, user: str | None = None, port: int | None = None) -> SshTarget:
+        return SshTarget(host, user, port, self.identity_file, self.known_hosts_file, self.options)
+
+
+NO_SSH = SshSettings()
+
+
 class SshHost(Host):
     """A machine reached with the system `ssh` client. Host keys are checked (StrictHostKeyChecking=yes
     against the user's known_hosts or --known-hosts FILE); the connection is never trusted blindly."""

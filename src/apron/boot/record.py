@@ -3,7 +3,7 @@ command, timings, and every number the engine's log printed (apron.records.docum
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from apron.boot.session import Attempt
@@ -48,10 +48,25 @@ TIMING_FIELDS = (
 )
 
 
+@dataclass(frozen=True)
+class EngineLog:
+    """The engine's log of one attempt, decoded and parsed once. The boot record is built from it and it
+    travels with the boot's result to whoever reads it next (the --fix loop); the store keeps the bytes."""
+
+    text: str
+    parsed: ParsedLog
+    num_bytes: int
+
+    @classmethod
+    def read(cls, raw: bytes) -> EngineLog:
+        text = raw.decode("utf-8", errors="replace")
+        return cls(text, parse_log(text), len(raw))
+
+
 def boot_record(
-    plan_id: str, attempt: Attempt, log_bytes: bytes, log_sha256: str, earlier: list[EarlierAttempt]
+    plan_id: str, attempt: Attempt, log: EngineLog, log_sha256: str, earlier: list[EarlierAttempt]
 ) -> BootRecord:
-    parsed = parse_log(log_bytes.decode("utf-8", errors="replace"))
+    parsed = log.parsed
     outcome = _outcome(attempt)
     marks = dict(attempt.timings.marks)
     if "engine_start_seconds" in marks:
@@ -65,7 +80,7 @@ def boot_record(
         target=attempt.target,
         engine=engine_identity(attempt.identity, parsed),
         hardware=hardware_identity(attempt.identity, parsed),
-        log=LogRef(log_sha256, len(log_bytes), parsed.to_json()),
+        log=LogRef(log_sha256, log.num_bytes, parsed.to_json()),
         fault=attempt.fault,
         command=attempt.command.to_json() if attempt.command else None,
         model_path=attempt.model_path,

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field, replace
 
 from apron.boot.answers import AnswerSettings
 from apron.boot.fix import FixOutcome, boot_with_fix, replan_from_plan
-from apron.boot.runner import BootResult, SshSettings, probe_engine
+from apron.boot.hosts import SshSettings
+from apron.boot.runner import BootResult, probe_engine
 from apron.boot.session import BootOptions, Progress
 from apron.boot.targets import parse_target
 from apron.errors import BadInput

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from apron.boot.hosts import Host, LocalHost, SshHost, SshTarget
-from apron.boot.record import boot_record
+from apron.boot.hosts import NO_SSH, Host, LocalHost, SshHost, SshSettings
+from apron.boot.record import EngineLog, boot_record
 from apron.boot.session import (
     AfterHealthy,
     Attempt,
@@ -28,19 +28,13 @@ from apron.units import shorten
 
 
 @dataclass(frozen=True)
-class SshSettings:
-    identity_file: str | None = None
-    known_hosts_file: str | None = None
-    options: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
 class BootResult:
     record_id: str
     record: BootRecord
     plan_id: str
     probe_id: str | None = None  # `apron probe`: the probe record linked to this boot
     probe: ProbeRecord | None = None
+    log: EngineLog | None = None  # the engine log the record was built from, parsed (None: none kept)
 
 
 def open_host(
@@ -50,8 +44,7 @@ def open_host(
     if spec.kind == "local":
         return LocalHost(), None
     if spec.kind == "ssh":
-        target = SshTarget(spec.host or "", spec.user, spec.port, ssh.identity_file, ssh.known_hosts_file, ssh.options)
-        host = SshHost(target)
+        host = SshHost(ssh.target(spec.host or "", spec.user, spec.port))
         progress(f"connecting to {host.address}")
         host.check()
         return host, None
@@ -81,9 +74,7 @@ def probe_engine(spec: TargetSpec, options: BootOptions, ssh: SshSettings, progr
         raise BadInput(f"--on {spec.address}: give --gpu and --engine to plan a SOURCE for a rented machine")
     host: Host = LocalHost()
     if spec.kind == "ssh":
-        host = SshHost(
-            SshTarget(spec.host or "", spec.user, spec.port, ssh.identity_file, ssh.known_hosts_file, ssh.options)
-        )
+        host = SshHost(ssh.target(spec.host or "", spec.user, spec.port))
     try:
         vllm, python, _ = resolve_tools(host, options)
         engine = probe_identity(host, python, options).get("engine") or {}
@@ -101,7 +92,7 @@ def boot(
     options: BootOptions,
     store: RecordStore,
     after_healthy: AfterHealthy | None = None,
-    ssh: SshSettings = SshSettings(),
+    ssh: SshSettings = NO_SSH,
     progress: Progress = lambda m: None,
 ) -> BootResult:
     if not targets:
@@ -119,14 +110,15 @@ def boot(
             )
             earlier.append(EarlierAttempt(attempt.target, attempt.started_at, attempt.fault, store.put_blob(log_bytes)))
             continue
-        record = boot_record(plan_id, attempt, log_bytes, store.put_blob(log_bytes), earlier)
+        log = EngineLog.read(log_bytes)
+        record = boot_record(plan_id, attempt, log, store.put_blob(log_bytes), earlier)
         record_id = store.put(record)
         if not options.probe_functions:
-            return BootResult(record_id, record, plan_id)
+            return BootResult(record_id, record, plan_id, log=log)
         from apron.boot.probing import probe_record
 
         probe = probe_record(record_id, record, plan, attempt.probe_files)
-        return BootResult(record_id, record, plan_id, store.put(probe), probe)
+        return BootResult(record_id, record, plan_id, store.put(probe), probe, log)
     raise AssertionError("unreachable")
 
 

@@ -15,14 +15,11 @@ import shlex
 import uuid
 from dataclasses import dataclass
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from apron.boot.hosts import SshHost, SshTarget
+from apron.boot.hosts import SshHost, SshSettings, SshTarget
 from apron.errors import BadInput, HostFault
 from apron.plan.result import Plan
-
-if TYPE_CHECKING:
-    from apron.boot.runner import SshSettings
 
 GIB = 2**30
 # PyTorch device name (the plan's GPU) -> SkyPilot accelerator name.

@@ -2,7 +2,7 @@
 
 Some terms of the KV budget rest on an observation rather than on the engine's source; their components
 say "observed" in their basis (plan/overheads.py: the non-torch base, the CUDA-graph slope). A
-calibration, fitted by records/calibrate.py from the user's own boots of one release on one GPU class,
+calibration, fitted by calibrate/factors.py from the user's own boots of one release on one GPU class,
 scales exactly those components by one factor per quantity. It is never applied by default; a plan made
 with one keeps the label "predicted" and says in the component's basis how many boots it rests on and its
 leave-one-out error. A calibration for another release or GPU class is refused, never stretched.

@@ -288,7 +288,7 @@ class BootRecord(RecordDocument):
     target: str
     engine: EngineIdentity
     hardware: HardwareIdentity
-    log: LogRef | None  # None for a boot imported from a published record (records/imports.py)
+    log: LogRef | None  # None for a boot imported from a published record (calibrate/published.py)
     fault: Fault | None = None
     command: Json | None = None  # argv, env, shell line, profile (apron.boot.command.ServeCommand)
     model_path: str | None = None

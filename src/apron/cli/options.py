@@ -1,0 +1,326 @@
+"""The options more than one command shares (and those of plan and fit, the questions agents also ask
+through MCP), declared once as data in OPTIONS; the click decorators are generated from it.
+
+One vocabulary: the same name for the same thing on every command, listed under a heading in --help.
+An option renamed for that keeps its old name as a hidden alias for one release (README, "Renamed
+options"). A command may change a spec's help text or heading where its use differs (`spec.but(...)`);
+the flags, keyword and type stay those of the one definition.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any, TypeVar
+
+import click
+
+from apron.errors import BadInput
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class GroupedOption(click.Option):
+    """An option listed under a heading in --help; OLD names still work but are not shown."""
+
+    def __init__(self, *args: Any, group: str = "Options", old_names: tuple[str, ...] = (), **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.group, self.old_names = group, old_names
+
+    def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
+        shown, self.opts = self.opts, [o for o in self.opts if o not in self.old_names]
+        try:
+            return super().get_help_record(ctx)
+        finally:
+            self.opts = shown
+
+
+class GroupedCommand(click.Command):
+    """Options in --help by group, in the order they are declared; a note on stderr for an old name."""
+
+    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        groups: dict[str, list[tuple[str, str]]] = {}
+        for param in self.get_params(ctx):
+            record = param.get_help_record(ctx) if isinstance(param, click.Option) else None
+            if record is not None:
+                groups.setdefault(getattr(param, "group", "Options"), []).append(record)
+        groups["Options"] = groups.pop("Options", [])  # --help and the ungrouped ones, last
+        for name, rows in groups.items():
+            with formatter.section(name):
+                formatter.write_dl(rows)
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        for param in self.params:
+            for old in getattr(param, "old_names", ()):
+                if any(arg == old or arg.startswith(old + "=") for arg in args):
+                    click.echo(f"apron: {old} is now {param.opts[0]}; the old name goes in the next release", err=True)
+        return super().parse_args(ctx, args)
+
+
+class GroupedGroup(click.Group):
+    """A sub-group of `apron` whose commands list their options by group."""
+
+    command_class = GroupedCommand
+    group_class = type
+
+
+class ByteSize(click.ParamType):
+    """A byte count as vLLM's human_readable_int reads it (vllm/utils/argparse_utils.py): 1k = 1,000,
+    1K = 1,024, 25.6k = 25,600; M, G, T likewise."""
+
+    name = "bytes"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        from apron.plan.settings import parse_byte_size
+
+        try:
+            return parse_byte_size(str(value))
+        except BadInput as exc:
+            self.fail(exc.message, param, ctx)
+
+
+@dataclass(frozen=True)
+class OptionSpec:
+    """One option as data: its flags, the keyword the command receives, its heading and help in --help,
+    and click's type (a Python type, or a click type that names its choices, range or path kind)."""
+
+    flags: tuple[str, ...]
+    dest: str
+    group: str = "Options"
+    help: str | None = None
+    type: Any = None
+    default: Any = None
+    show_default: bool = False
+    is_flag: bool = False
+    required: bool = False
+    old: tuple[str, ...] = ()  # hidden old names, still accepted with a note
+
+    def but(self, **changes: Any) -> OptionSpec:
+        return replace(self, **changes)
+
+    def decorator(self) -> Callable[[F], F]:
+        given = {"help": self.help, "type": self.type, "default": self.default}
+        kwargs: dict[str, Any] = {key: value for key, value in given.items() if value is not None}
+        for key in ("show_default", "is_flag", "required"):
+            if getattr(self, key):
+                kwargs[key] = True
+        return click.option(
+            *self.flags, self.dest, *self.old, cls=GroupedOption, group=self.group, old_names=self.old, **kwargs
+        )
+
+
+MODEL, ENGINE, GPU, SERVING = "Model", "Engine settings", "GPU", "Serving test"
+
+OPTIONS: tuple[OptionSpec, ...] = (
+    OptionSpec(("--json",), "as_json", "Output", "Print JSON.", is_flag=True),
+    OptionSpec(
+        ("--records",),
+        "records",
+        "Output",
+        "Record store folder (default: Apron's data dir).",
+        type=click.Path(file_okay=False),
+    ),
+    # The GPU a plan is made for (plan, boot SOURCE).
+    OptionSpec(("--gpu",), "gpu", GPU, 'PyTorch device name ("NVIDIA H100 80GB HBM3") or alias (H100, 4090).'),
+    OptionSpec(
+        ("--gpu-memory-bytes",),
+        "gpu_memory_bytes",
+        GPU,
+        "Total bytes per GPU as PyTorch reports them (overrides the catalog).",
+        type=int,
+    ),
+    OptionSpec(
+        ("--gpu-capability",), "gpu_capability", GPU, "Compute capability (e.g. 8.9) for a GPU not in the catalog."
+    ),
+    # The model and the engine settings a plan is made for (plan, boot SOURCE, fit).
+    OptionSpec(("--revision",), "revision", MODEL, "Hub revision (branch, tag or commit)."),
+    OptionSpec(
+        ("--no-catalog",),
+        "no_catalog",
+        MODEL,
+        "Fetch from the Hub even for models in the bundled catalog.",
+        is_flag=True,
+    ),
+    OptionSpec(
+        ("--from",),
+        "from_file",
+        MODEL,
+        "Check a deployment another tool proposed: a vllm serve command line (file or -), a recipe, "
+        "SkyPilot or Kubernetes YAML.",
+    ),
+    OptionSpec(
+        ("--calibration",),
+        "calibration_file",
+        MODEL,
+        "Scale the observed terms with a calibration from `apron calibrate --out` (never by default).",
+        type=click.Path(dir_okay=False),
+    ),
+    OptionSpec(
+        ("--engine",), "engine", ENGINE, "vLLM release, e.g. vllm==0.33.0 (default: newest that supports the model)."
+    ),
+    OptionSpec(("--tp",), "tp", ENGINE, "Tensor-parallel size.", type=int, default=1, show_default=True),
+    OptionSpec(("--max-model-len",), "max_model_len", ENGINE, type=int),
+    OptionSpec(("--gpu-memory-utilization",), "gpu_memory_utilization", ENGINE, type=float),
+    OptionSpec(("--max-num-seqs",), "max_num_seqs", ENGINE, type=int),
+    OptionSpec(("--max-num-batched-tokens",), "max_num_batched_tokens", ENGINE, type=int),
+    OptionSpec(
+        ("--kv-cache-memory-bytes",),
+        "kv_cache_memory_bytes",
+        ENGINE,
+        "The KV cache size itself (vLLM's syntax: 67108864, 64M, 1G); the CPU platform's way.",
+        type=ByteSize(),
+    ),
+    OptionSpec(("--kv-cache-dtype",), "kv_cache_dtype", ENGINE, default="auto", show_default=True),
+    OptionSpec(("--dtype",), "dtype", ENGINE, default="auto", show_default=True),
+    OptionSpec(("--enforce-eager",), "enforce_eager", ENGINE, is_flag=True),
+    OptionSpec(
+        ("--language-model-only",),
+        "language_model_only",
+        ENGINE,
+        "Skip the vision/audio tower (text-only serving).",
+        is_flag=True,
+    ),
+    OptionSpec(
+        ("--limit-mm-per-prompt",),
+        "limit_mm_per_prompt",
+        ENGINE,
+        'Items per prompt per modality, as vLLM takes it: \'{"image": 1, "video": 0}\'.',
+    ),
+    OptionSpec(
+        ("--mm-encoder-tp-mode",),
+        "mm_encoder_tp_mode",
+        ENGINE,
+        "How the vision tower uses --tp.",
+        type=click.Choice(["weights", "data"]),
+    ),
+    OptionSpec(
+        ("--host-ram-bytes",),
+        "host_ram_bytes",
+        "Machine",
+        "The machine's host RAM; the plan checks its pinned host tables fit.",
+        type=int,
+    ),
+    # The load `apron fit` sizes for, and where its prices come from.
+    OptionSpec(
+        ("--context", "--max-model-len"),
+        "context",
+        help="Tokens each request may hold (prompt + output): the plans' --max-model-len.",
+        type=int,
+    ),
+    OptionSpec(
+        ("--users",), "users", help="Requests served at once, each up to --context tokens.", type=int, required=True
+    ),
+    OptionSpec(
+        ("--gpus",), "gpus", help="Comma-separated GPUs to consider (names or aliases; default: the whole catalog)."
+    ),
+    OptionSpec(
+        ("--max-gpus",),
+        "max_gpus",
+        help="Largest machine: 1, 2, 4 or 8 GPUs.",
+        type=int,
+        default=8,
+        show_default=True,
+    ),
+    OptionSpec(("--prices",), "prices_file", help="A price table (apron.prices/1 JSON) replacing the bundled one."),
+    OptionSpec(("--tier",), "tier", type=click.Choice(["on-demand", "spot"]), default="on-demand", show_default=True),
+    # A served endpoint (check, serve-test) and the requests sent to it (boot, check, serve-test).
+    OptionSpec(("--model",), "model", "Endpoint", "The served model name (as /v1/models lists it).", required=True),
+    OptionSpec(
+        ("--reasoning-effort",),
+        "reasoning_effort",
+        "Checks",
+        "Send reasoning_effort (for chat templates that read it; low keeps answers short).",
+        type=click.Choice(("none", "minimal", "low", "medium", "high", "xhigh", "max")),
+    ),
+    OptionSpec(
+        ("--num-prompts",),
+        "num_prompts",
+        SERVING,
+        "Requests in the serving test.",
+        type=int,
+        default=50,
+        show_default=True,
+        old=("--serve-prompts",),
+    ),
+    OptionSpec(
+        ("--input-len",),
+        "input_len",
+        SERVING,
+        "Tokens in per request.",
+        type=int,
+        default=512,
+        show_default=True,
+        old=("--serve-input-len",),
+    ),
+    OptionSpec(
+        ("--output-len",),
+        "output_len",
+        SERVING,
+        "Tokens out per request.",
+        type=int,
+        default=128,
+        show_default=True,
+        old=("--serve-output-len",),
+    ),
+    OptionSpec(
+        ("--concurrency",),
+        "concurrency",
+        SERVING,
+        "Requests in flight at once.",
+        type=int,
+        default=4,
+        show_default=True,
+        old=("--serve-concurrency",),
+    ),
+)
+
+SPECS = {spec.dest: spec for spec in OPTIONS}
+GPU_OPTIONS = ("gpu", "gpu_memory_bytes", "gpu_capability")
+SETTINGS_OPTIONS = (
+    "revision",
+    "no_catalog",
+    "engine",
+    "tp",
+    "max_model_len",
+    "gpu_memory_utilization",
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "kv_cache_memory_bytes",
+    "kv_cache_dtype",
+    "dtype",
+    "enforce_eager",
+    "language_model_only",
+    "limit_mm_per_prompt",
+    "mm_encoder_tp_mode",
+    "host_ram_bytes",
+)
+SERVING_OPTIONS = ("num_prompts", "input_len", "output_len", "concurrency")
+
+
+def apply(decorators: list[Callable[[F], F]], command: F) -> F:
+    """Decorate as if the decorators were written in this order above the function."""
+    for decorator in reversed(decorators):
+        command = decorator(command)
+    return command
+
+
+def shared(*dests: str, **changes: Any) -> Callable[[F], F]:
+    """The OPTIONS named (by keyword), in this order, each with CHANGES (e.g. another heading)."""
+
+    def add(command: F) -> F:
+        return apply([SPECS[dest].but(**changes).decorator() for dest in dests], command)
+
+    return add
+
+
+def option(*decls: str, group: str, old: tuple[str, ...] = (), **kwargs: Any) -> Callable[[F], F]:
+    """An option only one command has, under a heading in its --help."""
+    return click.option(*decls, *old, cls=GroupedOption, group=group, old_names=old, **kwargs)
+
+
+def json_option(what: str = "Print JSON.") -> Callable[[F], F]:
+    return SPECS["as_json"].but(help=what).decorator()
+
+
+def records_option(command: F) -> F:
+    return SPECS["records"].decorator()(command)
