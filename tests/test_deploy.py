@@ -404,3 +404,32 @@ def test_the_option_table_matches_the_installed_engines_parser(tmp_path):
     ((version, entry),) = fresh.items()
     shipped = json.loads(gzip.decompress(options_module._TABLE.read_bytes()))["releases"]
     assert entry == shipped[version]
+
+
+def test_a_production_stack_key_the_chart_may_not_pass_is_listed_not_guessed(tmp_path):
+    path = tmp_path / "values.yaml"
+    text = "servingEngineSpec:\n  modelSpec:\n    - name: a\n      modelURL: Qwen/Qwen3-8B\n"
+    path.write_text(text + "      vllmConfig: {maxModelLen: 4096, v1: 1}\n")
+    (candidate,) = read_deployments(str(path))
+    assert candidate.settings == {"max_model_len": 4096} and candidate.args.of("refused") == []
+    assert any("vllmConfig.v1" in n for n in candidate.not_planned())
+
+
+def test_llm_d_with_the_containers_own_command(tmp_path):
+    path = tmp_path / "values.yaml"
+    path.write_text(
+        "modelArtifacts: {uri: 'hf://Qwen/Qwen3-8B'}\n"
+        "decode:\n  parallelism: {tensor: 2}\n  containers:\n    - name: vllm\n      modelCommand: custom\n"
+        "      command: [vllm, serve, Qwen/Qwen3-8B, --tensor-parallel-size, '2', --max-model-len, '8192']\n"
+        "      resources: {limits: {nvidia.com/gpu: 2}}\n"
+    )
+    (candidate,) = read_deployments(str(path))
+    assert (candidate.name, candidate.gpu_count.value) == ("decode", 2)
+    assert candidate.settings == {"tensor_parallel_size": 2, "max_model_len": 8192}
+
+
+def test_a_config_file_with_a_misspelt_option(tmp_path):
+    path = tmp_path / "config.yaml"
+    path.write_text("max-model-len: 4096\ngpu-memory-utilization: 0.9\nmax-num-seqs: 8\nmax-modle-len: 1\n")
+    (candidate,) = read_deployments(str(path))
+    assert candidate.format == "vllm-config" and candidate.args.of("refused") == ["--max-modle-len 1"]

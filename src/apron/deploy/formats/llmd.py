@@ -11,7 +11,7 @@ from typing import Any
 
 from apron.deploy.candidate import Found, Sourced
 from apron.deploy.formats.base import Document, count, is_data, node, strings
-from apron.deploy.formats.kubernetes import container_gpus
+from apron.deploy.formats.kubernetes import container_gpus, engine_container
 from apron.deploy.gpus import GPU_LABELS, from_label
 from apron.deploy.serve_args import Arg
 from apron.errors import BadInput
@@ -51,10 +51,21 @@ def _role(role: str, spec: dict[str, Any], doc: dict[str, Any], model: Sourced |
     at = f"{role}.containers[{index}]"
     tensor = count(node(spec, "parallelism", "tensor") or 1, f"{file}: {role}.parallelism.tensor") or 1
     local = count(node(spec, "parallelism", "dataLocal") or 1, f"{file}: {role}.parallelism.dataLocal") or 1
-    argv = [Arg("--tensor-parallel-size", f"{role}.parallelism.tensor"), Arg(str(tensor), f"{role}.parallelism.tensor")]
-    argv += [Arg(w, f"{at}.args[{i}]") for i, w in enumerate(strings(container.get("args"), f"{at}.args"))]
-    found = Found(argv, at, f"the chart's vllm serve ({container.get('modelCommand') or 'vllmServe'})", name=role)
-    found.model = model
+    command = container.get("modelCommand") or "vllmServe"
+    if command == "custom" or container.get("command"):  # the container's own command, as written
+        found = engine_container(container, spec, at)
+        if found is None:
+            raise BadInput(f"{file}: {at} (modelCommand {command}) does not start vLLM")
+        found.name, found.model = role, found.model or model
+    else:
+        # vllmServe: the chart runs `vllm serve MODEL --tensor-parallel-size T` and the args
+        argv = [
+            Arg("--tensor-parallel-size", f"{role}.parallelism.tensor"),
+            Arg(str(tensor), f"{role}.parallelism.tensor"),
+        ]
+        argv += [Arg(w, f"{at}.args[{i}]") for i, w in enumerate(strings(container.get("args"), f"{at}.args"))]
+        found = Found(argv, at, f"the chart's vllm serve ({command})", name=role)
+        found.model = model
     found.gpu_count = container_gpus(container, at) or Sourced(tensor * local, f"{role}.parallelism")
     found.env = [(str(e.get("name")), str(e.get("value")), f"{at}.env[{i}]", "value" not in e)
                  for i, e in enumerate(container.get("env") or []) if isinstance(e, dict)]  # fmt: skip

@@ -1,14 +1,13 @@
 """Helm values for vLLM production-stack: `servingEngineSpec.modelSpec[]`, one deployment each, with
 `modelURL` (the model), `repository` + `tag` (the image: vllm/vllm-openai's tag names the release),
-`requestGPU` (GPUs per replica), `replicaCount`, `vllmConfig` (each key the flag it names, camelCase
-to --kebab-case: maxModelLen -> --max-model-len, tensorParallelSize, maxNumSeqs, gpuMemoryUtilization,
-dtype; enablePrefixCaching / enableChunkedPrefill true or false -> --x / --no-x; `extraArgs` as
-written), `env`, `nodeSelectorTerms` for the GPU type, and `lmcacheConfig` (KV offloading: not
+`requestGPU` (GPUs per replica), `replicaCount`, `vllmConfig` (maxModelLen -> --max-model-len,
+tensorParallelSize, pipelineParallelSize, maxNumSeqs, gpuMemoryUtilization, dtype, maxLoras;
+enablePrefixCaching / enableChunkedPrefill true or false -> --x / --no-x; `extraArgs` as written;
+another key is listed as not planned), `env`, `nodeSelectorTerms` for the GPU type, and `lmcacheConfig` (KV offloading: not
 planned). These are values a chart renders, not manifests."""
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from apron.deploy.candidate import Found, Sourced
@@ -18,6 +17,19 @@ from apron.deploy.invocation import image_release
 from apron.deploy.serve_args import Arg
 from apron.errors import BadInput
 
+# The vllmConfig keys the chart turns into flags (the research note's list and the chart's values
+# schema); any other key is listed as not planned rather than guessed into a flag.
+VLLM_CONFIG = {
+    "maxModelLen": "max-model-len",
+    "dtype": "dtype",
+    "tensorParallelSize": "tensor-parallel-size",
+    "pipelineParallelSize": "pipeline-parallel-size",
+    "maxNumSeqs": "max-num-seqs",
+    "gpuMemoryUtilization": "gpu-memory-utilization",
+    "enablePrefixCaching": "enable-prefix-caching",
+    "enableChunkedPrefill": "enable-chunked-prefill",
+    "maxLoras": "max-loras",
+}
 NAME = "production-stack"
 TITLE = "Helm values for vLLM production-stack"
 
@@ -47,12 +59,17 @@ def _model(spec: Any, at: str, file: str) -> Found:
     argv = [
         Arg(a.text, f"{at}.vllmConfig.{key}")
         for key, value in config.items()
-        if key != "extraArgs"
-        for a in flags_from_mapping({_kebab(key): value}, "")
+        if key in VLLM_CONFIG
+        for a in flags_from_mapping({VLLM_CONFIG[key]: value}, "")
     ]
     extra = strings(config.get("extraArgs"), f"{file}: {at}.vllmConfig.extraArgs")
     argv += [Arg(w, f"{at}.vllmConfig.extraArgs[{i}]") for i, w in enumerate(extra)]
     found = Found(argv, at, "the chart's vllm serve", name=str(spec.get("name") or at))
+    found.not_planned += [
+        f"{at}.vllmConfig.{key} (Apron does not know how the chart passes it)"
+        for key in config
+        if key not in VLLM_CONFIG and key != "extraArgs"
+    ]
     found.model = Sourced(str(spec["modelURL"]), f"{at}.modelURL")
     image = f"{spec.get('repository') or ''}:{spec.get('tag') or ''}"
     found.engine = image_release(image, f"{at}.tag")
@@ -66,10 +83,6 @@ def _model(spec: Any, at: str, file: str) -> Found:
     if isinstance(replicas, int) and replicas > 1:
         found.notes.append(f"{at}.replicaCount {replicas}: each replica is planned alone")
     return found
-
-
-def _kebab(key: str) -> str:
-    return re.sub(r"(?<=[a-z0-9])([A-Z])", r"-\1", key).lower()
 
 
 def _gpu_type(found: Found, spec: dict[str, Any], at: str) -> None:

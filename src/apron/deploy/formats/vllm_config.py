@@ -13,12 +13,20 @@ NAME = "vllm-config"
 TITLE = "vllm serve --config file"
 
 
+# Keys that make a file another format's (a recipe, a task, a manifest, a chart's values).
+_OTHERS = {"run", "setup", "services", "servingEngineSpec", "modelArtifacts", "apiVersion", "kind", "resources"}
+_OTHERS |= {"args", "command", "hardware", "gpu", "gpu_count", "vllm_version", "meta", "features", "variants"}
+
+
 def claims(document: Document) -> bool:
+    """A flat map whose keys are, nearly all, vllm serve's long options (a misspelt one is a flag the
+    parser refuses, as vLLM would)."""
     doc = document.mapping
-    if doc is None or not is_data(document) or not doc:
+    if doc is None or not is_data(document) or not doc or set(map(str, doc)) & _OTHERS:
         return False
     options = release_options().options
-    return all(f"--{str(k).replace('_', '-')}" in options for k in doc)
+    known = sum(f"--{str(k).replace('_', '-')}" in options for k in doc)
+    return known >= 1 and known / len(doc) >= 0.75 and not isinstance(doc.get("model"), dict)
 
 
 def read(document: Document) -> list[Found]:
