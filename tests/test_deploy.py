@@ -12,6 +12,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from hypothesis import strategies as st
 
 from apron.deploy import pick, read_deployments
 from apron.deploy.formats import all_formats, claiming
@@ -433,3 +434,145 @@ def test_a_config_file_with_a_misspelt_option(tmp_path):
     path.write_text("max-model-len: 4096\ngpu-memory-utilization: 0.9\nmax-num-seqs: 8\nmax-modle-len: 1\n")
     (candidate,) = read_deployments(str(path))
     assert candidate.format == "vllm-config" and candidate.args.of("refused") == ["--max-modle-len 1"]
+
+
+def test_docker_gpus_all_and_a_count(tmp_path):
+    path = tmp_path / "run.sh"
+    path.write_text("docker run --gpus all vllm/vllm-openai:v0.33.0 --model Qwen/Qwen3-8B\n")
+    assert read_deployments(str(path))[0].gpu_count.value == "all"
+    path.write_text("docker run --gpus=2 -e NVIDIA_VISIBLE_DEVICES=0,1,2 vllm/vllm-openai --model Qwen/Qwen3-8B\n")
+    assert read_deployments(str(path))[0].gpu_count.value == 2  # --gpus wins
+    path.write_text("docker run --runtime nvidia -e NVIDIA_VISIBLE_DEVICES=0,1,2 vllm/vllm-openai Qwen/Qwen3-8B\n")
+    assert read_deployments(str(path))[0].gpu_count.value == 3
+
+
+def test_compose_environment_as_a_map_and_every_gpu(tmp_path):
+    path = tmp_path / "compose.yaml"
+    path.write_text(
+        "services:\n  engine:\n    image: vllm/vllm-openai:v0.33.0\n    command: [Qwen/Qwen3-8B, --max-model-len, '4096']\n"
+        "    environment: {VLLM_ALLOW_LONG_MAX_MODEL_LEN: '1', HF_TOKEN: null}\n"
+        "    deploy: {resources: {reservations: {devices: [{driver: nvidia, count: all, capabilities: [gpu]}]}}}\n"
+    )
+    (candidate,) = read_deployments(str(path))
+    assert candidate.gpu_count.value == "all" and candidate.settings["max_model_len"] == 4096
+    env = {v.name: v for v in candidate.env}
+    assert env["VLLM_ALLOW_LONG_MAX_MODEL_LEN"].use == "planned" and env["HF_TOKEN"].value == "$HF_TOKEN"
+
+
+_KEYS = st.sampled_from(
+    ["run", "resources", "accelerators", "any_of", "envs", "num_nodes", "services", "image", "command",
+     "environment", "deploy", "apiVersion", "kind", "spec", "template", "containers", "args", "env",
+     "servingEngineSpec", "modelSpec", "modelURL", "vllmConfig", "modelArtifacts", "decode", "parallelism",
+     "model", "model_id", "base_args", "features", "variants", "predictor", "modelFormat", "name", "limits"]
+)  # fmt: skip
+_LEAVES = st.one_of(
+    st.none(), st.booleans(), st.integers(-3, 10), st.floats(allow_nan=True), st.text(max_size=12),
+    st.sampled_from(["vllm serve Qwen/Qwen3-8B --tp 2", "H100:8", "vllm/vllm-openai:v0.33.0", "hf://Qwen/Qwen3-8B",
+                     "huggingface", "LeaderWorkerSet", "Deployment", "$(X)", "${Y:-1}", "--max-model-len"]),
+)  # fmt: skip
+_YAML = st.recursive(
+    _LEAVES,
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(_KEYS, inner, max_size=5)),
+    max_leaves=25,
+)
+
+
+@pytest.mark.parametrize("suffix", [".yaml", ".sh"])
+def test_no_file_crashes_the_readers(suffix, tmp_path_factory):
+    """Any text, and YAML of the formats' own keys in any shape: candidates or one line of bad input."""
+    import yaml  # type: ignore[import-untyped]
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st_
+
+    @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(st_.one_of(st_.text(max_size=300), _YAML.map(lambda d: yaml.safe_dump(d, sort_keys=False))))
+    def check(text: str) -> None:
+        path = tmp_path_factory.mktemp("fuzz") / f"candidate{suffix}"
+        path.write_text(text)
+        try:
+            read_deployments(str(path))
+        except BadInput as exc:
+            assert "\n" not in exc.message and exc.message
+
+    check()
+
+
+@pytest.mark.parametrize("suffix", [".sh", ".txt"])
+def test_a_command_line_whose_json_argument_reads_as_yaml_is_still_a_command_line(suffix, tmp_path):
+    path = tmp_path / f"serve{suffix}"
+    path.write_text(
+        'vllm serve Qwen/Qwen3-8B --speculative-config \'{"method": "ngram", "num_speculative_tokens": 3}\'\n'
+    )
+    (candidate,) = read_deployments(str(path))
+    assert candidate.format == "vllm-command" and candidate.model.value == "Qwen/Qwen3-8B"
+    assert candidate.args.of("not_planned") == ['--speculative-config {"method": "ngram", "num_speculative_tokens": 3}']
+
+
+YAML_FILES = [p for p in ALL_FILES if p.suffix == ".yaml" and p.name not in REFUSED]
+
+
+def _paths(doc, prefix=()):
+    """Every path into a YAML document."""
+    yield prefix
+    if isinstance(doc, dict):
+        for key, value in doc.items():
+            yield from _paths(value, (*prefix, key))
+    elif isinstance(doc, list):
+        for index, value in enumerate(doc):
+            yield from _paths(value, (*prefix, index))
+
+
+def _mutated(doc, path, value):
+    if not path:
+        return value
+    head, rest = path[0], path[1:]
+    if isinstance(doc, dict):
+        out = dict(doc)
+        if value is _DROP and not rest:
+            out.pop(head, None)
+        else:
+            out[head] = _mutated(doc[head], rest, value)
+        return out
+    out = list(doc)
+    if value is _DROP and not rest:
+        del out[head]
+    else:
+        out[head] = _mutated(doc[head], rest, value)
+    return out
+
+
+_DROP = object()
+
+
+@pytest.mark.parametrize("path", YAML_FILES, ids=lambda p: p.name)
+def test_mutated_real_files_give_candidates_or_one_line(path, tmp_path_factory):
+    """Each YAML fixture with one field replaced (any type), dropped or emptied: candidates whose
+    settings check out, or one line of bad input - never an internal error."""
+    import yaml  # type: ignore[import-untyped]
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st_
+
+    from apron.plan.candidate import candidate_settings
+
+    docs = list(yaml.safe_load_all(path.read_text()))
+    targets = [(i, p) for i, d in enumerate(docs) if d is not None for p in _paths(d)]
+
+    @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(st_.sampled_from(targets), st_.one_of(_YAML, st_.just(_DROP)))
+    def check(target, value):
+        index, where = target
+        changed = [(_mutated(d, where, value) if i == index else d) for i, d in enumerate(docs)]
+        if any(d is _DROP for d in changed):
+            return
+        out = tmp_path_factory.mktemp("mutated") / path.name
+        out.write_text(yaml.safe_dump_all(changed, sort_keys=False))
+        try:
+            for candidate in read_deployments(str(out)):
+                try:
+                    candidate_settings(candidate)
+                except BadInput as exc:
+                    assert "\n" not in exc.message
+        except BadInput as exc:
+            assert "\n" not in exc.message and exc.message
+
+    check()

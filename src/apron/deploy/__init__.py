@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import sys
 from pathlib import Path
+from typing import Any
 
 from apron.deploy.candidate import Candidate, Found, Sourced
 from apron.deploy.formats import format_for
@@ -41,10 +42,26 @@ def read_deployments(path: str) -> tuple[Candidate, ...]:
     reader = format_for(document)
     if reader is None:
         raise BadInput(f"{name}: not a deployment Apron reads; give {_KNOWN}")
-    founds = reader.read(document)
+    founds = _read_with(reader, document)
     names = _names(founds)
     sha256 = hashlib.sha256(raw).hexdigest()
     return tuple(Candidate.build(f, name, sha256, reader, names) for f in founds)
+
+
+def _read_with(reader: Any, document: Document) -> list[Found]:
+    """The reader's deployments; every refusal names the file, and a field of a shape the reader did not
+    expect is bad input too (never a traceback)."""
+    try:
+        return list(reader.read(document))
+    except BadInput as exc:
+        if exc.message.startswith(document.name):
+            raise
+        raise BadInput(f"{document.name}: {exc.message}") from None
+    except (TypeError, AttributeError, ValueError, KeyError, IndexError) as exc:
+        raise BadInput(
+            f"{document.name}: a {reader.TITLE} with a field of a shape Apron does not read "
+            f"({type(exc).__name__}: {' '.join(str(exc).split())[:120]})"
+        ) from None
 
 
 def pick(candidates: tuple[Candidate, ...], name: str | None) -> tuple[Candidate, ...]:

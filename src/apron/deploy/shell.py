@@ -74,6 +74,9 @@ class _Reader:
         self.line = 1
         self.heredocs: list[tuple[str, bool]] = []  # delimiters whose bodies follow the current line
 
+    def _at(self) -> str:
+        return f"{self.where}: line {self.line}" if self.where else f"line {self.line}"
+
     def run(self) -> Script:
         while self.i < len(self.text):
             self._command()
@@ -194,7 +197,7 @@ class _Reader:
             elif ch == "'":
                 end = self.text.find("'", self.i + 1)
                 if end < 0:
-                    raise BadInput(f"{self.where}: line {self.line}: a single quote is never closed")
+                    raise BadInput(f"{self._at()}: a single quote is never closed")
                 parts.append(self.text[self.i + 1 : end])
                 self.line += self.text.count("\n", self.i, end)
                 self.i, quoted = end + 1, True
@@ -245,7 +248,7 @@ class _Reader:
                 self.line += 1
             out.append(ch)
             self.i += 1
-        raise BadInput(f"{self.where}: line {self.line}: a double quote is never closed")
+        raise BadInput(f"{self._at()}: a double quote is never closed")
 
     def _expansion(self, unresolved: list[str]) -> str | None:
         """The value of `$NAME`, `${...}`, `$(...)`, `` `...` `` at self.i; None if the `$` is literal."""
@@ -259,7 +262,7 @@ class _Reader:
         if rest.startswith("${"):
             end = rest.find("}")
             if end < 0:
-                raise BadInput(f"{self.where}: line {self.line}: '${{' is never closed")
+                raise BadInput(f"{self._at()}: '${{' is never closed")
             self.i += end + 1
             return self._parameter(rest[2:end], rest[: end + 1], unresolved)
         match = _NAME.match(rest, 1)

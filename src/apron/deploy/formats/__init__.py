@@ -1,5 +1,6 @@
 """Deployment formats: one module each in this package, found at import (see `base` for what a
-module defines). Adding a format is adding a module; a file two formats claim is an error."""
+module defines). Adding a format is adding a module. A file two formats claim mixes their fields:
+bad input, named with both formats (the suite checks that every fixture is claimed by one)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from functools import lru_cache
 from types import ModuleType
 
 from apron.deploy.formats.base import Document
+from apron.errors import BadInput
 
 _NOT_FORMATS = {"base"}
 
@@ -24,12 +26,10 @@ def claiming(document: Document) -> list[ModuleType]:
     return [m for m in all_formats() if m.claims(document)]
 
 
-class AmbiguousFormat(Exception):
-    """Two format modules claim one file: a registry bug, never a silent first-wins."""
-
-
 def format_for(document: Document) -> ModuleType | None:
+    """The one format that claims the file (None: no format does); never a silent first-wins."""
     found = claiming(document)
     if len(found) > 1:
-        raise AmbiguousFormat(f"{document.name}: formats {', '.join(m.NAME for m in found)} all claim it")
+        titles = " and ".join(m.TITLE for m in found)
+        raise BadInput(f"{document.name} reads as {titles} at once; give one deployment format per file")
     return found[0] if found else None

@@ -29,6 +29,7 @@ _HELM = re.compile(
     re.M,
 )
 _JINJA = re.compile(r"^\s*\{%-?\s*(if|for|set|block|macro)\b", re.M)
+_KEY = re.compile(r"[\w.\-/]+")
 _PYTHON = re.compile(r"^(import [\w.]+|from [\w.]+ import .+)$", re.M)
 _PYTHON_BODY = re.compile(r"^(def |class |@\w|if __name__ ==)", re.M)
 
@@ -74,6 +75,13 @@ class Document:
         docs = self.mappings
         return docs[0] if len(docs) == 1 else None
 
+    @property
+    def is_yaml_data(self) -> bool:
+        """YAML mappings keyed by names: a YAML format's file. (A command line whose JSON argument
+        holds `": "` also reads as a mapping, but its key is the command, blanks and all.)"""
+        docs = self.mappings
+        return bool(docs) and all(all(_KEY.fullmatch(str(k)) for k in doc) for doc in docs)
+
     @cached_property
     def is_template(self) -> bool:
         if _HELM.search(self.text):
@@ -88,6 +96,35 @@ class Document:
 def is_data(document: Document) -> bool:
     """Neither an unrendered template nor a program: a file the YAML readers may claim."""
     return not document.is_template and not document.is_python
+
+
+def mapping(value: Any, where: str) -> dict[str, Any]:
+    """A YAML mapping field ({} when absent); any other shape is bad input naming the field."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise BadInput(f"{where} must be a mapping, not {type(value).__name__} {str(value)[:40]!r}")
+    return value
+
+
+def entries(value: Any, where: str) -> list[dict[str, Any]]:
+    """A YAML list of mappings ([] when absent); any other shape is bad input naming the field."""
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+        raise BadInput(f"{where} must be a list of mappings")
+    return value
+
+
+def words(value: Any, where: str) -> list[str]:
+    """A container's command or args: a list of words (or one string)."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    if not isinstance(value, list) or any(isinstance(v, (dict, list)) for v in value):
+        raise BadInput(f"{where} must be a list of words")
+    return [_word(v) for v in value]
 
 
 def count(value: object, where: str) -> int | None:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from apron.deploy.candidate import Found, Sourced
-from apron.deploy.formats.base import Document, found_from, is_data, sourced_count
+from apron.deploy.formats.base import Document, entries, found_from, is_data, mapping, sourced_count
 from apron.deploy.invocation import Invocation, find_invocation, image_release, is_vllm_image
 from apron.deploy.serve_args import Arg
 from apron.errors import BadInput
@@ -38,7 +38,7 @@ def read(document: Document) -> list[Found]:
     assert doc is not None
     dotenv = _dotenv(document.path)
     founds = []
-    for name, service in (doc.get("services") or {}).items():
+    for name, service in mapping(doc.get("services"), "services").items():
         if isinstance(service, dict):
             found = _service(str(name), service, dotenv, document.name)
             if found is not None:
@@ -124,9 +124,11 @@ def _environment(value: Any, where: str, dotenv: dict[str, str]) -> list[tuple[s
 
 
 def _gpus(service: dict[str, Any], at: str) -> Sourced | None:
-    devices = (((service.get("deploy") or {}).get("resources") or {}).get("reservations") or {}).get("devices")
-    for index, device in enumerate(devices or []):
-        if not isinstance(device, dict) or "gpu" not in (device.get("capabilities") or ["gpu"]):
+    deploy = mapping(service.get("deploy"), f"{at}.deploy")
+    reservations = mapping(mapping(deploy.get("resources"), f"{at}.deploy.resources").get("reservations"), at)
+    devices = entries(reservations.get("devices"), f"{at}.deploy.resources.reservations.devices")
+    for index, device in enumerate(devices):
+        if "gpu" not in (device.get("capabilities") or ["gpu"]):
             continue
         where = f"{at}.deploy.resources.reservations.devices[{index}]"
         if device.get("device_ids"):

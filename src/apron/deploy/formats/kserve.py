@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from apron.deploy.candidate import Found, Sourced
-from apron.deploy.formats.base import Document, is_data, node
+from apron.deploy.formats.base import Document, entries, is_data, mapping, node, strings
 from apron.deploy.formats.kubernetes import container_gpus, engine_container, node_gpu
 from apron.deploy.serve_args import Arg
 from apron.errors import BadInput
@@ -38,13 +38,13 @@ def read(document: Document) -> list[Found]:
         if doc.get("kind") != "InferenceService":
             continue
         name = str(node(doc, "metadata", "name") or "InferenceService")
-        predictor = node(doc, "spec", "predictor") or {}
+        predictor = mapping(node(doc, "spec", "predictor"), f"{document.name}: InferenceService/{name} spec.predictor")
         at = f"InferenceService/{name} spec.predictor"
         model = predictor.get("model")
         if isinstance(model, dict):
             founds.append(_hf_runtime(model, predictor, at, document.name, name))
             continue
-        for index, container in enumerate(predictor.get("containers") or []):
+        for index, container in enumerate(entries(predictor.get("containers"), f"{document.name}: {at}.containers")):
             found = engine_container(container, predictor, f"{at}.containers[{index}]")
             if found is not None:
                 found.name = name
@@ -61,7 +61,7 @@ def _hf_runtime(model: dict[str, Any], predictor: dict[str, Any], at: str, file:
     where = f"{at}.model"
     argv: list[Arg] = []
     own: dict[str, tuple[str, str]] = {}
-    words = [str(w) for w in model.get("args") or []]
+    words = strings(model.get("args"), f"{file}: {where}.args")
     i = 0
     while i < len(words):
         key, sep, value = words[i].partition("=")

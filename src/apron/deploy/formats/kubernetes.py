@@ -17,7 +17,16 @@ import re
 from typing import Any
 
 from apron.deploy.candidate import Found, Sourced
-from apron.deploy.formats.base import Document, found_from, is_data, script_founds, sourced_count
+from apron.deploy.formats.base import (
+    Document,
+    entries,
+    found_from,
+    is_data,
+    mapping,
+    script_founds,
+    sourced_count,
+)
+from apron.deploy.formats.base import words as word_list
 from apron.deploy.gpus import GPU_LABELS, from_label
 from apron.deploy.invocation import Invocation, find_invocation, image_release, is_vllm_image
 from apron.deploy.serve_args import Arg
@@ -40,9 +49,9 @@ def read(document: Document) -> list[Found]:
     founds: list[Found] = []
     looked = 0
     for doc in document.mappings:
-        name = str((doc.get("metadata") or {}).get("name") or doc.get("kind"))
-        for pod, where, nodes in pod_templates(doc):
-            containers = [c for c in pod.get("containers") or [] if isinstance(c, dict)]
+        name = str(mapping(doc.get("metadata"), f"{document.name}: metadata").get("name") or doc.get("kind"))
+        for pod, where, nodes in pod_templates(doc, document.name):
+            containers = entries(pod.get("containers"), f"{document.name}: {where}.containers")
             looked += len(containers)
             engines = [
                 found
@@ -60,32 +69,33 @@ def read(document: Document) -> list[Found]:
     return founds
 
 
-def pod_templates(doc: dict[str, Any]) -> list[tuple[dict[str, Any], str, Sourced | None]]:
+def pod_templates(doc: dict[str, Any], file: str) -> list[tuple[dict[str, Any], str, Sourced | None]]:
     """(pod spec, where, pods per group) for each pod template the object runs."""
     kind = str(doc.get("kind"))
-    name = str((doc.get("metadata") or {}).get("name") or kind)
-    spec = doc.get("spec") or {}
+    name = str(mapping(doc.get("metadata"), f"{file}: {kind} metadata").get("name") or kind)
     at = f"{kind}/{name} spec"
+    spec = mapping(doc.get("spec"), f"{file}: {at}")
     if kind == "List":
-        return [t for item in doc.get("items") or [] if isinstance(item, dict) for t in pod_templates(item)]
+        return [t for item in entries(doc.get("items"), f"{file}: List items") for t in pod_templates(item, file)]
     if kind == "Pod" or kind in ("ServingRuntime", "ClusterServingRuntime"):
         return [(spec, at, None)]
     if kind == "LeaderWorkerSet":
-        lws = spec.get("leaderWorkerTemplate") or {}
+        lws = mapping(spec.get("leaderWorkerTemplate"), f"{file}: {at}.leaderWorkerTemplate")
         size = sourced_count(lws.get("size"), f"{at}.leaderWorkerTemplate.size") if "size" in lws else None
         out = []
         for key in ("leaderTemplate", "workerTemplate"):
-            template = lws.get(key)
-            if isinstance(template, dict):
-                out.append((template.get("spec") or {}, f"{at}.leaderWorkerTemplate.{key}.spec", size))
+            template = mapping(lws.get(key), f"{file}: {at}.leaderWorkerTemplate.{key}")
+            if template:
+                where = f"{at}.leaderWorkerTemplate.{key}.spec"
+                out.append((mapping(template.get("spec"), f"{file}: {where}"), where, size))
         return out
     if kind == "CronJob":
-        spec = (spec.get("jobTemplate") or {}).get("spec") or {}
         at += ".jobTemplate.spec"
-    template = spec.get("template") if isinstance(spec, dict) else None
-    if isinstance(template, dict) and isinstance(template.get("spec"), dict):
-        return [(template["spec"], f"{at}.template.spec", None)]
-    return []
+        spec = mapping(mapping(spec.get("jobTemplate"), f"{file}: {at}").get("spec"), f"{file}: {at}")
+    template = mapping(spec.get("template"), f"{file}: {at}.template")
+    if not template:
+        return []
+    return [(mapping(template.get("spec"), f"{file}: {at}.template.spec"), f"{at}.template.spec", None)]
 
 
 def engine_container(container: dict[str, Any], pod: dict[str, Any], where: str) -> Found | None:
@@ -109,8 +119,8 @@ def engine_container(container: dict[str, Any], pod: dict[str, Any], where: str)
 def _env(container: dict[str, Any], where: str) -> tuple[dict[str, str], list[tuple[str, str, str, bool]]]:
     known: dict[str, str] = {}
     listed: list[tuple[str, str, str, bool]] = []
-    for index, item in enumerate(container.get("env") or []):
-        if not isinstance(item, dict) or not item.get("name"):
+    for index, item in enumerate(entries(container.get("env"), f"{where}.env")):
+        if not item.get("name"):
             continue
         name, at = str(item["name"]), f"{where}.env[{index}]"
         if "value" in item and item["value"] is not None:
@@ -118,7 +128,7 @@ def _env(container: dict[str, Any], where: str) -> tuple[dict[str, str], list[tu
             known[name] = value
             listed.append((name, value, at, False))
         else:
-            source = next(iter(item.get("valueFrom") or {}), "valueFrom")
+            source = next(iter(mapping(item.get("valueFrom"), f"{at}.valueFrom")), "valueFrom")
             listed.append((name, f"$({name})", f"{at} ({source})", True))
     return known, listed
 
@@ -142,10 +152,7 @@ def expand(text: str, env: dict[str, str]) -> tuple[str, tuple[str, ...]]:
 def _invocation(container: dict[str, Any], env: dict[str, str], where: str) -> Invocation | None:
     words: list[Arg] = []
     for key in ("command", "args"):
-        value = container.get(key) or []
-        if isinstance(value, str):
-            value = [value]
-        for index, word in enumerate(value):
+        for index, word in enumerate(word_list(container.get(key), f"{where}.{key}")):
             text, unresolved = expand(str(word), env)
             words.append(Arg(text, f"{where}.{key}[{index}]", unresolved))
 
@@ -166,9 +173,9 @@ def _invocation(container: dict[str, Any], env: dict[str, str], where: str) -> I
 
 
 def container_gpus(container: dict[str, Any], where: str) -> Sourced | None:
-    resources = container.get("resources") or {}
+    resources = mapping(container.get("resources"), f"{where}.resources")
     for part in ("limits", "requests"):
-        values = resources.get(part) or {}
+        values = mapping(resources.get(part), f"{where}.resources.{part}")
         for key in _GPU_RESOURCES:
             if key in values:
                 return sourced_count(values[key], f"{where}.resources.{part}[{key}]")
@@ -177,16 +184,15 @@ def container_gpus(container: dict[str, Any], where: str) -> Sourced | None:
 
 def node_gpu(found: Found, pod: dict[str, Any], where: str) -> None:
     """The GPU type from the pod's node selector or required node affinity."""
-    selector = pod.get("nodeSelector") or {}
+    selector = mapping(pod.get("nodeSelector"), f"{where}.nodeSelector")
     for label in GPU_LABELS:
         if selector.get(label):
             _set_gpu(found, label, [str(selector[label])], f"{where}.nodeSelector[{label}]")
             return
-    required = ((pod.get("affinity") or {}).get("nodeAffinity") or {}).get(
-        "requiredDuringSchedulingIgnoredDuringExecution"
-    ) or {}
-    for t, term in enumerate(required.get("nodeSelectorTerms") or []):
-        for e, expr in enumerate(term.get("matchExpressions") or []):
+    affinity = mapping(mapping(pod.get("affinity"), f"{where}.affinity").get("nodeAffinity"), f"{where}.affinity")
+    required = mapping(affinity.get("requiredDuringSchedulingIgnoredDuringExecution"), f"{where}.affinity")
+    for t, term in enumerate(entries(required.get("nodeSelectorTerms"), f"{where}.affinity...nodeSelectorTerms")):
+        for e, expr in enumerate(entries(term.get("matchExpressions"), f"{where}.affinity...matchExpressions")):
             if expr.get("key") in GPU_LABELS and expr.get("operator") == "In" and expr.get("values"):
                 at = f"{where}.affinity.nodeAffinity...nodeSelectorTerms[{t}].matchExpressions[{e}]"
                 _set_gpu(found, expr["key"], [str(v) for v in expr["values"]], at)

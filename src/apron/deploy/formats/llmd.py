@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from apron.deploy.candidate import Found, Sourced
-from apron.deploy.formats.base import Document, count, is_data, node, strings
+from apron.deploy.formats.base import Document, count, entries, is_data, node, strings
 from apron.deploy.formats.kubernetes import container_gpus, engine_container
 from apron.deploy.gpus import GPU_LABELS, from_label
 from apron.deploy.serve_args import Arg
@@ -45,7 +45,7 @@ def read(document: Document) -> list[Found]:
 
 
 def _role(role: str, spec: dict[str, Any], doc: dict[str, Any], model: Sourced | None, file: str) -> Found:
-    containers = [c for c in spec.get("containers") or [] if isinstance(c, dict)]
+    containers = entries(spec.get("containers"), f"{file}: {role}.containers")
     container = next((c for c in containers if c.get("name") == "vllm"), containers[0] if containers else {})
     index = containers.index(container) if container in containers else 0
     at = f"{role}.containers[{index}]"
@@ -68,7 +68,7 @@ def _role(role: str, spec: dict[str, Any], doc: dict[str, Any], model: Sourced |
         found.model = model
     found.gpu_count = container_gpus(container, at) or Sourced(tensor * local, f"{role}.parallelism")
     found.env = [(str(e.get("name")), str(e.get("value")), f"{at}.env[{i}]", "value" not in e)
-                 for i, e in enumerate(container.get("env") or []) if isinstance(e, dict)]  # fmt: skip
+                 for i, e in enumerate(entries(container.get("env"), f"{file}: {at}.env"))]  # fmt: skip
     _gpu_type(found, spec, doc, role)
     if local > 1:
         found.not_planned.append(f"{role}.parallelism.dataLocal {local}: data-parallel ranks, each planned alone")

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from apron.deploy.candidate import Found, Sourced
-from apron.deploy.formats.base import Document, flags_from_mapping, is_data, node, sourced_count, strings
+from apron.deploy.formats.base import Document, entries, flags_from_mapping, is_data, node, sourced_count, strings
 from apron.deploy.gpus import GPU_LABELS, from_label
 from apron.deploy.invocation import image_release
 from apron.deploy.serve_args import Arg
@@ -75,7 +75,7 @@ def _model(spec: Any, at: str, file: str) -> Found:
     found.engine = image_release(image, f"{at}.tag")
     found.gpu_count = sourced_count(spec.get("requestGPU"), f"{at}.requestGPU")
     found.env = [(str(e.get("name")), str(e.get("value")), f"{at}.env[{i}]", "value" not in e)
-                 for i, e in enumerate(spec.get("env") or []) if isinstance(e, dict)]  # fmt: skip
+                 for i, e in enumerate(entries(spec.get("env"), f"{file}: {at}.env"))]  # fmt: skip
     _gpu_type(found, spec, at)
     if node(spec, "lmcacheConfig", "enabled"):
         found.not_planned.append(f"LMCache KV offloading ({at}.lmcacheConfig)")
@@ -86,8 +86,8 @@ def _model(spec: Any, at: str, file: str) -> Found:
 
 
 def _gpu_type(found: Found, spec: dict[str, Any], at: str) -> None:
-    for t, term in enumerate(spec.get("nodeSelectorTerms") or []):
-        for e, expr in enumerate((term or {}).get("matchExpressions") or []):
+    for t, term in enumerate(entries(spec.get("nodeSelectorTerms"), f"{at}.nodeSelectorTerms")):
+        for e, expr in enumerate(entries(term.get("matchExpressions"), f"{at}.nodeSelectorTerms[{t}]")):
             if expr.get("key") in GPU_LABELS and expr.get("values"):
                 value = str(expr["values"][0])
                 found.gpu = Sourced(value, f"{at}.nodeSelectorTerms[{t}].matchExpressions[{e}]")

@@ -15,7 +15,7 @@ _STARTS_VLLM = re.compile(r"\bvllm\b|vllm-openai")
 
 
 def claims(document: Document) -> bool:
-    if document.is_template or document.is_python or document.mappings:
+    if document.is_template or document.is_python or document.is_yaml_data:
         return False
     return bool(_STARTS_VLLM.search(document.text))
 

@@ -12,7 +12,7 @@ import shlex
 from typing import Any
 
 from apron.deploy.candidate import Found, Sourced
-from apron.deploy.formats.base import Document, is_data, node
+from apron.deploy.formats.base import Document, is_data, mapping, node
 from apron.deploy.serve_args import Arg
 from apron.errors import BadInput
 
@@ -35,7 +35,10 @@ def read(document: Document) -> list[Found]:
     if not isinstance(variants, dict):
         raise BadInput(f"{document.name}: {TITLE}: variants must be a mapping of name to variant")
     default = "default" if "default" in variants else next(iter(variants))
-    founds = [_variant(doc, str(name), v or {}, document.name) for name, v in variants.items()]
+    founds = [
+        _variant(doc, str(name), mapping(v, f"{document.name}: variants.{name}"), document.name)
+        for name, v in variants.items()
+    ]
     for found in founds:
         found.is_default = found.name == default
         others = [f.name for f in founds if f.name != found.name]
@@ -60,8 +63,9 @@ def _variant(doc: dict[str, Any], name: str, variant: dict[str, Any], file: str)
     model_id = variant.get("model_id") or model.get("model_id")
     where = f"variants.{name}.model_id" if variant.get("model_id") else "model.model_id"
     found.model = Sourced(str(model_id), where) if model_id else None
-    found.env = [(str(k), str(v), f"model.base_env.{k}", False) for k, v in (model.get("base_env") or {}).items()]
-    _overrides(found, doc.get("hardware_overrides") or {}, file)
+    base_env = mapping(model.get("base_env"), f"{file}: model.base_env")
+    found.env = [(str(k), str(v), f"model.base_env.{k}", False) for k, v in base_env.items()]
+    _overrides(found, mapping(doc.get("hardware_overrides"), f"{file}: hardware_overrides"), file)
     _hardware(found, doc)
     if off:
         found.notes.append(f"opt-in features not planned (off by default): {', '.join(off)}")
@@ -91,10 +95,12 @@ def _args(value: Any, where: str, file: str) -> list[Arg]:
 def _overrides(found: Found, overrides: dict[str, Any], file: str) -> None:
     vendors = [v for v in overrides if str(v).lower() in _VENDORS]
     for vendor in vendors:
-        spec = overrides[vendor] or {}
+        spec = mapping(overrides[vendor], f"{file}: hardware_overrides.{vendor}")
         found.argv += _args(spec.get("extra_args"), f"hardware_overrides.{vendor}.extra_args", file)
-        found.env += [(str(k), str(v), f"hardware_overrides.{vendor}.extra_env.{k}", False)
-                      for k, v in (spec.get("extra_env") or {}).items()]  # fmt: skip
+        extra_env = mapping(spec.get("extra_env"), f"{file}: hardware_overrides.{vendor}.extra_env")
+        found.env += [
+            (str(k), str(v), f"hardware_overrides.{vendor}.extra_env.{k}", False) for k, v in extra_env.items()
+        ]
     others = [str(v) for v in overrides if v not in vendors]
     if others:
         found.notes.append(f"hardware_overrides for {', '.join(others)} not applied (the plan is for an NVIDIA GPU)")
