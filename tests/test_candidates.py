@@ -334,3 +334,13 @@ def test_fit_from_a_file_of_several_deployments_needs_a_name(capsys, apron_home_
     own = [r for r in doc["configurations"] if r["candidate"]]
     assert [(r["gpu"], r["count"]) for r in own] == [("NVIDIA L4", 1)]
     assert any("refuses the file's --disable-log-requests" in n for n in doc["notes"])  # 0.32.0's parser
+
+
+def test_a_model_given_as_a_path_on_the_files_machine(capsys, apron_home_with_facts, tmp_path):
+    path = tmp_path / "run.sh"
+    path.write_text("vllm serve /models/Qwen3-8B --max-model-len 8192 --served-model-name qwen\n")
+    code, _, err = run(capsys, "plan", "--from", str(path), "--gpu", "L4")
+    assert code == 2 and "the path /models/Qwen3-8B (line 1)" in err and "SOURCE" in err
+    code, doc, _ = run(capsys, "plan", "Qwen/Qwen3-8B", "--from", str(path), "--gpu", "L4", "--json")
+    assert code in (0, 1) and doc["model"]["repo_id"] == "Qwen/Qwen3-8B" and doc["settings"]["max_model_len"] == 8192
+    assert any("the path /models/Qwen3-8B" in n for n in doc["candidate"]["notes"])

@@ -576,3 +576,47 @@ def test_mutated_real_files_give_candidates_or_one_line(path, tmp_path_factory):
             assert "\n" not in exc.message and exc.message
 
     check()
+
+
+def test_a_config_file_beside_the_script_is_read_in_as_vllm_does(tmp_path):
+    (tmp_path / "conf.yaml").write_text("max-model-len: 4096\ngpu-memory-utilization: 0.8\n")
+    (tmp_path / "run.sh").write_text("vllm serve Qwen/Qwen3-8B --config conf.yaml --max-model-len 2048 -tp 2\n")
+    (candidate,) = read_deployments(str(tmp_path / "run.sh"))
+    # the command line wins over the file (vLLM puts the file's flags first)
+    assert candidate.settings == {"max_model_len": 2048, "gpu_memory_utilization": 0.8, "tensor_parallel_size": 2}
+    assert candidate.provenance()["gpu_memory_utilization"] == "conf.yaml: gpu-memory-utilization"
+    (tmp_path / "conf.yaml").unlink()
+    (candidate,) = read_deployments(str(tmp_path / "run.sh"))
+    assert "--config conf.yaml" in candidate.not_planned() and any("not beside" in n for n in candidate.notes)
+
+
+def test_the_scripts_own_arguments_are_the_callers():
+    from apron.deploy.formats.base import script_founds
+
+    (found,) = script_founds('vllm serve "$1" -tp 2 "$@"\n', "")
+    assert [a.text for a in found.argv] == ["$1", "-tp", "2", "$@"] and found.argv[-1].unresolved == ("$@",)
+    args = parse_serve_args(found.argv, release_options("0.33.0"))
+    assert args.flags[-1].use == "not_planned" and "caller" in args.flags[-1].why
+
+
+@pytest.mark.parametrize(
+    "line,entry",
+    [
+        ("python -m vllm.entrypoints.cli.main serve Qwen/Qwen3-8B -tp 2", "python -m vllm.entrypoints.cli.main serve"),
+        ("python3 -m vllm.entrypoints.api_server --model Qwen/Qwen3-8B -tp 2", "python -m vllm.entrypoints.api_server"),
+        ("bash -c -- 'vllm serve Qwen/Qwen3-8B -tp 2'", "vllm serve"),
+        (
+            "docker run --gpus all vllm/vllm-openai:v0.10.1.1 Qwen/Qwen3-8B -tp 2",
+            "docker run vllm/vllm-openai:v0.10.1.1",
+        ),
+    ],
+)
+def test_other_ways_to_start_vllm(line, entry, tmp_path):
+    (tmp_path / "run.sh").write_text(line + "\n")
+    (candidate,) = read_deployments(str(tmp_path / "run.sh"))
+    assert candidate.entry.startswith(entry) and candidate.model.value == "Qwen/Qwen3-8B"
+    assert candidate.settings["tensor_parallel_size"] == 2
+    if "v0.10.1.1" in line:
+        assert candidate.engine.value == "0.10.1.1"
+    if "api_server --model" in line and "openai" not in line:
+        assert any("no such module" in n for n in candidate.notes)

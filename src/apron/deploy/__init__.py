@@ -18,7 +18,7 @@ from typing import Any
 
 from apron.deploy.candidate import Candidate, Found, Sourced
 from apron.deploy.formats import format_for
-from apron.deploy.formats.base import Document, name_of
+from apron.deploy.formats.base import Document, name_of, with_config_file
 from apron.errors import BadInput
 
 __all__ = ["Candidate", "Found", "Sourced", "pick", "read_deployments"]
@@ -42,7 +42,7 @@ def read_deployments(path: str) -> tuple[Candidate, ...]:
     reader = format_for(document)
     if reader is None:
         raise BadInput(f"{name}: not a deployment Apron reads; give {_KNOWN}")
-    founds = _read_with(reader, document)
+    founds = [with_config_file(f, document) for f in _read_with(reader, document)]
     names = _names(founds)
     sha256 = hashlib.sha256(raw).hexdigest()
     return tuple(Candidate.build(f, name, sha256, reader, names) for f in founds)

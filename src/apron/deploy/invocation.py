@@ -14,6 +14,9 @@ from apron.deploy.candidate import Sourced
 from apron.deploy.serve_args import Arg
 
 API_SERVER = "vllm.entrypoints.openai.api_server"
+# The older demo server: the same engine arguments, but vLLM 0.29-0.33 ship no such module.
+DEMO_SERVER = "vllm.entrypoints.api_server"
+CLI_MODULE = "vllm.entrypoints.cli.main"  # python -m vllm.entrypoints.cli.main serve, what `vllm` runs
 SHELLS = {"sh", "bash", "zsh", "dash"}
 _ASSIGNMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(.*)", re.S)
 # docker run's switches (docker run --help); every other option takes a value.
@@ -21,7 +24,7 @@ _DOCKER_SWITCHES = {"--detach", "--interactive", "--tty", "--rm", "--privileged"
 _DOCKER_SWITCHES |= {"--read-only", "--sig-proxy", "--oom-kill-disable", "--no-healthcheck", "--quiet", "--help"}
 _DOCKER_SWITCHES |= {"--disable-content-trust", "--replace", "--tls-verify"}
 _SHORT_SWITCHES = re.compile(r"-[ditPq]+")
-_RELEASE_TAG = re.compile(r"v?(\d+\.\d+\.\d+(?:(?:rc|\.post)\d+)?)(?:[-+].*)?")
+_RELEASE_TAG = re.compile(r"v?(\d+\.\d+\.\d+(?:\.\d+)?(?:(?:rc|\.post)\d+)?)(?:[-+].*)?")
 
 
 @dataclass
@@ -59,14 +62,21 @@ def find_invocation(
         base = word.text.rsplit("/", 1)[-1]
         if base == "vllm" and i + 1 < len(words) and words[i + 1].text == "serve":
             return Invocation("vllm serve", list(words[i + 2 :]), _assignments(words[:i]))
-        if word.text == API_SERVER and i > 0 and words[i - 1].text == "-m":
+        after_m = i > 0 and words[i - 1].text == "-m"
+        if word.text == API_SERVER and after_m:
             return Invocation(f"python -m {API_SERVER}", list(words[i + 1 :]), _assignments(words[:i]))
+        if word.text == CLI_MODULE and after_m and i + 1 < len(words) and words[i + 1].text == "serve":
+            return Invocation(f"python -m {CLI_MODULE} serve", list(words[i + 2 :]), _assignments(words[:i]))
+        if word.text == DEMO_SERVER and after_m:
+            note = f"python -m {DEMO_SERVER} is vLLM's old demo server: releases 0.29-0.33 have no such module"
+            return Invocation(f"python -m {DEMO_SERVER}", list(words[i + 1 :]), _assignments(words[:i]), notes=[note])
         if base in ("docker", "podman", "nerdctl") and _runs(words, i):
             return _container_run(words, i, script)
         if base in SHELLS and script is not None:
             for j in range(i + 1, len(words) - 1):
                 if words[j].text.startswith("-") and "c" in words[j].text and not words[j].text.startswith("--"):
-                    return script(words[j + 1])
+                    rest = [w for w in words[j + 1 :] if w.text != "--"]  # sh -c -- 'script'
+                    return script(rest[0]) if rest else None
     return None
 
 

@@ -168,6 +168,9 @@ def parse_serve_args(argv: list[Arg], options: ReleaseOptions) -> ServeArgs:
         if not arg.text.startswith("-") or _is_number(arg.text):
             if model is None:
                 model = arg
+            elif arg.unresolved:  # "$@": whatever the script's caller passes on
+                why = f"{', '.join(arg.unresolved)}: the arguments the script's caller passes, not in the file"
+                flags.append(Flag((arg.text,), arg.where, "not_planned", why=why))
             else:
                 flags.append(Flag((arg.text,), arg.where, "refused", why=_refusal(options, "an extra positional")))
             i += 1

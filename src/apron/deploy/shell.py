@@ -12,7 +12,8 @@ What bash does and this module mirrors (bash(1), QUOTING, PARAMETER EXPANSION, R
 - `$NAME`, `${NAME}`, `${NAME:-default}`, `${NAME-default}`, `${NAME:=default}` expand from what the
   script set before (and from the environment the caller gives, e.g. SkyPilot's envs); an unquoted
   expansion splits into words on blanks. What the script does not set is left as written and
-  reported as unresolved, never guessed. `$(...)` and backquotes are not run: unresolved too.
+  reported as unresolved, never guessed. `$(...)` and backquotes are not run, and `$1`, `$@` are the
+  caller's arguments: unresolved too.
 """
 
 from __future__ import annotations
@@ -265,6 +266,10 @@ class _Reader:
                 raise BadInput(f"{self._at()}: '${{' is never closed")
             self.i += end + 1
             return self._parameter(rest[2:end], rest[: end + 1], unresolved)
+        if rest[1:2] and (rest[1].isdigit() or rest[1] in "@*"):  # the script's own arguments: its caller's
+            self.i += 2
+            unresolved.append(rest[:2])
+            return rest[:2]
         match = _NAME.match(rest, 1)
         if match is None:
             return None

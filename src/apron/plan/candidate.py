@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from apron.checkpoint import Checkpoint, load_checkpoint
@@ -193,10 +194,16 @@ def plan_candidate(
 
 def _model(candidate: Candidate, source: str | None) -> tuple[str, list[str]]:
     written = None if candidate.model is None else str(candidate.model.value)
+    where = candidate.model.where if candidate.model else ""
     if written and not candidate.model_is_unresolved:
+        if source and source != written and _is_path(written):
+            return source, [f"the model is SOURCE {source}: the file names the path {written} ({where}) on its machine"]
         if source and source != written:
+            raise BadInput(f"SOURCE {source} differs from the model {written} in {candidate.file} ({where}); give one")
+        if _is_path(written) and not Path(written).expanduser().exists():
             raise BadInput(
-                f"SOURCE {source} differs from the model {written} in {candidate.file} ({candidate.model.where if candidate.model else ''}); give one"
+                f"{candidate.file}: the model is the path {written} ({where}) on the machine the file runs on; "
+                "give the model as SOURCE (a Hub id, or a local copy)"
             )
         return written, []
     if source:
@@ -210,6 +217,11 @@ def _model(candidate: Candidate, source: str | None) -> tuple[str, list[str]]:
             "set outside the file; give it as SOURCE"
         )
     raise BadInput(f"{candidate.file} names no model ({candidate.format_title}); give it as SOURCE")
+
+
+def _is_path(model: str) -> bool:
+    """/models/llama, ./weights, ~/ckpt: a folder on some machine, not a Hub id (ORG/NAME)."""
+    return model.startswith(("/", "./", "../", "~")) or model.count("/") > 1
 
 
 def _pinned_by_file(note: str, candidate: Candidate) -> str:

@@ -278,3 +278,34 @@ def name_of(found: Found, index: int) -> str:
 def sourced_count(value: object, where: str) -> Sourced | None:
     number = count(value, where)
     return None if number is None else Sourced(number, where)
+
+
+def with_config_file(found: Found, document: Document) -> Found:
+    """`--config FILE` read as vLLM reads it (utils/argparse_utils.py _pull_args_from_config,
+    0.33.0:516): the file's flags after the model and before the other arguments, so that the command
+    line wins. The file is looked for beside the deployment file; where it is not, the flag stays as
+    written (not planned) and a note says so."""
+    from apron.deploy.options import release_options
+
+    texts = [a.text for a in found.argv]
+    at = next((i for i, t in enumerate(texts) if t == "--config" or t.startswith("--config=")), None)
+    if at is None:
+        return found
+    name = texts[at].partition("=")[2] if "=" in texts[at] else (texts[at + 1] if at + 1 < len(texts) else "")
+    path = Path(name).expanduser()
+    if not path.is_absolute() and document.path is not None:
+        path = document.path.parent / path
+    if not name or not path.is_file():
+        found.notes.append(
+            f"--config {name} ({found.argv[at].where}) is not beside {document.name}: its flags are not read"
+        )
+        return found
+    config = Document(str(path), path.read_text(errors="replace"), path).mapping
+    if config is None:
+        raise BadInput(f"{document.name}: --config {name} ({found.argv[at].where}) is not a YAML mapping of options")
+    flags = [Arg(a.text, f"{name}: {a.where}") for a in flags_from_mapping(config, "", set(release_options().options))]
+    end, given_at = at + (1 if "=" in texts[at] else 2), found.argv[at].where
+    model = 1 if texts and not texts[0].startswith("-") else 0
+    found.argv = found.argv[:model] + flags + found.argv[model:at] + found.argv[end:]
+    found.notes.append(f"the flags of {name} (--config, {given_at}) are read in, before the command line's own")
+    return found
