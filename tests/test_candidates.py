@@ -344,3 +344,27 @@ def test_a_model_given_as_a_path_on_the_files_machine(capsys, apron_home_with_fa
     code, doc, _ = run(capsys, "plan", "Qwen/Qwen3-8B", "--from", str(path), "--gpu", "L4", "--json")
     assert code in (0, 1) and doc["model"]["repo_id"] == "Qwen/Qwen3-8B" and doc["settings"]["max_model_len"] == 8192
     assert any("the path /models/Qwen3-8B" in n for n in doc["candidate"]["notes"])
+
+
+def test_boot_from_runs_the_files_command_with_its_environment(tmp_path, apron_home_with_facts):
+    """`apron boot --from`: the file's flags reach the engine (tests/fake_vllm.py as the engine, which
+    would listen on the file's --port if that were passed), its engine variables reach the process."""
+    from apron.checkpoint.example import TinySpec, write_tiny_model
+    from test_newcomer_boot import QUICK, apron, fake_engine_venv
+
+    write_tiny_model(tmp_path / "tiny", TinySpec(num_layers=2, max_positions=2048))
+    fake_engine_venv(tmp_path / "venv")
+    (tmp_path / "run.sh").write_text(
+        "export VLLM_ALLOW_LONG_MAX_MODEL_LEN=1\n"
+        "vllm serve ./tiny --port 9999 --max-model-len 512 --kv-cache-memory-bytes 64M --enable-prefix-caching\n"
+    )
+    result = apron(
+        "boot", "--from", "run.sh", "--gpu", "cpu", "--gpu-memory-bytes", str(16 * 2**30), "--engine", "vllm==0.32.0",
+        "--on", "local", "--venv", "venv", *QUICK, "--records", "records", "--json", cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    command = json.loads(result.stdout)["command"]
+    argv = command["argv"]
+    assert "--enable-prefix-caching" in argv and "9999" not in argv
+    assert argv[argv.index("--max-model-len") + 1] == "512"
+    assert command["env"]["VLLM_ALLOW_LONG_MAX_MODEL_LEN"] == "1"
