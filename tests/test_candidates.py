@@ -368,3 +368,19 @@ def test_boot_from_runs_the_files_command_with_its_environment(tmp_path, apron_h
     assert "--enable-prefix-caching" in argv and "9999" not in argv
     assert argv[argv.index("--max-model-len") + 1] == "512"
     assert command["env"]["VLLM_ALLOW_LONG_MAX_MODEL_LEN"] == "1"
+
+
+def test_a_saved_from_plan_boots_with_the_variables_its_command_sets():
+    """The printed command starts with the file's engine variables; a boot of the saved plan passes
+    them to the engine's environment rather than refusing the command."""
+    from apron.boot.command import build_command
+
+    command = build_command(
+        "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 vllm serve Qwen/Qwen3-8B --max-model-len 65536",
+        vllm="/v/bin/vllm",
+        model_path="/w/qwen",
+        port=8001,
+        served_model_name="m",
+    )
+    assert command.argv[:5] == ("/v/bin/vllm", "serve", "/w/qwen", "--max-model-len", "65536")
+    assert command.env["VLLM_ALLOW_LONG_MAX_MODEL_LEN"] == "1"
