@@ -384,3 +384,23 @@ def test_a_saved_from_plan_boots_with_the_variables_its_command_sets():
     )
     assert command.argv[:5] == ("/v/bin/vllm", "serve", "/w/qwen", "--max-model-len", "65536")
     assert command.env["VLLM_ALLOW_LONG_MAX_MODEL_LEN"] == "1"
+
+
+def test_a_release_without_an_option_table_reads_flags_with_the_newest_below(monkeypatch, apron_home_with_facts):
+    """A release Apron has facts for but no option table (a synced one): its flags are read with the
+    newest table below it, and an option that table lacks is listed, not made a refusal."""
+    import apron.deploy.options as options
+
+    raw = options._raw()
+    trimmed = {**raw, "releases": {v: e for v, e in raw["releases"].items() if v != "0.33.0"}}
+    monkeypatch.setattr(options, "_raw", lambda: trimmed)
+    options.release_options.cache_clear()
+    try:
+        (candidate,) = read_deployments(str(CANDIDATES / "shell-api-server.sh"))
+        planned = plan_candidate(candidate, "L4", engine_version="0.33.0")
+        assert planned.candidate.release_read == "0.32.0" and planned.plan.engine_version == "0.33.0"
+        assert planned.candidate.args.of("refused") == ["--swap-space 16"]
+        assert not [p for p in planned.plan.problems if p.kind == "unrecognized_argument"]
+        assert any("no option table for 0.33.0" in n for n in planned.to_json()["candidate"]["notes"])
+    finally:
+        options.release_options.cache_clear()

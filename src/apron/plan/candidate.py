@@ -183,6 +183,11 @@ def plan_candidate(
     if version is not None and engine_version is None and candidate.engine is not None:
         plan = replace(plan, notes=tuple(_pinned_by_file(n, candidate) for n in plan.notes))
     notes += _shape_notes(candidate, user)
+    if candidate.release_read != plan.engine_version:
+        notes.append(
+            f"flags read with vllm serve {candidate.release_read}'s options (Apron has no option table for "
+            f"{plan.engine_version}): one it does not know is listed, not counted as a refusal"
+        )
     plan = _with_refusals(plan, candidate)
     flags = command_flags(candidate, plan, user, dict(overrides or {}))
     env = {v.name: v.value for v in candidate.env if _for_engine(v)}
