@@ -13,9 +13,9 @@ from typing import Any
 
 import sky
 
+from apron.deploy import read_deployments
+from apron.deploy.gpus import SKYPILOT
 from apron.hardware import resolve_gpu
-from apron.plan.candidates import read_candidate
-from apron.plan.candidates.formats import SKY_NAMES
 
 
 def accelerators(task: Any) -> list[dict[str, Any]]:
@@ -24,18 +24,23 @@ def accelerators(task: Any) -> list[dict[str, Any]]:
 
 def check(path: str) -> None:
     task = sky.Task.from_yaml(path)
-    candidate = read_candidate(path)
-    assert candidate.kind == "skypilot", candidate.kind
-    # Apron plans on one of the machines SkyPilot may launch (the first where the order is given).
-    assert {candidate.gpu: candidate.gpu_count} in accelerators(task), (candidate.gpu, accelerators(task))
+    (candidate,) = read_deployments(path)
+    assert candidate.format == "skypilot", candidate.format
+    gpu, count = candidate.gpu.value, candidate.gpu_count.value  # type: ignore[union-attr]
+    # Apron plans on one of the machines SkyPilot may launch; the first where SkyPilot has an order.
+    assert {gpu: count} in accelerators(task), (gpu, count, accelerators(task))
     if isinstance(task.resources, list):
-        assert accelerators(task)[0] == {candidate.gpu: candidate.gpu_count}
-    assert resolve_gpu(SKY_NAMES[candidate.gpu]).name == SKY_NAMES[candidate.gpu]
-    # The model is SkyPilot's env value, substituted into the run script the way the shell will.
-    assert candidate.model in task.envs.values(), (candidate.model, task.envs)
-    assert "vllm" in task.run and candidate.args.model == candidate.model
-    tp = candidate.args.settings.get("tensor_parallel_size")
-    assert tp in (None, candidate.gpu_count), tp
+        assert accelerators(task)[0] == {gpu: count}, (gpu, count, accelerators(task))
+    else:
+        assert len(task.resources) == 1 or any("no order" in n for n in candidate.notes), candidate.notes
+    assert resolve_gpu(SKYPILOT[gpu]).name == SKYPILOT[gpu]
+    assert (candidate.num_nodes.value if candidate.num_nodes else 1) == task.num_nodes
+    # The model is SkyPilot's env value (or written in run), substituted the way the shell will.
+    model = candidate.model.value  # type: ignore[union-attr]
+    assert model in task.envs.values() or model in (task.run or ""), (model, task.envs)
+    tp = candidate.settings.get("tensor_parallel_size")
+    if "SKYPILOT_NUM_GPUS_PER_NODE" in (task.run or ""):
+        assert tp == count, (tp, count)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 """The import rules the layout promises, read from the source (imports inside functions count too):
-arrows point down (cli -> boot/report/calibrate -> rules -> records/plan -> measure/checkpoint/engine/hardware),
+arrows point down (cli -> boot/report/calibrate -> rules -> records/plan -> deploy/measure/checkpoint/engine/hardware),
 and nothing on the planning path imports torch, transformers or vllm. A change that breaks one fails here.
 """
 
@@ -21,13 +21,14 @@ MAY_IMPORT = {
     "engine": set(),
     "hardware": set(),
     "measure": set(),
-    "plan": {"checkpoint", "engine", "hardware"},
+    "deploy": set(),  # reads deployment files; plans nothing
+    "plan": {"deploy", "checkpoint", "engine", "hardware"},
     "records": {"plan"},  # only the documents it stores (RECORDS_FROM_PLAN)
     "calibrate": {"records", "plan", "checkpoint", "hardware"},  # the store against the calculator
     "rules": {"records", "plan", "checkpoint", "engine", "hardware", "measure"},
     "report": {"rules", "records", "plan", "checkpoint", "engine", "hardware", "measure"},
-    "boot": {"rules", "records", "plan", "checkpoint", "engine", "hardware", "measure"},
-    "mcp": {"report", "rules", "records", "plan", "checkpoint", "engine", "hardware", "measure"},
+    "boot": {"rules", "records", "plan", "deploy", "checkpoint", "engine", "hardware", "measure"},
+    "mcp": {"report", "rules", "records", "plan", "deploy", "checkpoint", "engine", "hardware", "measure"},
     "cli": {
         "mcp",
         "boot",
@@ -36,6 +37,7 @@ MAY_IMPORT = {
         "rules",
         "records",
         "plan",
+        "deploy",
         "checkpoint",
         "engine",
         "hardware",
@@ -49,7 +51,7 @@ MAY_IMPORT = {
 # documents it stores - the Plan (plan.result) and the labelled quantities inside plans and boot records
 # (plan.quantity). Planning a boot or fitting the planner to boots is calibrate/'s work.
 RECORDS_FROM_PLAN = {"apron.plan.result", "apron.plan.quantity"}
-PLANNING_PATH = ("plan", "checkpoint", "engine", "hardware")
+PLANNING_PATH = ("plan", "deploy", "checkpoint", "engine", "hardware")
 HEAVY = {"torch", "transformers", "vllm"}
 
 

@@ -78,9 +78,10 @@ def plan(
 
     def build() -> dict:
         if from_file:
-            from apron.plan.candidates import plan_candidate, read_candidate
+            from apron.plan.candidate import GpuRequest, deployments_json, plan_deployments
 
-            return plan_candidate(read_candidate(from_file), gpu, given, _engine(engine)).to_json()
+            plans = plan_deployments(from_file, None, source, GpuRequest(gpu), given, _engine(engine))
+            return deployments_json(plans)
         if not source:
             raise BadInput("Missing argument 'SOURCE': give a model, or --from FILE (a deployment to check)")
         if not gpu:

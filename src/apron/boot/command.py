@@ -5,6 +5,7 @@ order, so a later flag wins where vLLM takes the last occurrence. The record kee
 from __future__ import annotations
 
 import os
+import re
 import shlex
 from dataclasses import dataclass, field
 
@@ -77,6 +78,10 @@ def build_command(
     if log_level.upper() not in LOG_LEVELS:
         raise BadInput(f"--log-level '{log_level}' must be INFO or DEBUG (the accounting lines are INFO)")
     words = shlex.split(plan_command)
+    plan_env = {}
+    while words and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", words[0]):  # VAR=value before `vllm serve`
+        name, _, value = words.pop(0).partition("=")
+        plan_env[name] = value
     if words[:2] != ["vllm", "serve"] or len(words) < 3:
         raise BadInput(f"the plan's command does not start with 'vllm serve MODEL': {shorten(plan_command, 80)}")
     flags = _drop_revision(words[3:])  # the weights are a local folder now; the revision was fetched
@@ -106,6 +111,7 @@ def build_command(
         # between boots (faster: vLLM inspects the model once; compiled graphs are reused).
         "VLLM_CACHE_ROOT": os.environ.get("APRON_VLLM_CACHE_ROOT") or f"{run_dir}/cache",
         **profile_env,
+        **plan_env,  # the plan's command sets them (a rule's NCCL_NVLS_ENABLE=0, a --from file's variables)
         **(extra_env or {}),
     }
     return ServeCommand(tuple(argv), env, profile, tuple(extra_args))

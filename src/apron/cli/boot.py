@@ -17,7 +17,7 @@ from apron.cli.options import (
     records_option,
     shared,
 )
-from apron.cli.shared import candidate_plan, emit_json, plan_request, progress_printer, resolve_gpu_option, say
+from apron.cli.shared import candidate_plans, emit_json, plan_request, progress_printer, resolve_gpu_option, say
 from apron.errors import BadInput, Failed
 
 if TYPE_CHECKING:
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     group="Plan",
     help="Boot a deployment another tool proposed (as `apron plan --from` reads it), planned first.",
 )
+@shared("deployment_name", group="Plan")
 @option(
     "--on",
     "targets",
@@ -182,7 +183,11 @@ def boot_command(
     plan = None
     if from_file:
         say(f"apron: planning the deployment in {from_file}")
-        plan = candidate_plan(from_file, source_or_plan, gpu, opts, use_catalog=not opts["no_catalog"]).plan
+        from apron.plan.candidate import one_deployment
+
+        chosen = one_deployment(candidate_plans(from_file, source_or_plan, gpu, opts), "boot")
+        plan = chosen.boot_plan()  # the file's flags; boot sets how the server is reached
+        opts["env_pairs"] = tuple(f"{k}={v}" for k, v in chosen.engine_env.items()) + tuple(opts["env_pairs"])
     elif not source_or_plan:
         raise BadInput("give SOURCE_OR_PLAN, or --from FILE (a deployment to boot)")
     request = BootRequest(

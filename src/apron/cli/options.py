@@ -145,8 +145,14 @@ OPTIONS: tuple[OptionSpec, ...] = (
         ("--from",),
         "from_file",
         MODEL,
-        "Check a deployment another tool proposed: a vllm serve command line (file or -), a recipe, "
-        "SkyPilot or Kubernetes YAML.",
+        "Check a deployment someone already wrote: a shell script or command line (file or -), docker "
+        "run/Compose, SkyPilot, Kubernetes/KServe, Helm values, a vLLM recipe or --config file.",
+    ),
+    OptionSpec(
+        ("--name",),
+        "deployment_name",
+        MODEL,
+        "With --from: the deployment of the file to use (a service, model entry, role or variant).",
     ),
     OptionSpec(
         ("--calibration",),

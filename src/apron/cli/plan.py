@@ -8,7 +8,7 @@ import click
 
 from apron.cli.options import GPU_OPTIONS, SETTINGS_OPTIONS, GroupedCommand, json_option, option, shared
 from apron.cli.shared import (
-    candidate_plan,
+    candidate_plans,
     emit_json,
     engine_option,
     exit_by_verdict,
@@ -24,7 +24,7 @@ from apron.errors import BadInput, Failed
 @click.argument("source", required=False)
 @shared(*GPU_OPTIONS)
 @shared(*SETTINGS_OPTIONS)
-@shared("from_file")
+@shared("from_file", "deployment_name")
 @option("--explain", group="Output", is_flag=True, help="Show the memory breakdown and the tensors behind the peak.")
 @option(
     "--engine-diff", "engine_diff", group="Output", help="Also plan on this vLLM release and show how the numbers move."
@@ -60,9 +60,11 @@ def plan_command(
         calibration = read_calibration(calibration_file)
     candidate = None
     if from_file:
-        candidate = candidate_plan(
-            from_file, source, gpu, settings, use_catalog=not settings["no_catalog"], calibration=calibration
-        )
+        plans = candidate_plans(from_file, source, gpu, settings, calibration)
+        if len(plans) > 1:
+            _print_deployments(plans, as_json)
+            return
+        candidate = plans[0]
         plan, document = candidate.plan, candidate.to_json()
         checkpoint, target, user = candidate.checkpoint, candidate.gpu, candidate.user
     else:
@@ -115,6 +117,27 @@ def plan_command(
     exit_by_verdict(plan)
 
 
+def _print_deployments(plans: tuple[Any, ...], as_json: bool) -> None:
+    """Several deployments in one file: a card each (or the apron.plan-set/1 document); exit 0 when all fit."""
+    from apron.plan.candidate import deployments_json
+
+    document = deployments_json(plans)
+    if as_json:
+        emit_json(document)
+    else:
+        from apron.report.card import render_card
+        from apron.report.fit import render_candidate
+
+        for n, (one, doc) in enumerate(zip(plans, document["plans"], strict=True)):
+            click.echo(("" if n == 0 else "\n") + f"== deployment {n + 1} of {len(plans)}: {one.candidate.name}")
+            click.echo(render_card(one.plan))
+            click.echo("")
+            click.echo(render_candidate(doc["candidate"]))
+    failed = [str(p.candidate.name) for p in plans if p.plan.verdict != "fits"]
+    if failed:
+        raise Failed(f"not every deployment fits ({', '.join(failed)})", quiet=True)
+
+
 @click.command("fit", cls=GroupedCommand)
 @click.argument("source", required=False)
 @shared("context", "users", "gpus", "max_gpus", "engine", "revision", "prices_file", "tier", group="Options")
@@ -122,6 +145,7 @@ def plan_command(
     "--top", group="Options", type=click.IntRange(min=1), default=10, show_default=True, help="Feasible rows to show."
 )
 @shared("from_file", group="Options", help="Start from a deployment another tool proposed (as `apron plan --from`).")
+@shared("deployment_name", group="Options")
 @shared(
     "gpu_memory_utilization",
     "max_num_seqs",
@@ -146,6 +170,7 @@ def fit_command(
     tier: str,
     top: int,
     from_file: str | None,
+    deployment_name: str | None,
     no_catalog: bool,
     as_json: bool,
     **settings: Any,
@@ -168,6 +193,7 @@ def fit_command(
         use_catalog=not no_catalog,
         settings=given_settings(settings),
         candidate_file=from_file,
+        candidate_name=deployment_name,
     )
     document = run_fit(query).to_json()
     if as_json:

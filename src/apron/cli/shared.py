@@ -16,7 +16,7 @@ from apron.errors import ApronError, BadInput, Failed
 
 if TYPE_CHECKING:
     from apron.hardware import Gpu
-    from apron.plan.candidates import CandidatePlan
+    from apron.plan.candidate import CandidatePlan
     from apron.plan.planner import PlanRequest
     from apron.plan.result import Plan
     from apron.records.store import RecordStore
@@ -170,25 +170,24 @@ def given_settings(settings: dict[str, Any]) -> dict[str, Any]:
     return given
 
 
-def candidate_plan(
+def candidate_plans(
     from_file: str,
     source: str | None,
     gpu: str | None,
     settings: dict[str, Any],
-    use_catalog: bool = True,
     calibration: Any = None,
-) -> CandidatePlan:
-    """Plan a deployment file (`--from`): its settings, with the ones typed here winning."""
-    from apron.plan.candidates import plan_candidate, read_candidate
+) -> tuple[CandidatePlan, ...]:
+    """Plan the deployments of a file (`--from`; `--name` picks one): their settings, with the ones
+    typed here winning."""
+    from apron.plan.candidate import GpuRequest, plan_deployments
 
-    candidate = read_candidate(from_file)
-    if source and source != candidate.model:
-        raise BadInput(f"SOURCE {source} differs from the model {candidate.model} in {candidate.file}; give one")
-    return plan_candidate(
-        candidate,
-        gpu,
+    return plan_deployments(
+        from_file,
+        settings.get("deployment_name"),
+        source,
+        GpuRequest(gpu, settings.get("gpu_memory_bytes"), settings.get("gpu_capability")),
         given_settings(settings),
         engine_option(settings.get("engine")),
-        use_catalog=use_catalog,
+        use_catalog=not settings["no_catalog"],
         calibration=calibration,
     )

@@ -16,11 +16,12 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from apron.checkpoint import Checkpoint, load_checkpoint
+from apron.deploy import Candidate, pick, read_deployments
 from apron.engine.facts import EngineFacts
 from apron.errors import BadInput
 from apron.hardware import Gpu, all_gpus, resolve_gpu
 from apron.hardware.prices import TIERS, Price, PriceTable, load_prices
-from apron.plan.candidates import Candidate, candidate_engine, candidate_settings, read_candidate
+from apron.plan.candidate import candidate_engine, candidate_gpu, candidate_settings, file_command
 from apron.plan.memory import MARGIN_BYTES
 from apron.plan.planner import choose_engine, plan_checkpoint, unsupported_summary
 from apron.plan.result import Plan
@@ -389,16 +390,24 @@ class FitQuery:
     use_catalog: bool = True
     settings: dict[str, Any] = field(default_factory=dict)  # UserSettings fields the user set
     candidate_file: str | None = None  # --from FILE: a deployment to seed the search with
+    candidate_name: str | None = None  # --name: which deployment of the file
 
 
 def run_fit(query: FitQuery) -> FitResult:
     if query.tier not in TIERS:
         raise BadInput(f"--tier {query.tier!r} must be one of {', '.join(TIERS)}")
-    candidate = read_candidate(query.candidate_file) if query.candidate_file else None
-    source = query.source or (candidate.model if candidate else None)
+    candidate = _one_candidate(query) if query.candidate_file else None
+    written = (
+        str(candidate.model.value) if candidate and candidate.model and not candidate.model_is_unresolved else None
+    )
+    if query.source and written and query.source != written:
+        raise BadInput(f"SOURCE {query.source} differs from the model {written} in {query.candidate_file}; give one")
+    source = query.source or written
     if not source:
-        raise BadInput("give SOURCE (a model) or --from FILE (a deployment to start from)")
+        raise BadInput("give SOURCE (a model) or --from FILE (a deployment naming one)")
     engine, note = candidate_engine(candidate, query.engine_version) if candidate else (query.engine_version, None)
+    if candidate is not None and engine and engine != candidate.release_read:
+        candidate = candidate.for_release(engine)
     context = query.context_tokens or (candidate.args.settings.get("max_model_len") if candidate else None)
     if not context:
         raise BadInput("--context is required (the tokens each request may hold; --max-model-len is the same)")
@@ -406,9 +415,29 @@ def run_fit(query: FitQuery) -> FitResult:
     gpus = tuple(resolve_gpu(g.strip()) for g in query.gpus.split(",") if g.strip()) if query.gpus else all_gpus()
     extra: tuple[tuple[Gpu, int], ...] = ()
     if candidate is not None and candidate.gpu is not None:
-        extra = ((candidate.resolve_gpu(None), candidate.gpu_count or base.tensor_parallel_size),)
+        # the file's own shape: the GPUs vLLM uses (its tensor parallel size), else the GPUs it rents
+        count = base.tensor_parallel_size if "tensor_parallel_size" in candidate.settings else None
+        rented = candidate.gpu_count.value if candidate.gpu_count and isinstance(candidate.gpu_count.value, int) else 1
+        extra = ((candidate_gpu(candidate), count or rented),)
     request = FitRequest(query.users, context, gpus, query.max_gpus, query.tier, engine, base, extra)
-    revision = query.revision or (candidate.revision if candidate else None)
+    revision = query.revision or (str(candidate.revision.value) if candidate and candidate.revision else None)
     checkpoint = load_checkpoint(source, revision, use_catalog=query.use_catalog)
     result = fit(checkpoint, request, load_prices(query.prices))
-    return replace(result, candidate=candidate, notes=result.notes + ((note,) if note else ()))
+    notes = result.notes + ((note,) if note else ())
+    if candidate is not None:
+        rows = tuple(replace(r, plan=replace(r.plan, command=file_command(candidate, checkpoint, r.plan, r.user)))
+                     for r in result.rows)  # fmt: skip
+        refused = candidate.args.of("refused")
+        if refused:
+            notes += (f"vllm serve {candidate.release_read} refuses the file's {', '.join(refused)}: drop it",)
+        result = replace(result, rows=rows)
+    return replace(result, candidate=candidate, notes=notes)
+
+
+def _one_candidate(query: FitQuery) -> Candidate:
+    assert query.candidate_file is not None
+    chosen = pick(read_deployments(query.candidate_file), query.candidate_name)
+    if len(chosen) > 1:
+        names = ", ".join(repr(c.name) for c in chosen)
+        raise BadInput(f"{query.candidate_file} holds {len(chosen)} deployments ({names}): pick one with --name")
+    return chosen[0]

@@ -170,7 +170,7 @@ def _plan(
             f"tensor-parallel layout of {len(weights.unknown_layout_tensors)} tensors not "
             f"recognised (counted whole on every GPU), e.g. {weights.unknown_layout_tensors[0]}"
         )
-    notes = list(checkpoint.notes) + [engine_note] + list(budget.notes) + [parser_note]
+    notes = list(checkpoint.notes) + [engine_note] + list(settings.notes) + list(budget.notes) + [parser_note]
     notes.append(tokenizer_note(checkpoint, facts) or "")
     if not gpu.is_total_exact:
         notes.append(f"GPU total bytes are {gpu.total_bytes_basis}")

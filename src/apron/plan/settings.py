@@ -206,8 +206,15 @@ def resolve_settings(
     dtype = resolve_dtype(checkpoint, config, gpu, user.dtype, problems)
     derived = derived_max_model_len(checkpoint, config, facts)
     max_model_len = user.max_model_len or derived
+    notes: list[str] = []
     if user.max_model_len and user.max_model_len > derived:
-        problems.append(_long_max_model_len(user.max_model_len, derived, config))
+        if allows_long_max_model_len(user):
+            notes.append(
+                f"max_model_len {user.max_model_len} is above the derived {derived}: VLLM_ALLOW_LONG_MAX_MODEL_LEN "
+                "lets it through (a warning; positions past the derived length are not trained)"
+            )
+        else:
+            problems.append(_long_max_model_len(user.max_model_len, derived, config))
     mns, mnbt = batch_defaults(gpu, facts, user, max_model_len)
     if mnbt < mns:
         problems.append(
@@ -237,8 +244,15 @@ def resolve_settings(
         user=user,
         problems=tuple(problems),
         is_tower_off=user.language_model_only or _limits_turn_towers_off(config, user),
+        notes=tuple(notes),
         kv_cache_memory_bytes=user.kv_cache_memory_bytes,
     )
+
+
+def allows_long_max_model_len(user: UserSettings) -> bool:
+    """envs.py VLLM_ALLOW_LONG_MAX_MODEL_LEN (0.29-0.33): "1" or "true", any case, after strip; then
+    config/model.py _get_and_verify_max_len (0.33.0:2677) warns instead of refusing."""
+    return user.env_dict.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "0").strip().lower() in ("1", "true")
 
 
 def _limits_turn_towers_off(config: ModelConfig, user: UserSettings) -> bool:

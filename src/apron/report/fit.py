@@ -39,6 +39,8 @@ def render_fit(doc: dict, top: int = 10) -> str:
         group = [r for r in rows if r["status"] == status]
         if group:
             lines += ["", f"{title}:"] + [f"  {_name(r)}: {_reason(r)}" for r in group]
+    if doc.get("notes"):
+        lines += [""] + [f"note: {n}" for n in doc["notes"]]
     return "\n".join(lines)
 
 
@@ -96,22 +98,47 @@ _AGREES = {True: "Apron agrees it fits", False: "Apron says it does NOT fit", No
 
 
 def render_candidate(section: dict) -> str:
-    """Where a `--from` plan came from, whether Apron agrees, and every flag sorted."""
-    gpu = f"on {section['gpu_count'] or '?'} x {section['gpu']}" if section["gpu"] else "(the file names no GPU)"
+    """Where a `--from` plan came from, whether Apron agrees and what that covers, every flag sorted,
+    and how the printed command differs from the file's."""
+    count = section["gpu_count"] or "?"
+    gpu = f"on {count} x {section['gpu']}" if section["gpu"] else "(the file names no GPU type)"
     engine = f", vLLM {section['engine']} pinned in the file" if section["engine"] else ""
+    name = f" {section['name']!r} of {len(section['deployments'])}," if len(section.get("deployments", [])) > 1 else ""
     lines = [
-        f"candidate: {section['file']} ({section['format']}, sha256 {section['sha256'][:16]})",
-        f"  {section['model']} {gpu}{engine}",
-        f"  {_AGREES[section['apron_agrees_it_fits']]}",
+        f"candidate: {section['file']} ({section.get('format_title', section['format'])},{name} "
+        f"sha256 {section['sha256'][:16]})",
+        f"  {section['model'] or '(the file names no model)'} {gpu}{engine}",
+        "  " + _agreement(section),
     ]
     titles = (
         ("planned", "planned with"),
         ("carried", "carried into the command"),
         ("no_memory_effect", "no effect on memory"),
-        ("not_understood", "NOT understood (the plan does not account for them)"),
+        ("not_understood", "NOT planned (the plan does not account for them)"),
+        ("refused", "REFUSED by vLLM's parser (vllm serve stops)"),
     )
     for key, title in titles:
-        if section["flags"][key]:
+        if section["flags"].get(key):
             lines.append(f"  {title}: {' '.join(section['flags'][key])}")
+    env = [f"{v['name']} ({v['why']})" for v in section.get("env", []) if v["use"] in ("not_planned", "not_read")]
+    planned_env = [f"{v['name']}={v['value']}" for v in section.get("env", []) if v["use"] == "planned"]
+    if planned_env:
+        lines.append(f"  environment planned: {' '.join(planned_env)}")
+    if env:
+        lines.append(f"  environment NOT planned: {'; '.join(env)}")
+    command = section.get("command") or {}
+    if command.get("added_by_apron"):
+        lines.append(f"  the command adds: {' '.join(command['added_by_apron'])}")
+    if command.get("changed_by_apron"):
+        lines.append(f"  the command changes: {'; '.join(command['changed_by_apron'])}")
     lines += [f"  note: {n}" for n in section["notes"]]
     return "\n".join(lines)
+
+
+def _agreement(section: dict) -> str:
+    """The verdict on the file, and what it does not cover."""
+    said = _AGREES[section["apron_agrees_it_fits"]]
+    missing = section.get("not_planned") or []
+    if not missing or section["apron_agrees_it_fits"] is None:
+        return said + (" (everything in the file was planned)" if not missing else "")
+    return f"{said}, for what it planned; NOT planned: {', '.join(missing)}"
