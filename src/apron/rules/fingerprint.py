@@ -21,6 +21,7 @@ from apron.measure.loglines import QUIET_LEVELS, LogLine
 from apron.measure.logparse import ParsedLog, parse_log
 from apron.rules.classify import Classification, classify
 from apron.rules.families import CAUSE_NOT_IN_LOG, OBSERVED, PROCESS_EXIT, family_blame, is_wrapper
+from apron.rules.formats import FORMATS
 from apron.rules.pattern import template_parts
 
 PHASES = ("config", "distributed_init", "weights_loading", "profiling", "kv_cache", "graph_capture", "serving")
@@ -153,7 +154,7 @@ class Fingerprint:
 
 def fingerprint(log: str | ParsedLog, *, engine_version: str | None = None) -> Fingerprint | None:
     """The decisive error of a failed boot's log, or None when the log shows no error."""
-    parsed = parse_log(log) if isinstance(log, str) else log
+    parsed = parse_log(log, FORMATS) if isinstance(log, str) else log
     version = engine_version or parsed.engine_version
     live = list(parsed.live_lines)
     candidates = _candidates(parsed, live, version)
