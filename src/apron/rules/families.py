@@ -368,7 +368,8 @@ def _observed(name: str, blame: str, summary: str, regex: str) -> Observed:
 # exists, and a log that holds nothing else gets the family CAUSE_NOT_IN_LOG. Their text is the
 # engine's own: v1/engine/utils.py wait_for_engine_startup, v1/engine/core.py ("EngineCore failed to
 # start."), v1/executor/multiproc_executor.py (WorkerProc, "Worker failed with error '...'", which
-# carries the cause inline and is unwrapped first: apron.rules.unwrap).
+# carries the cause inline and is unwrapped first: apron.rules.classify), v1/executor/ray_executor_v2.py
+# ("Worker {i} failed to initialize: {result}", the status dict of a worker, no cause).
 WRAPPERS: tuple[Observed, ...] = (
     _observed(
         "engine_core_init_failed",
@@ -388,7 +389,8 @@ WRAPPERS: tuple[Observed, ...] = (
         "unknown",
         "a worker process died (see the error before it)",
         r"died unexpectedly|died with exit code|Worker failed with error|check the stack trace above|"
-        r"WorkerProc (?:initialization failed|failed to start|failed\b|hit an exception)|RayWorkerProc failed",
+        r"WorkerProc (?:initialization failed|failed to start|failed\b|hit an exception)|RayWorkerProc failed|"
+        r"Worker \d+ failed to initialize",
     ),
 )
 # The one family of a log whose only errors are wrappers: its cause scrolled out or was cut off.
