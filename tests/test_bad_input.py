@@ -120,6 +120,27 @@ def _cases(tmp_path: Path):
             d(config={"model_type": "llama"}),
             "field 'architectures' is missing or empty",
         ),
+        # A null where vLLM reads the key with no default is no "not given" (the planner used to drop it).
+        "config_null_heads": lambda: (
+            d(config={**CONFIG, "num_attention_heads": None}),
+            "config.json: num_attention_heads is null; vLLM reads the attention head count with no default",
+        ),
+        "config_null_vocab": lambda: (
+            d(config={**CONFIG, "vocab_size": None}),
+            "config.json: vocab_size is null; vLLM reads the vocabulary size with no default",
+        ),
+        "config_null_layers_in_text_config": lambda: (
+            d(config={**CONFIG, "text_config": {"hidden_size": 2, "num_hidden_layers": None, "n_head": 1}}),
+            "config.json: text_config.num_hidden_layers is null; vLLM reads the layer count",
+        ),
+        "config_null_model_type": lambda: (
+            d(config={**CONFIG, "model_type": None}),
+            "config.json: model_type is null; transformers picks the config class by it",
+        ),
+        "config_zero_heads": lambda: (
+            d(config={**CONFIG, "num_attention_heads": 0}),
+            "config.json: num_attention_heads is 0; it must be a positive integer",
+        ),
         "no_safetensors": lambda: _no_shards(tmp_path),
         "index_missing_shard": lambda: _index_missing(tmp_path),
         "index_bad_weight_map": lambda: _index_bad(tmp_path),
@@ -240,3 +261,22 @@ def test_bad_flag(case, tmp_path, apron_home):
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("apron: error: "), result.stderr
     assert expected in lines[0]
+
+
+@pytest.mark.parametrize(
+    "patch",
+    [
+        {"head_dim": None},  # derived from hidden_size / num_attention_heads, as vLLM does
+        {"head_dim": 0},  # model_arch_config_convertor.py get_head_size: head_dim > 0, else derived
+        {"num_key_value_heads": None},  # transformers fills it with num_attention_heads
+        {"sliding_window": None, "rope_scaling": None, "q_lora_rank": None},  # null in published configs
+        {"max_position_embeddings": None},  # vLLM assumes 2048 and says so
+        {"n_layer": None},  # an alias set to null beside the key that has the value
+    ],
+    ids=["head_dim", "head_dim_zero", "kv_heads", "published_nulls", "max_positions", "alias"],
+)
+def test_a_null_where_the_key_is_optional_is_not_given(patch, tmp_path, apron_home):
+    source = folder(tmp_path, config={**CONFIG, "hidden_size": 64, "num_attention_heads": 4, **patch})
+    result = run("plan", str(source), "--gpu", "H100", "--json")
+    assert result.returncode in (0, 1), result.stderr
+    assert json.loads(result.stdout)["verdict"] in ("fits", "tight")
