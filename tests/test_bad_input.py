@@ -142,6 +142,14 @@ def _cases(tmp_path: Path):
             "config.json: num_attention_heads is 0; it must be a positive integer",
         ),
         "no_safetensors": lambda: _no_shards(tmp_path),
+        # The Hugging Face cache: snapshots/<sha>/* are symlinks to ../../blobs/<hash>.
+        "shard_dangling_symlink": lambda: _hf_cache(tmp_path, remove_blob="model.safetensors"),
+        "config_dangling_symlink": lambda: _hf_cache(tmp_path, remove_blob="config.json"),
+        "tokenizer_config_dangling_symlink": lambda: _hf_cache(tmp_path, remove_blob="tokenizer_config.json"),
+        "shard_symlink_loop": lambda: _shard_loop(tmp_path),
+        "shard_is_a_folder": lambda: _shard_folder(tmp_path),
+        "index_shard_dangling_symlink": lambda: _index_shard_dangling(tmp_path),
+        "source_dangling_symlink": lambda: _source_dangling(tmp_path),
         "index_missing_shard": lambda: _index_missing(tmp_path),
         "index_bad_weight_map": lambda: _index_bad(tmp_path),
         "source_missing": lambda: (str(tmp_path / "nowhere"), "does not exist and is not a Hub repo id"),
@@ -185,6 +193,49 @@ def _no_shards(tmp_path: Path):
     d = folder(tmp_path)
     (d / "model.safetensors").unlink()
     return str(d), "no *.safetensors files"
+
+
+def _hf_cache(tmp_path: Path, remove_blob: str):
+    """A snapshot of the Hugging Face cache whose blob behind REMOVE_BLOB was deleted."""
+    source = folder(tmp_path)
+    (source / "tokenizer_config.json").write_text("{}")
+    blobs, snapshot = tmp_path / "hub" / "blobs", tmp_path / "hub" / "snapshots" / ("a" * 40)
+    blobs.mkdir(parents=True)
+    snapshot.mkdir(parents=True)
+    for index, entry in enumerate(sorted(source.iterdir())):
+        blob = blobs / f"{index:064x}"
+        entry.rename(blob)
+        (snapshot / entry.name).symlink_to(Path("../../blobs") / blob.name)
+        if entry.name == remove_blob:
+            blob.unlink()
+    expected = f"{snapshot / remove_blob}: a symlink to ../../blobs/"
+    return str(snapshot), expected
+
+
+def _shard_loop(tmp_path: Path):
+    d = folder(tmp_path)
+    (d / "model-00002-of-00002.safetensors").symlink_to("model-00002-of-00002.safetensors")
+    return str(d), "model-00002-of-00002.safetensors: a symlink loop"
+
+
+def _shard_folder(tmp_path: Path):
+    d = folder(tmp_path)
+    (d / "extra.safetensors").mkdir()
+    return str(d), "extra.safetensors: a folder, not a file"
+
+
+def _index_shard_dangling(tmp_path: Path):
+    d = folder(tmp_path)
+    (d / "model.safetensors").rename(tmp_path / "elsewhere.safetensors")
+    (d / "model.safetensors").symlink_to(tmp_path / "gone.safetensors")
+    (d / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {"a": "model.safetensors"}}))
+    return str(d), f"model.safetensors: a symlink to {tmp_path / 'gone.safetensors'}, which does not exist"
+
+
+def _source_dangling(tmp_path: Path):
+    link = tmp_path / "my-model"
+    link.symlink_to(tmp_path / "deleted-model")
+    return str(link), f"SOURCE {link}: a symlink to {tmp_path / 'deleted-model'}, which does not exist"
 
 
 def _index_missing(tmp_path: Path):
