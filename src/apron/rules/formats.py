@@ -34,51 +34,77 @@ _MIN_WORD = 3
 class _Format:
     template: str  # one line of the format string
     anchor: str
-    level: str | None
+    level: str | None  # None for a refusal (an exception's message), or a format logged at several levels
     words: tuple[str, ...]  # the anchor's words that every rendering keeps whole
 
 
-class ReleaseFormats:
-    """The format strings of some releases, looked up by the words of a message."""
+# A logger line must render its format whole, and the format's own words must carry it: a short
+# format around a text field ("%s is enabled.") would take any line that ends the same way.
+MIN_LOG_LITERAL_CHARS = 16
+MIN_LOG_LITERAL_SHARE = 0.3
+
+
+class _Index:
+    """Formats filed under the rarest whole word of their anchor."""
 
     def __init__(self, formats: list[_Format]):
         counts = Counter(word for f in formats for word in set(f.words))
-        self._by_word: dict[str, list[_Format]] = {}
-        self._unfiled: list[_Format] = []  # no whole word in the anchor: tried on every message
+        self.by_word: dict[str, list[_Format]] = {}
+        self.unfiled: list[_Format] = []  # no whole word in the anchor: tried on every message
         for entry in formats:
             if entry.words:
-                self._by_word.setdefault(min(entry.words, key=lambda w: (counts[w], -len(w))), []).append(entry)
+                self.by_word.setdefault(min(entry.words, key=lambda w: (counts[w], -len(w))), []).append(entry)
             else:
-                self._unfiled.append(entry)
+                self.unfiled.append(entry)
 
     def __len__(self) -> int:
-        return sum(map(len, self._by_word.values())) + len(self._unfiled)
+        return sum(map(len, self.by_word.values())) + len(self.unfiled)
+
+    def best(self, text: str, *, whole: bool) -> _Format | None:
+        """The format TEXT renders (WHOLE: fully, with enough words of its own), the most specific first."""
+        words = set(_WORD.findall(text))
+        best: tuple[tuple[bool, int], _Format] | None = None
+        for entry in [f for word in words for f in self.by_word.get(word, ())] + self.unfiled:
+            if entry.anchor not in text or (pattern := _compiled(entry.template)) is None:
+                continue
+            score = _whole_score(pattern, text) if whole else _any_score(pattern, text)
+            if score is not None and (best is None or score > best[0]):
+                best = (score, entry)
+        return best[1] if best else None
+
+
+def _whole_score(pattern: TemplatePattern, text: str) -> tuple[bool, int] | None:
+    literal = pattern.literal_chars
+    if literal < MIN_LOG_LITERAL_CHARS and literal < MIN_LOG_LITERAL_SHARE * len(text):
+        return None
+    rendered = pattern.regex.fullmatch(text) or pattern.loose.fullmatch(text)
+    return (True, literal) if rendered else None
+
+
+def _any_score(pattern: TemplatePattern, text: str) -> tuple[bool, int] | None:
+    found = pattern.match(text)
+    return (found.exact, pattern.literal_chars) if found is not None else None
+
+
+class ReleaseFormats:
+    """The log formats and refusal templates of some releases, asked of one message."""
+
+    def __init__(self, log_formats: list[_Format], refusals: list[_Format]):
+        self._logs, self._refusals = _Index(log_formats), _Index(refusals)
+
+    def __len__(self) -> int:
+        return len(self._logs) + len(self._refusals)
 
     def recognise(self, message: str) -> Recognised | None:
-        best: tuple[tuple[bool, int], _Format] | None = None
-        for text in _message_texts(message):
-            words = set(_WORD.findall(text))
-            candidates = [f for word in words for f in self._by_word.get(word, ())] + self._unfiled
-            for entry in candidates:
-                if entry.anchor not in text or (pattern := _compiled(entry.template)) is None:
-                    continue
-                found = pattern.match(text)
-                if found is None:
-                    continue
-                score = (found.exact, pattern.literal_chars)
-                if best is None or score > best[0]:
-                    best = (score, entry)
-        return Recognised(best[1].template, best[1].level) if best else None
-
-
-def _message_texts(message: str) -> list[str]:
-    """The message, and what an exception line or a pydantic item says after its name."""
-    texts = [message]
-    if m := EXCEPTION.match(message):
-        texts.append(m["msg"])
-    if m := _PYDANTIC_ITEM.match(message):
-        texts.append(message[m.end() :])
-    return texts
+        """A logger's line renders a log format whole; an exception line (or pydantic's item, or a
+        refusal pasted without its type) renders a refusal's message, whole or cut short."""
+        raised = EXCEPTION.match(message)
+        item = _PYDANTIC_ITEM.match(message)
+        if raised is None and item is None and (logged := self._logs.best(message, whole=True)) is not None:
+            return Recognised(logged.template, logged.level)
+        text = raised["msg"] if raised is not None else message[item.end() :] if item is not None else message
+        refused = self._refusals.best(text, whole=False)
+        return Recognised(refused.template, None) if refused is not None else None
 
 
 def _anchor_words(parts: list, anchor: str) -> tuple[str, ...]:
@@ -99,15 +125,13 @@ def _compiled(template: str) -> TemplatePattern | None:
     return compile_template(template)
 
 
-def _entries(log_formats: list[dict], refusals: list[dict]) -> list[_Format]:
+def _entries(items: list[dict], key: str, *, logged: bool) -> list[_Format]:
     """One entry per line of each distinct format string; a format logged at several levels keeps none."""
     levels: dict[str, set[str | None]] = {}
-    for item in log_formats:
-        for line in str(item.get("format", "")).split("\n"):
-            levels.setdefault(line, set()).add(_LEVELS.get(str(item.get("level", "")).lower()))
-    for item in refusals:
-        for line in str(item.get("template", "")).split("\n"):
-            levels.setdefault(line, set()).add(None)
+    for item in items:
+        level = _LEVELS.get(str(item.get("level", "")).lower()) if logged else None
+        for line in str(item.get(key, "")).split("\n"):
+            levels.setdefault(line, set()).add(level)
     out = []
     for line, seen in levels.items():
         parts = template_parts(line)
@@ -147,7 +171,7 @@ def release_formats(engine_version: str | None) -> ReleaseFormats:
             continue
         log_formats += facts.log_formats
         refusals += facts_refusals(facts)
-    return ReleaseFormats(_entries(log_formats, refusals))
+    return ReleaseFormats(_entries(log_formats, "format", logged=True), _entries(refusals, "template", logged=False))
 
 
 FORMATS = FactsFormats()
