@@ -23,6 +23,7 @@ from log_variants import FORMS, LOGGER, TAG, mixed, stripped
 from rules_text import LOGS
 
 ALL_LOGS = sorted(LOGS.glob("*.log")) + sorted((LOGS / "example-tiny").glob("*.log"))
+ALL_LOGS += sorted((LOGS / "checkpoint_files").glob("*.log"))
 NAMES = [str(p.relative_to(LOGS)) for p in ALL_LOGS]
 # What the prefix decides and a paste cannot keep: which process printed a line (and so how many
 # copies are one error), and which lines were recognised by their message.
