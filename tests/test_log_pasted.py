@@ -174,3 +174,16 @@ def test_the_fixture_prefixes_are_what_the_variants_take_off():
 
 def test_every_fixture_is_listed():
     assert len(ALL_LOGS) >= 20 and all(Path(p).suffix == ".log" for p in ALL_LOGS)
+
+
+QUOTES = {
+    "issue reply": lambda text: "\n".join(f"> {line}" if line else ">" for line in text.split("\n")),
+    "markdown block": lambda text: "\n".join(f"    {line}" if line else "" for line in text.split("\n")),
+}
+
+
+@pytest.mark.parametrize("quote", sorted(QUOTES))
+@pytest.mark.parametrize("name", ["d_kv_too_small_fast_1048575.log", "b_healthy_mp_eager.log"])
+def test_a_paste_quoted_or_indented_as_a_whole_reads_the_same(name, quote):
+    for text in (text_of(name), stripped(text_of(name))):
+        assert reading(QUOTES[quote](text)) == reading(text_of(name))

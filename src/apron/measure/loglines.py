@@ -22,6 +22,7 @@ of these (a prefix-stripped paste, a bare traceback on stderr) is read as it is.
 from __future__ import annotations
 
 import re
+import textwrap
 from dataclasses import dataclass
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
@@ -189,7 +190,19 @@ def _strip_inner(text: str, found: dict[str, str | None]) -> str:
 
 
 def read_lines(text: str) -> list[LogLine]:
-    return [read_line(number, raw) for number, raw in enumerate(text.split("\n"), start=1)]
+    return [read_line(number, raw) for number, raw in enumerate(unquoted(text).split("\n"), start=1)]
+
+
+_QUOTED = re.compile(r"^>[ \t]?", re.M)
+
+
+def unquoted(text: str) -> str:
+    """A paste quoted or indented as a whole (an issue reply's `> `, a Markdown block's four spaces)
+    without that: what every non-empty line starts with is no part of any line."""
+    lines = [line for line in text.split("\n") if line.strip()]
+    if lines and all(line.startswith(">") for line in lines):
+        text = _QUOTED.sub("", text)
+    return textwrap.dedent(text) if lines and lines[0][:1] in (" ", "\t", ">") else text
 
 
 def shutdown_index(lines: list[LogLine]) -> int:
