@@ -137,6 +137,10 @@ def _cases(tmp_path: Path):
             d(config={**CONFIG, "model_type": None}),
             "config.json: model_type is null; transformers picks the config class by it",
         ),
+        "config_null_rope_factor": lambda: (
+            d(config={**CONFIG, "rope_scaling": {"rope_type": "yarn", "factor": None}}),
+            "config.json: rope_scaling.factor is null; vLLM reads it with no default for rope_type 'yarn'",
+        ),
         "config_zero_heads": lambda: (
             d(config={**CONFIG, "num_attention_heads": 0}),
             "config.json: num_attention_heads is 0; it must be a positive integer",

@@ -408,6 +408,21 @@ def check_nulls(config: dict[str, Any], file: str) -> None:
                 f"{file}: {prefix}{nulls[0]} is null; vLLM reads the {what} with no default (a null is not "
                 "'not given' here): give a positive integer"
             )
+    for table in ("rope_scaling", "rope_parameters"):
+        rope = text.get(table)
+        if not isinstance(rope, dict) or "factor" not in rope or rope["factor"] is not None:
+            continue
+        kind = rope.get("rope_type") or rope.get("type")
+        if kind in ROPE_FACTOR_TYPES:
+            raise BadInput(
+                f"{file}: {prefix}{table}.factor is null; vLLM reads it with no default for rope_type {kind!r}: "
+                "give the scaling factor (a positive number)"
+            )
+
+
+# model_executor/layers/rotary_embedding/__init__.py (0.32.0:168-285) get_rope: rope_parameters["factor"]
+# for these scaling types, no default.
+ROPE_FACTOR_TYPES = ("linear", "ntk", "dynamic", "yarn", "llama3", "deepseek_yarn", "deepseek_llama_scaling")
 
 
 def _required(text: dict[str, Any], prefix: str, file: str) -> None:
