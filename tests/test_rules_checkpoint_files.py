@@ -128,6 +128,7 @@ def test_the_library_texts_are_what_the_engine_venv_prints_today(tmp_path):
     )
     assert done.returncode == 0, done.stderr[-2000:]
     saved = json.loads((HERE / "library_errors-engine-venv.json").read_text())
+    # A new engine venv prints new texts: write the file again (library_errors.py > it) and read the diff.
     assert json.loads(done.stdout) == saved
 
 

@@ -470,8 +470,9 @@ def _engine_version(lines: list[LogLine]) -> str | None:
 
 
 def parse_log(text: str, formats: Formats | None = None) -> ParsedLog:
-    """The log read; FORMATS (the release's format strings) recognise the lines pasted without
-    vLLM's prefix, which are read all the same, only without the level the format string gives."""
+    """The log read. FORMATS (the release's format strings) recognise the lines pasted without vLLM's
+    prefix and give them the level the release logs them at; without FORMATS such lines are still
+    read, but only the accounting patterns recognise them and they keep no level."""
     lines, recognised = recognise(read_lines(text), formats)
     observed, sources, read = extract(lines)
     unprefixed = {line.number for line in lines if line.prefix not in _SETTLED_PREFIXES}
