@@ -144,3 +144,19 @@ def test_the_generators_name_every_case():
     for name in (*ENGINE_LOGS, *LIBRARY_CASES):
         assert f"{name}" in source, name
     assert Path(HERE / "index.json").exists()
+
+
+@pytest.mark.parametrize("version", ["0.29.0", "0.33.0"])
+def test_a_tokenizer_class_this_transformers_lacks(version, apron_home):
+    """vLLM's own refusal (tokenizers/hf.py, from the shipped facts), and the transformers text it
+    wraps (models/auto/tokenization_auto.py of transformers 4.46.3, the f-string with its value)."""
+    from rules_text import render, shipped_refusals, template_with
+
+    refusal = template_with(shipped_refusals(version), "Failed to load the tokenizer.")
+    cause = "ValueError: Tokenizer class FrobnicatorTokenizer does not exist or is not currently imported."
+    log = "\n".join([cause, "", "The above exception was the direct cause of the following exception:", ""])
+    log += f"\n{refusal['exception']}: {render(refusal['template'], {})}"
+    for text in (log, f"{refusal['exception']}: {render(refusal['template'], {})}", cause):
+        found = fingerprint(text, engine_version=version)
+        assert (found.family, found.blame) == ("tokenizer_class_unavailable", "model"), text
+        assert "--trust-remote-code" in (found.check or "")
