@@ -32,6 +32,38 @@ def stripped(text: str) -> str:
     return _each(text, lambda tag, logger, message: message)
 
 
+def tag_kept(text: str) -> str:
+    """A log shipper that keeps vLLM's process tag and drops the logger prefix."""
+    return _each(text, lambda tag, logger, message: tag + message)
+
+
+def level_kept(text: str) -> str:
+    """An issue thread that keeps the process tag and the level: `(EngineCore_DP0 pid=258) INFO ...`."""
+    return _each(text, lambda tag, logger, message: tag + (logger.split(" ", 1)[0] + " " if logger else "") + message)
+
+
+def one_line(tag: str, logger: str, message: str, form: str) -> str:
+    """One line in one of the forms a paste leaves it in."""
+    level, _, rest = logger.partition(" ")
+    where = LOGGER.match(logger)
+    return {
+        "prefixed": tag + logger + message,
+        "stripped": message,
+        "tag_kept": tag + message,
+        "level_kept": tag + (level + " " if logger else "") + message,
+        "level_and_file_kept": tag + (f"{level} [{where['where']}] " if where else "") + message,
+    }[form]
+
+
+FORMS = ("prefixed", "stripped", "tag_kept", "level_kept", "level_and_file_kept")
+
+
+def mixed(text: str, forms: list[str]) -> str:
+    """Line i in forms[i % len(forms)]: a paste stripped in some places and not in others."""
+    lines = text.split("\n")
+    return "\n".join(one_line(*_split(line), forms[i % len(forms)]) for i, line in enumerate(lines))
+
+
 def ray(text: str) -> str:
     """Workers under Ray: `(RayWorkerWrapper pid=N, ip=...)`, and Ray's deduplication suffix on the
     lines it folded (every INFO line of the engine core here)."""
@@ -84,6 +116,8 @@ def v0_logger(text: str) -> str:
 
 VARIANTS: dict[str, Callable[[str], str]] = {
     "stripped": stripped,
+    "tag_kept": tag_kept,
+    "level_kept": level_kept,
     "ray": ray,
     "container": container,
     "coloured_crlf": coloured_crlf,

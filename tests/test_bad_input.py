@@ -120,7 +120,40 @@ def _cases(tmp_path: Path):
             d(config={"model_type": "llama"}),
             "field 'architectures' is missing or empty",
         ),
+        # A null where vLLM reads the key with no default is no "not given" (the planner used to drop it).
+        "config_null_heads": lambda: (
+            d(config={**CONFIG, "num_attention_heads": None}),
+            "config.json: num_attention_heads is null; vLLM reads the attention head count with no default",
+        ),
+        "config_null_vocab": lambda: (
+            d(config={**CONFIG, "vocab_size": None}),
+            "config.json: vocab_size is null; vLLM reads the vocabulary size with no default",
+        ),
+        "config_null_layers_in_text_config": lambda: (
+            d(config={**CONFIG, "text_config": {"hidden_size": 2, "num_hidden_layers": None, "n_head": 1}}),
+            "config.json: text_config.num_hidden_layers is null; vLLM reads the layer count",
+        ),
+        "config_null_model_type": lambda: (
+            d(config={**CONFIG, "model_type": None}),
+            "config.json: model_type is null; transformers picks the config class by it",
+        ),
+        "config_null_rope_factor": lambda: (
+            d(config={**CONFIG, "rope_scaling": {"rope_type": "yarn", "factor": None}}),
+            "config.json: rope_scaling.factor is null; vLLM reads it with no default for rope_type 'yarn'",
+        ),
+        "config_zero_heads": lambda: (
+            d(config={**CONFIG, "num_attention_heads": 0}),
+            "config.json: num_attention_heads is 0; it must be a positive integer",
+        ),
         "no_safetensors": lambda: _no_shards(tmp_path),
+        # The Hugging Face cache: snapshots/<sha>/* are symlinks to ../../blobs/<hash>.
+        "shard_dangling_symlink": lambda: _hf_cache(tmp_path, remove_blob="model.safetensors"),
+        "config_dangling_symlink": lambda: _hf_cache(tmp_path, remove_blob="config.json"),
+        "tokenizer_config_dangling_symlink": lambda: _hf_cache(tmp_path, remove_blob="tokenizer_config.json"),
+        "shard_symlink_loop": lambda: _shard_loop(tmp_path),
+        "shard_is_a_folder": lambda: _shard_folder(tmp_path),
+        "index_shard_dangling_symlink": lambda: _index_shard_dangling(tmp_path),
+        "source_dangling_symlink": lambda: _source_dangling(tmp_path),
         "index_missing_shard": lambda: _index_missing(tmp_path),
         "index_bad_weight_map": lambda: _index_bad(tmp_path),
         "source_missing": lambda: (str(tmp_path / "nowhere"), "does not exist and is not a Hub repo id"),
@@ -164,6 +197,49 @@ def _no_shards(tmp_path: Path):
     d = folder(tmp_path)
     (d / "model.safetensors").unlink()
     return str(d), "no *.safetensors files"
+
+
+def _hf_cache(tmp_path: Path, remove_blob: str):
+    """A snapshot of the Hugging Face cache whose blob behind REMOVE_BLOB was deleted."""
+    source = folder(tmp_path)
+    (source / "tokenizer_config.json").write_text("{}")
+    blobs, snapshot = tmp_path / "hub" / "blobs", tmp_path / "hub" / "snapshots" / ("a" * 40)
+    blobs.mkdir(parents=True)
+    snapshot.mkdir(parents=True)
+    for index, entry in enumerate(sorted(source.iterdir())):
+        blob = blobs / f"{index:064x}"
+        entry.rename(blob)
+        (snapshot / entry.name).symlink_to(Path("../../blobs") / blob.name)
+        if entry.name == remove_blob:
+            blob.unlink()
+    expected = f"{snapshot / remove_blob}: a symlink to ../../blobs/"
+    return str(snapshot), expected
+
+
+def _shard_loop(tmp_path: Path):
+    d = folder(tmp_path)
+    (d / "model-00002-of-00002.safetensors").symlink_to("model-00002-of-00002.safetensors")
+    return str(d), "model-00002-of-00002.safetensors: a symlink loop"
+
+
+def _shard_folder(tmp_path: Path):
+    d = folder(tmp_path)
+    (d / "extra.safetensors").mkdir()
+    return str(d), "extra.safetensors: a folder, not a file"
+
+
+def _index_shard_dangling(tmp_path: Path):
+    d = folder(tmp_path)
+    (d / "model.safetensors").rename(tmp_path / "elsewhere.safetensors")
+    (d / "model.safetensors").symlink_to(tmp_path / "gone.safetensors")
+    (d / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {"a": "model.safetensors"}}))
+    return str(d), f"model.safetensors: a symlink to {tmp_path / 'gone.safetensors'}, which does not exist"
+
+
+def _source_dangling(tmp_path: Path):
+    link = tmp_path / "my-model"
+    link.symlink_to(tmp_path / "deleted-model")
+    return str(link), f"SOURCE {link}: a symlink to {tmp_path / 'deleted-model'}, which does not exist"
 
 
 def _index_missing(tmp_path: Path):
@@ -240,3 +316,22 @@ def test_bad_flag(case, tmp_path, apron_home):
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("apron: error: "), result.stderr
     assert expected in lines[0]
+
+
+@pytest.mark.parametrize(
+    "patch",
+    [
+        {"head_dim": None},  # derived from hidden_size / num_attention_heads, as vLLM does
+        {"head_dim": 0},  # model_arch_config_convertor.py get_head_size: head_dim > 0, else derived
+        {"num_key_value_heads": None},  # transformers fills it with num_attention_heads
+        {"sliding_window": None, "rope_scaling": None, "q_lora_rank": None},  # null in published configs
+        {"max_position_embeddings": None},  # vLLM assumes 2048 and says so
+        {"n_layer": None},  # an alias set to null beside the key that has the value
+    ],
+    ids=["head_dim", "head_dim_zero", "kv_heads", "published_nulls", "max_positions", "alias"],
+)
+def test_a_null_where_the_key_is_optional_is_not_given(patch, tmp_path, apron_home):
+    source = folder(tmp_path, config={**CONFIG, "hidden_size": 64, "num_attention_heads": 4, **patch})
+    result = run("plan", str(source), "--gpu", "H100", "--json")
+    assert result.returncode in (0, 1), result.stderr
+    assert json.loads(result.stdout)["verdict"] in ("fits", "tight")

@@ -37,3 +37,19 @@ def test_folder_reads_only_header_bytes(tmp_path):
             header_bytes += 8 + int.from_bytes(handle.read(8), "little")
     small_files = sum((folder / n).stat().st_size for n in ("config.json",))
     assert ckpt.header_bytes_read == header_bytes + small_files
+
+
+def test_a_hugging_face_cache_snapshot_of_symlinks_reads_like_the_folder(tmp_path):
+    """snapshots/<sha>/* link to ../../blobs/<hash>: every link that reaches a file is that file."""
+    folder = materialize("Qwen/Qwen3-0.6B", tmp_path / "plain")
+    plain = load_checkpoint(str(folder))
+    blobs, snapshot = tmp_path / "hub" / "blobs", tmp_path / "hub" / "snapshots" / ("b" * 40)
+    blobs.mkdir(parents=True)
+    snapshot.mkdir(parents=True)
+    for index, entry in enumerate(sorted(folder.iterdir())):
+        blob = blobs / f"{index:064x}"
+        entry.rename(blob)  # sparse shards: moved, never copied
+        (snapshot / entry.name).symlink_to(f"../../blobs/{blob.name}")
+    linked = load_checkpoint(str(snapshot))
+    assert linked.total_tensor_bytes == plain.total_tensor_bytes and linked.files == plain.files
+    assert linked.config == plain.config and linked.tokenizer_config == plain.tokenizer_config

@@ -3,6 +3,7 @@ snapshot, the commit pinned, header bytes only, concurrency, the header cache, a
 
 from __future__ import annotations
 
+import re
 import struct
 import time
 
@@ -653,3 +654,81 @@ def test_answer_that_is_not_file_bytes_is_failed(hub):
     hub.fault("model.safetensors", status=304, times=None, server="cdn")
     with pytest.raises(Failed, match="HTTP 304 to a Range request"):
         load_hub("Qwen/Qwen3-0.6B")
+
+
+# --- a Hub that accepts the connection and never answers --------------------------------------
+
+
+class SilentServer:
+    """Accepts every connection and never sends a byte: a stalled proxy, a Hub under maintenance."""
+
+    def __init__(self):
+        import socket
+        import threading
+
+        self._socket = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self._socket.getsockname()[1]}"
+        self.connections: list = []
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+        self._thread.start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                connection, _ = self._socket.accept()
+            except OSError:
+                return
+            self.connections.append(connection)  # held open, never answered
+
+    def close(self) -> None:
+        self._socket.close()
+        for connection in self.connections:
+            connection.close()
+
+
+def test_a_hub_that_never_answers_gives_one_line_within_the_budget(monkeypatch, tmp_path, apron_home):
+    """Timeouts are retried only while another try still ends within APRON_HUB_TIMEOUT_BUDGET_SECONDS
+    (the default, 25 s with 10 s a try, makes it two tries and one line within 30 s)."""
+    from conftest import point_hf_at
+
+    silent = SilentServer()
+    try:
+        point_hf_at(silent.url, tmp_path / "hf-silent", monkeypatch)
+        monkeypatch.setenv("APRON_HUB_TIMEOUT_SECONDS", "1")
+        monkeypatch.setenv("APRON_HUB_TIMEOUT_BUDGET_SECONDS", "2.5")
+        monkeypatch.setenv("APRON_HUB_MAX_ATTEMPTS", "5")
+        monkeypatch.setenv("APRON_HUB_RETRY_BASE_SECONDS", "0.01")
+        started = time.monotonic()
+        with pytest.raises(Failed) as exc:
+            load_hub("Qwen/Qwen3-0.6B")
+        elapsed = time.monotonic() - started
+    finally:
+        silent.close()
+    message = one_line(exc)
+    assert f"the Hub at {silent.url} did not answer within 1 s on" in message and silent.connections
+    tries = int(re.search(r"on (\d) attempt\(s\)", message).group(1))  # type: ignore[union-attr]
+    assert 1 <= tries <= 2  # not the 5 attempts allowed: a third try would end past the budget
+    assert elapsed < 2.5 + 1.5  # the first try also pays for importing huggingface_hub
+
+
+def test_default_timeouts_fit_in_thirty_seconds():
+    """The defaults: a second try of 10 s still ends within the 25 s budget, a third never does."""
+    settings = HubSettings()
+    first_try_ends = settings.timeout_seconds
+    second = first_try_ends + settings.backoff_seconds(1) + settings.timeout_seconds
+    third = second + settings.backoff_seconds(2) + settings.timeout_seconds
+    assert second <= settings.timeout_budget_seconds < third and settings.timeout_budget_seconds < 30
+
+
+def test_headers_that_never_come_give_one_line_within_the_budget(hub, monkeypatch):
+    monkeypatch.setenv("APRON_HUB_TIMEOUT_SECONDS", "1")
+    monkeypatch.setenv("APRON_HUB_TIMEOUT_BUDGET_SECONDS", "2.5")
+    monkeypatch.setenv("APRON_HUB_MAX_ATTEMPTS", "5")
+    serve_snapshot(hub, "Qwen/Qwen3-0.6B")
+    # Longer than every try and shorter than the teardown should wait for the server's threads.
+    hub.fault("model.safetensors", kind="slow", delay_seconds=4.0, times=None, server="cdn")
+    started = time.monotonic()
+    with pytest.raises(Failed) as exc:
+        load_hub("Qwen/Qwen3-0.6B")
+    assert time.monotonic() - started < 2.5 + 2.0
+    assert "model.safetensors" in one_line(exc) and "did not answer within 1 s" in one_line(exc)

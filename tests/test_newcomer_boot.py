@@ -323,7 +323,7 @@ def test_log_parse_of_a_file_with_no_vllm_lines_says_so(tmp_path):
     assert result.returncode == 1 and result.stdout == ""
     assert result.stderr.strip() == (
         f"apron: error: {notes} has no vLLM log lines (none carries vLLM's 'INFO MM-DD HH:MM:SS [file.py:N]' "
-        "prefix): give the engine's start-up log"
+        "prefix or matches one of the release's format strings): give the engine's start-up log"
     )
     parsed = apron("log", "parse", str(FIXTURES / "logs" / "a_healthy_fast_uni.log"))
     assert "available_kv_bytes                   61.44 MiB (64,424,509 B)" in parsed.stdout

@@ -198,3 +198,103 @@ def test_unclassified_only_when_nothing_matched_and_the_json_says_so():
     assert known["template"].startswith("vllm 0.33.0 v1/core/") and known["wrapper"] is None
     observed = fingerprint("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB.").to_json()
     assert observed["family"] == "cuda_oom" and observed["matched"]["observed"] == "cuda_oom"
+
+
+# ------------------------------------------------------------------ every wrapper, inner text with and without a type
+
+OOM = (
+    "CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.19 GiB of which 1.06 GiB "
+    "is free. Of the allocated memory 75.08 GiB is allocated by PyTorch, and 1.19 GiB is reserved by PyTorch but "
+    "unallocated."
+)
+
+
+def _inner(version: str, which: str) -> tuple[str, str, str, dict]:
+    """(exception, message, family, fields that must come out) of an inner error."""
+    if which == "mamba":
+        exception, text = mamba(version)
+        return exception, text, "mamba_blocks_below_max_num_seqs", {"num_blocks": 733, "max_num_seqs": 1024}
+    if which == "kv":
+        exception, text = message(version, KV, KV_VALUES)
+        return exception, text, "kv_cache_too_small", {"estimated_max_model_len": 76144}
+    return "torch.OutOfMemoryError", OOM, "cuda_oom", {"tried_bytes": 2 * 2**30}
+
+
+# How each wrapper kind carries its inner text (`inner` is the text with or without `Type: `).
+WRAPPED = {
+    "worker_failed": lambda inner: (
+        "RuntimeError",
+        f"Worker failed with error '{inner}', please check the stack trace above for the root cause",
+    ),
+    "worker_failed_cut_after_quote": lambda inner: ("RuntimeError", f"Worker failed with error '{inner}'"),
+    "worker_failed_cut_inside": lambda inner: ("RuntimeError", f"Worker failed with error '{inner}"),
+    "inline_cause": lambda inner: (None, f"EngineCore failed to start. {inner}"),
+    "inline_cause_workerproc": lambda inner: ("Exception", f"WorkerProc failed to start: {inner}"),
+    "pydantic": lambda inner: ("ValidationError", f"1 validation error for VllmConfig: Value error, {inner}"),
+    "nested_exception": lambda inner: ("RuntimeError", inner),
+}
+KINDS = {k: k.split("_cut")[0].replace("_workerproc", "") for k in WRAPPED}
+
+
+# An exception whose message has no type of its own wraps nothing: nested_exception is typed only.
+WRAPPER_CASES = [(w, t) for w in sorted(WRAPPED) for t in (True, False) if t or w != "nested_exception"]
+
+
+@pytest.mark.parametrize("version", ["0.29.0", "0.33.0"])
+@pytest.mark.parametrize("which", ["mamba", "kv", "oom"])
+@pytest.mark.parametrize(
+    "wrapper, typed", WRAPPER_CASES, ids=[f"{w}-{'typed' if t else 'untyped'}" for w, t in WRAPPER_CASES]
+)
+def test_every_wrapper_with_an_inner_text_with_and_without_its_type(wrapper, typed, which, version):
+    exception, text, family, fields = _inner(version, which)
+    inner = f"{exception}: {text}" if typed else text
+    outer, wrapped = WRAPPED[wrapper](inner)
+    line = f"{TAG}{outer}: {wrapped}" if outer else f"{TAG}{wrapped}"
+    found = fingerprint(line, engine_version=version)
+    assert found.family == family, (line, found.matched)
+    assert {k: found.fields.get(k) for k in fields} == fields
+    assert KINDS[wrapper] in found.matched["unwrapped"]
+    assert found.message.startswith(text[:40])
+    if typed and wrapper != "pydantic":
+        assert found.exception == exception
+
+
+@pytest.mark.parametrize("typed", [True, False], ids=["typed", "untyped"])
+@pytest.mark.parametrize("wrapper", sorted(set(WRAPPED) - {"nested_exception"}))
+def test_printf_arguments_inside_every_wrapper(wrapper, typed):
+    refusal = template_with(shipped_refusals("0.33.0"), "The quantization method %s is deprecated")
+    printed = repr((refusal["template"], "fp_quant"))
+    outer, wrapped = WRAPPED[wrapper](f"{refusal['exception']}: {printed}" if typed else printed)
+    found = fingerprint(f"{TAG}{outer}: {wrapped}" if outer else f"{TAG}{wrapped}", engine_version="0.33.0")
+    assert found.family == template_family(refusal["template"]) and found.fields == {"arg0": "fp_quant"}
+    assert found.matched["unwrapped"][-1] == "printf_arguments" and KINDS[wrapper] in found.matched["unwrapped"]
+
+
+def test_the_issue_s_worker_line_cut_after_its_quote(apron_home):
+    """`RuntimeError: Worker failed with error 'max_num_seqs (1024) exceeds available Mamba cache blocks
+    (626). ...'`: the hybrid's refusal and its rule, not cause_not_in_log."""
+    line = (
+        "(EngineCore_DP0 pid=5) ERROR 12-01 10:00:00 [core.py:1] RuntimeError: Worker failed with error "
+        "'max_num_seqs (1024) exceeds available Mamba cache blocks (626). ...'"
+    )
+    found = fingerprint(line, engine_version="0.32.0")
+    assert found.family == "mamba_blocks_below_max_num_seqs"
+    assert (found.fields["max_num_seqs"], found.fields["num_blocks"]) == (1024, 626)
+    corrected = _corrected(line, "0.32.0")
+    assert corrected.max_num_seqs is not None and corrected.max_num_seqs <= 626
+
+
+@pytest.mark.parametrize(
+    "wrapped, family",
+    [
+        ("EngineCore failed to start. See the traceback above.", "cause_not_in_log"),
+        ("Engine core initialization failed. See root cause above. Failed core proc(s): {}", "cause_not_in_log"),
+        ("Worker 0 failed to initialize: {'status': 'FAILED'}", "cause_not_in_log"),
+        ("Worker failed with error 'the frobnicator is out of phase'", "unclassified"),
+    ],
+)
+def test_words_after_a_wrapper_that_nothing_knows(wrapped, family):
+    """Untyped words after a wrapper are a cause only when something knows them; a worker's quoted
+    message is its cause even unknown (the log holds it: unclassified, not cause_not_in_log)."""
+    found = fingerprint(f"{TAG}RuntimeError: {wrapped}")
+    assert found.family == family

@@ -39,6 +39,10 @@ class HubSettings:
 
     timeout_seconds: float = 10.0
     max_attempts: int = 5
+    # A request that timed out is tried again only while another full timeout still ends within this
+    # much time since its first try: a Hub that accepts the connection and never answers costs two
+    # tries (about 20 s), not five (65 s), and the plan ends with one line within 30 s.
+    timeout_budget_seconds: float = 25.0
     retry_base_seconds: float = 0.5
     retry_max_seconds: float = 8.0
     max_retry_after_seconds: float = 60.0  # a server asking for a longer wait gets a Failed instead
@@ -51,6 +55,7 @@ class HubSettings:
         return cls(
             timeout_seconds=_env_number("APRON_HUB_TIMEOUT_SECONDS", cls.timeout_seconds),
             max_attempts=int(_env_number("APRON_HUB_MAX_ATTEMPTS", cls.max_attempts, minimum=1)),
+            timeout_budget_seconds=_env_number("APRON_HUB_TIMEOUT_BUDGET_SECONDS", cls.timeout_budget_seconds),
             retry_base_seconds=_env_number("APRON_HUB_RETRY_BASE_SECONDS", cls.retry_base_seconds),
             retry_max_seconds=_env_number("APRON_HUB_RETRY_MAX_SECONDS", cls.retry_max_seconds),
             max_retry_after_seconds=_env_number("APRON_HUB_MAX_RETRY_AFTER_SECONDS", cls.max_retry_after_seconds),
@@ -119,7 +124,9 @@ class FetchStats:
 
 def with_retries(call: Callable[[], T], where: Where, settings: HubSettings, stats: FetchStats | None = None) -> T:
     """Run `call`, retrying transient failures with backoff; any other failure, or the last
-    transient one, becomes an Apron error naming `where`."""
+    transient one, becomes an Apron error naming `where`. A timeout is retried only while another
+    try still ends within the timeout budget."""
+    started = time.monotonic()
     for attempt in range(1, settings.max_attempts + 1):
         try:
             return call()
@@ -127,8 +134,11 @@ def with_retries(call: Callable[[], T], where: Where, settings: HubSettings, sta
             raise
         except Exception as exc:  # noqa: BLE001 - classified below; unknown ones are re-raised
             delay = _retry_delay(exc, attempt, settings)
+            if delay is not None and _is_timeout(exc):
+                ends = time.monotonic() - started + delay + settings.timeout_seconds
+                delay = delay if ends <= settings.timeout_budget_seconds else None
             if delay is None or attempt == settings.max_attempts:
-                mapped = to_apron_error(exc, where, attempt, settings)
+                mapped = to_apron_error(exc, where, attempt, settings, time.monotonic() - started)
                 if mapped is None:
                     raise
                 raise mapped from exc
@@ -136,6 +146,12 @@ def with_retries(call: Callable[[], T], where: Where, settings: HubSettings, sta
                 stats.add(retries=1)
             time.sleep(delay)
     raise AssertionError("unreachable: the loop returns or raises")
+
+
+def _is_timeout(exc: BaseException) -> bool:
+    import httpx2
+
+    return isinstance(exc, httpx2.TimeoutException)
 
 
 def _retry_delay(exc: BaseException, attempt: int, settings: HubSettings) -> float | None:
@@ -195,7 +211,9 @@ def offline_error(where: Where, missing: str) -> BadInput:
     )
 
 
-def to_apron_error(exc: BaseException, where: Where, attempts: int, settings: HubSettings) -> ApronError | None:
+def to_apron_error(
+    exc: BaseException, where: Where, attempts: int, settings: HubSettings, elapsed_seconds: float | None = None
+) -> ApronError | None:
     """One line saying what failed and what to do; None for errors this module does not know."""
     import httpx2
     from huggingface_hub import constants
@@ -210,7 +228,7 @@ def to_apron_error(exc: BaseException, where: Where, attempts: int, settings: Hu
         )
     if isinstance(exc, hf.LocalEntryNotFoundError):
         cause = exc.__cause__
-        mapped = to_apron_error(cause, where, attempts, settings) if cause is not None else None
+        mapped = to_apron_error(cause, where, attempts, settings, elapsed_seconds) if cause is not None else None
         return mapped or Failed(
             f"could not download {where.describe()} from {constants.ENDPOINT} and it is "
             "not in the huggingface_hub cache; check your connection or HF_ENDPOINT"
@@ -229,10 +247,11 @@ def to_apron_error(exc: BaseException, where: Where, attempts: int, settings: Hu
     if isinstance(exc, hf.HfHubHTTPError) and status is not None:
         return _http_error(exc, status, where, attempts)
     if isinstance(exc, httpx2.TimeoutException):
+        spent = f", {elapsed_seconds:.0f} s in all" if elapsed_seconds is not None else ""
         return Failed(
-            f"{where.describe()}: no answer within {settings.timeout_seconds:g} s on {attempts} "
-            f"attempt(s) (endpoint {constants.ENDPOINT}); check your connection or raise "
-            "APRON_HUB_TIMEOUT_SECONDS"
+            f"{where.describe()}: the Hub at {constants.ENDPOINT} did not answer within "
+            f"{settings.timeout_seconds:g} s on {attempts} attempt(s){spent}; check your connection or "
+            "HF_ENDPOINT, or raise APRON_HUB_TIMEOUT_SECONDS"
         )
     if isinstance(exc, httpx2.ConnectError):
         return Failed(

@@ -28,6 +28,10 @@ def load_checkpoint(source: str, revision: str | None = None, *, use_catalog: bo
             f"{source}: a file, but not a snapshot (*.json or *.json.gz); give a checkpoint "
             "folder, a snapshot file or a Hub repo id"
         )
+    if path.is_symlink():  # a link to nothing (or a loop): the user meant this path, not a repo id
+        from apron.checkpoint.local import entry_problem
+
+        raise BadInput(f"SOURCE {source}: {entry_problem(path)}")
     if not REPO_ID.match(source) or source.endswith((".json", ".gz", ".safetensors")):
         raise BadInput(
             f"SOURCE '{source}' does not exist and is not a Hub repo id (org/name); give a "

@@ -8,10 +8,12 @@ is marked inexact.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
 _CONVERSIONS: dict[str, Callable[[object], str]] = {"r": repr, "s": str, "a": ascii}
+_BRACE = re.compile(r"[{}]")
 _OPEN = "([{"
 _CLOSE = ")]}"
 
@@ -29,21 +31,26 @@ def split(template: str) -> list[str | Field]:
     parts: list[str | Field] = []
     literal, i = [], 0
     while i < len(template):
-        char = template[i]
-        if char in "{}" and template[i : i + 2] in ("{{", "}}"):
-            literal.append(char)
+        brace = _BRACE.search(template, i)
+        if brace is None:
+            literal.append(template[i:])
+            break
+        literal.append(template[i : brace.start()])
+        i = brace.start()
+        if template[i : i + 2] in ("{{", "}}"):
+            literal.append(template[i])
             i += 2
-        elif char == "{":
+        elif template[i] == "{":
             end = _field_end(template, i)
-            if literal:
+            if any(literal):
                 parts.append("".join(literal))
-                literal = []
+            literal = []
             parts.append(_field(template[i : end + 1]))
             i = end + 1
         else:
-            literal.append(char)
+            literal.append("}")
             i += 1
-    if literal:
+    if any(literal):
         parts.append("".join(literal))
     return parts
 

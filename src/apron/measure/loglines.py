@@ -9,7 +9,9 @@ A line reaches a reader through several layers, each optional:
                 (0.6-0.7), the same without file info, `W0501 10:00:00.1 12 file.cc:3] ` (glog),
                 `INFO:     ` (uvicorn)
     suffix      ` [repeated 3x across cluster]` (Ray's log deduplication)
-plus ANSI colour anywhere, Windows line ends, and tqdm's carriage-return redraws. vLLM's own format
+and what is left of the logger prefix when a paste or a log shipper dropped part of it: the level
+alone (`(EngineCore_DP0 pid=258) INFO Available KV cache memory: 9.25 GiB`), the level and the file
+(`INFO [core.py:74] ...`), the file alone (`[core.py:74] ...`), the time and the file; plus ANSI colour anywhere, Windows line ends, and tqdm's carriage-return redraws. vLLM's own format
 strings: logger.py `_FORMAT` (0.6: "%(levelname)s %(asctime)s %(filename)s:%(lineno)d] %(message)s";
 0.8: "[%(filename)s:%(lineno)d]"; 0.10: "%(fileinfo)s"; 0.33: "(%(vllm_process_name)s pid=%(process)d) "
 inside the format, after VLLM_LOGGING_PREFIX); the process tag of 0.6-0.32 comes from
@@ -20,6 +22,7 @@ of these (a prefix-stripped paste, a bare traceback on stderr) is read as it is.
 from __future__ import annotations
 
 import re
+import textwrap
 from dataclasses import dataclass
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
@@ -44,6 +47,11 @@ HEADER = re.compile(
 )
 _GLOG = re.compile(r"^\[?(?P<level>[IWEF])\d{4} \d\d:\d\d:\d\d\.\d+\s+(?:\d+\s+)?(?P<file>[^\]\s]+):(?P<line>\d+)\]\s?")
 _UVICORN = re.compile(rf"^(?P<level>{_LEVELS}):\s+")
+# The logger prefix with parts missing. A level alone must be followed by a space: `INFO:` is uvicorn's.
+_PARTIAL = re.compile(
+    rf"^(?:(?P<level>{_LEVELS})\s+)?(?:(?P<time>(?:\d{{4}}-)?\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?)\s+)?"
+    r"(?:\[?(?P<file>[\w./-]+\.py):(?P<line>\d+)\]\s?)?"
+)
 _GLOG_LEVELS = {"I": "INFO", "W": "WARNING", "E": "ERROR", "F": "CRITICAL"}
 _REPEATED = re.compile(r"\s*\[repeated (?P<times>\d+)x across cluster\]\s*$")
 QUIET_LEVELS = ("DEBUG", "INFO", "WARNING")
@@ -61,6 +69,9 @@ class LogLine:
     rank: int | None = None  # `rank=0` or `[rank0]:`
     container: str | None = None  # `vllm-1`, a pod, a journald unit
     repeated: int = 1  # Ray printed it once for this many processes
+    # The logger prefix it carried: "vllm" (level and time, vLLM's own), "partial" (what a paste left
+    # of it: the level, the file), "glog", "uvicorn"; None for a line that carried none.
+    prefix: str | None = None
 
     @property
     def process_key(self) -> str | None:
@@ -98,6 +109,7 @@ def read_line(number: int, raw: str) -> LogLine:
     if header is not None:
         found["level"] = {"WARN": "WARNING"}.get(header["level"], header["level"])
         found["source"] = f"{header['file']}:{header['line']}" if header["file"] else None
+        found["prefix"] = "vllm"
         text = text[header.end() :]
     else:
         text = _strip_inner(text, found)
@@ -116,6 +128,7 @@ def read_line(number: int, raw: str) -> LogLine:
         rank=int(rank) if rank is not None else None,
         container=found.get("container"),
         repeated=repeated,
+        prefix=found.get("prefix"),
     )
 
 
@@ -158,19 +171,38 @@ def _take_process(m: re.Match[str], found: dict[str, str | None]) -> None:
 
 
 def _strip_inner(text: str, found: dict[str, str | None]) -> str:
-    """Loggers other than vLLM's: glog (torch's C++ side) and uvicorn."""
+    """Loggers other than vLLM's (glog on torch's C++ side, uvicorn), then what a paste left of vLLM's."""
     if m := _GLOG.match(text):
-        found["level"] = _GLOG_LEVELS[m["level"]]
-        found["source"] = f"{m['file']}:{m['line']}"
+        found.update(level=_GLOG_LEVELS[m["level"]], source=f"{m['file']}:{m['line']}", prefix="glog")
         return text[m.end() :]
     if m := _UVICORN.match(text):
-        found["level"] = {"WARN": "WARNING"}.get(m["level"], m["level"])
+        found.update(level={"WARN": "WARNING"}.get(m["level"], m["level"]), prefix="uvicorn")
         return text[m.end() :]
-    return text
+    m = _PARTIAL.match(text)
+    if m is None or not (m["level"] or m["file"]):
+        return text
+    if m["level"]:
+        found["level"] = {"WARN": "WARNING"}.get(m["level"], m["level"])
+    if m["file"]:
+        found["source"] = f"{m['file']}:{m['line']}"
+    found["prefix"] = "partial"
+    return text[m.end() :]
 
 
 def read_lines(text: str) -> list[LogLine]:
-    return [read_line(number, raw) for number, raw in enumerate(text.split("\n"), start=1)]
+    return [read_line(number, raw) for number, raw in enumerate(unquoted(text).split("\n"), start=1)]
+
+
+_QUOTED = re.compile(r"^>[ \t]?", re.M)
+
+
+def unquoted(text: str) -> str:
+    """A paste quoted or indented as a whole (an issue reply's `> `, a Markdown block's four spaces)
+    without that: what every non-empty line starts with is no part of any line."""
+    lines = [line for line in text.split("\n") if line.strip()]
+    if lines and all(line.startswith(">") for line in lines):
+        text = _QUOTED.sub("", text)
+    return textwrap.dedent(text) if lines and lines[0][:1] in (" ", "\t", ">") else text
 
 
 def shutdown_index(lines: list[LogLine]) -> int:

@@ -8,6 +8,13 @@ build prints no "Model loading took", eager mode no graph capture). Lines are re
 whatever prefixes they carry (apron.measure.loglines); values printed by several ranks are kept per
 rank and the field takes their minimum, as vLLM sizes the KV cache by its smallest worker.
 
+A line is vLLM's when it carries vLLM's logger prefix, or when its message matches one of the
+release's own format strings: a line pasted without its prefix (an issue thread, a log shipper that
+keeps only the message, the process tag or the level) is read as the engine printed it, taking the
+level its format string is logged at, and `template_lines` lists the lines recognised by their
+message alone. The format strings are the engine facts' (log formats and refusal templates), handed
+in by the caller (`Formats`, apron.rules.formats), and the accounting patterns below.
+
 The format strings come from vLLM's own `logger.info(...)` calls (tests/test_logparse.py renders the
 ones the engine facts list for 0.29-0.33 and checks this reader takes them back). Older releases'
 strings are quoted from their source next to each pattern.
@@ -18,17 +25,33 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from apron.measure.logerrors import LogError, errors_in
+from apron.measure.logerrors import LogError, errors_in, is_code_line
 from apron.measure.loglines import LogLine, read_lines, shutdown_index
 
 GIB = 2**30
 NUM = r"(-?[\d,]*\.?\d+)"
 MAX_ERRORS = 8
 _JSON_SKIP = ("lines", "log_errors", "log_errors_after_shutdown")
+# Prefixes that settle whose line it is: vLLM's own logger, and loggers that are not vLLM's.
+_SETTLED_PREFIXES = ("vllm", "glog", "uvicorn")
+
+
+@dataclass(frozen=True)
+class Recognised:
+    """A message that renders one of the release's format strings."""
+
+    template: str
+    level: str | None  # "INFO", ...: the level the release logs it at; None for an exception's message
+
+
+class Formats(Protocol):
+    """The release's format strings, asked of one message (apron.rules.formats builds it from the facts)."""
+
+    def recognise(self, message: str, engine_version: str | None) -> Recognised | None: ...
 
 
 @dataclass(frozen=True)
@@ -71,6 +94,9 @@ class ParsedLog:
     settings: dict | None = None
     settings_from: str | None = None  # "non-default args" | "args"
     processes: tuple[str, ...] = ()  # every process tag seen, in order ("EngineCore_DP0 pid=12")
+    # The lines without vLLM's logger prefix that are vLLM's by their message alone (it matches one of
+    # the release's format strings or an accounting pattern), by line number.
+    template_lines: tuple[int, ...] = ()
     # What the rules read, kept out of the JSON: every line as read, and every error with its context.
     lines: tuple[LogLine, ...] = field(default=(), compare=False, repr=False)
     log_errors: tuple[LogError, ...] = field(default=(), compare=False, repr=False)
@@ -88,6 +114,11 @@ class ParsedLog:
             for f in fields(self)
             if f.name not in _JSON_SKIP
         }
+
+    @property
+    def has_vllm_lines(self) -> bool:
+        """Some line carries vLLM's logger prefix or matches one of its format strings."""
+        return bool(self.template_lines) or any(line.prefix == "vllm" for line in self.lines)
 
     @property
     def live_lines(self) -> tuple[LogLine, ...]:
@@ -237,32 +268,45 @@ NOT_A_BACKEND = re.compile(r"MoE|Model Runner|KV cache layout|executor", re.I)
 CONTINUATION_STOP = re.compile(r"^(?:INFO:|WARNING:|ERROR:|Traceback|\[?[WE]\d{4} |\s*File \"|\s*$)")
 
 
-def logical_messages(lines: list[LogLine]) -> Iterator[tuple[LogLine, str]]:
-    """Each message with the unprefixed lines that continue it (a paste of V0's three-line memory
-    profiling message whose continuation lines lost their prefix); a line with no prefix at all that
-    continues nothing (a prefix-stripped paste) is a message of its own."""
-    consumed = 0
-    for index, line in enumerate(lines):
-        if index < consumed or line.is_frame:
+def message_processes(lines: list[LogLine]) -> Iterator[tuple[LogLine, str | None]]:
+    """Each line but a traceback's frames, with the process that printed it: its own tag, or for a
+    bare line that continues a prefixed message (a paste of V0's three-line memory profiling message
+    whose continuation lines lost their prefix), the message's. A bare line continues nothing when it
+    renders a format string of its own (a prefix-stripped paste): it is a message of its own."""
+    head: str | None = None
+    following = 0
+    for line in lines:
+        if line.is_frame:
             continue
-        parts = [line.message]
-        if line.level is not None:
-            for nxt in lines[index + 1 : index + 6]:
-                if nxt.level is not None or nxt.process is not None or CONTINUATION_STOP.match(nxt.message):
-                    break
-                parts.append(nxt.message)
-            consumed = index + len(parts)
-        yield line, " ".join(parts)
+        continues = (
+            line.prefix is None
+            and line.level is None
+            and line.process is None
+            and following < 5
+            and not CONTINUATION_STOP.match(line.message)
+        )
+        if line.prefix is not None and line.level is not None:
+            head, following = line.process_key, 0
+        elif continues and head is not None:
+            following += 1
+            yield line, head
+            continue
+        else:
+            head = None
+        yield line, line.process_key
 
 
-def extract(lines: list[LogLine]) -> tuple[dict, dict]:
-    """field -> {process: value}, and field -> source line, in the log's order."""
+def extract(lines: list[LogLine]) -> tuple[dict, dict, set[int]]:
+    """field -> {process: value}, field -> source line, in the log's order, and the numbers of the
+    lines a pattern read."""
     observed: dict[str, dict[str, object]] = {}
     sources: dict[str, str] = {}
-    for line, message in logical_messages(lines):
+    read: set[int] = set()
+    for line, key in message_processes(lines):
+        message = line.message
         if not ANCHORS.search(message):
             continue
-        process = line.process_key or "main"
+        process = key or "main"
         seen_here: set[str] = set()
         for name, regex, group, conv in PATTERNS:
             if name in seen_here:
@@ -271,11 +315,12 @@ def extract(lines: list[LogLine]) -> tuple[dict, dict]:
             if not match or (name == "attention_backend" and NOT_A_BACKEND.search(message)):
                 continue
             seen_here.add(name)
+            read.add(line.number)
             value = _merge(name, observed.setdefault(name, {}).get(process), conv(match.group(group)))
             observed[name][process] = value
             repeated = f" [printed by {line.repeated} processes; Ray shows the first]" if line.repeated > 1 else ""
             sources[name] = f"{line.number}: {message[:300]}{repeated}"
-    return observed, sources
+    return observed, sources, read
 
 
 def _merge(name: str, earlier: Any, value: Any) -> Any:
@@ -392,9 +437,46 @@ def _top_level_items(text: str) -> list[str]:
     return [*items, text[start:]]
 
 
-def parse_log(text: str) -> ParsedLog:
-    lines = read_lines(text)
-    observed, sources = extract(lines)
+def recognise(lines: list[LogLine], formats: Formats | None) -> tuple[list[LogLine], set[int]]:
+    """Each line without a settling prefix whose message renders a format string of the release: its
+    number, and the line with the level the release logs it at where the paste lost it."""
+    if formats is None:
+        return lines, set()
+    version = _engine_version(lines)
+    out, numbers = [], set()
+    for index, line in enumerate(lines):
+        message = line.message.strip()
+        if line.prefix in _SETTLED_PREFIXES or not message or line.is_frame or is_code_line(lines, index):
+            out.append(line)
+            continue
+        found = formats.recognise(message, version)
+        if found is not None:
+            numbers.add(line.number)
+            if line.level is None and found.level is not None:
+                line = replace(line, level=found.level)
+        out.append(line)
+    return out, numbers
+
+
+def _engine_version(lines: list[LogLine]) -> str | None:
+    """The release the log names, for picking its format strings (None: every known release's)."""
+    engine_patterns = [regex for name, regex, _, _ in PATTERNS if name == "engine_version"]
+    for line in lines:
+        if "version" in line.message or "LLM engine" in line.message:
+            for regex in engine_patterns:
+                if m := regex.search(line.message):
+                    return m.group(1)
+    return None
+
+
+def parse_log(text: str, formats: Formats | None = None) -> ParsedLog:
+    """The log read. FORMATS (the release's format strings) recognise the lines pasted without vLLM's
+    prefix and give them the level the release logs them at; without FORMATS such lines are still
+    read, but only the accounting patterns recognise them and they keep no level."""
+    lines, recognised = recognise(read_lines(text), formats)
+    observed, sources, read = extract(lines)
+    unprefixed = {line.number for line in lines if line.prefix not in _SETTLED_PREFIXES}
+    template_lines = tuple(sorted(recognised | (read & unprefixed)))
     values, per_rank = combine(observed)
     values.update(kv_details(lines, values))
     if (
@@ -418,6 +500,7 @@ def parse_log(text: str) -> ParsedLog:
         settings=settings,
         settings_from=settings_from,
         processes=processes,
+        template_lines=template_lines,
         lines=tuple(lines),
         log_errors=tuple(live),
         log_errors_after_shutdown=tuple(after),
@@ -435,6 +518,6 @@ def _texts(errors: list[LogError]) -> tuple[str, ...]:
     return tuple(found[-MAX_ERRORS:])
 
 
-def parse_file(path: str | Path) -> ParsedLog:
+def parse_file(path: str | Path, formats: Formats | None = None) -> ParsedLog:
     with open(path, "rb") as handle:
-        return parse_log(handle.read().decode("utf-8", errors="replace"))
+        return parse_log(handle.read().decode("utf-8", errors="replace"), formats)

@@ -377,6 +377,52 @@ REQUIRED = (
     ("layer count", ("num_hidden_layers", "n_layer", "num_layers", "n_layers")),
     ("hidden size", ("hidden_size", "d_model", "n_embd", "dim")),
 )
+# Keys vLLM reads with no default of its own: getattr(hf_text_config, key, 0) in
+# transformers_utils/model_arch_config_convertor.py (0.29.0-0.33.0; 0.32.0:77-87) turns an absent key
+# into 0 but hands a null on as None, which the model's layers then fail on. A null there is bad
+# input; for every other key a null means "not given" (sliding_window, rope_scaling, q_lora_rank ...
+# are null in published configs).
+NOT_NULL = (
+    *REQUIRED,
+    ("attention head count", ("num_attention_heads", "n_head", "num_heads", "n_heads")),
+    ("vocabulary size", ("vocab_size",)),
+)
+
+
+def check_nulls(config: dict[str, Any], file: str) -> None:
+    """Raise BadInput for a key set to null where vLLM needs a value (before nulls are dropped as
+    "not given"). transformers' AutoConfig picks the config class by model_type: null there is refused."""
+    if "model_type" in config and config["model_type"] is None:
+        raise BadInput(
+            f"{file}: model_type is null; transformers picks the config class by it: give the type or drop the key"
+        )
+    text, prefix = config, ""
+    for key in ("text_config", "llm_config", "language_config"):
+        if isinstance(config.get(key), dict):
+            text, prefix = config[key], f"{key}."
+            break
+    for what, keys in NOT_NULL:
+        nulls = [key for key in keys if key in text and text[key] is None]
+        if nulls and all(text.get(key) is None for key in keys):
+            raise BadInput(
+                f"{file}: {prefix}{nulls[0]} is null; vLLM reads the {what} with no default (a null is not "
+                "'not given' here): give a positive integer"
+            )
+    for table in ("rope_scaling", "rope_parameters"):
+        rope = text.get(table)
+        if not isinstance(rope, dict) or "factor" not in rope or rope["factor"] is not None:
+            continue
+        kind = rope.get("rope_type") or rope.get("type")
+        if kind in ROPE_FACTOR_TYPES:
+            raise BadInput(
+                f"{file}: {prefix}{table}.factor is null; vLLM reads it with no default for rope_type {kind!r}: "
+                "give the scaling factor (a positive number)"
+            )
+
+
+# model_executor/layers/rotary_embedding/__init__.py (0.32.0:168-285) get_rope: rope_parameters["factor"]
+# for these scaling types, no default.
+ROPE_FACTOR_TYPES = ("linear", "ntk", "dynamic", "yarn", "llama3", "deepseek_yarn", "deepseek_llama_scaling")
 
 
 def _required(text: dict[str, Any], prefix: str, file: str) -> None:

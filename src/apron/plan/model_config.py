@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from apron.plan.config_schema import check_config
+from apron.plan.config_schema import check_config, check_nulls
 
 # Aliases vLLM / transformers accept for the same quantity, in the order they are tried.
 _LAYERS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
@@ -50,6 +50,7 @@ class ModelConfig:
     @classmethod
     def from_config(cls, config: dict[str, Any], file: str = "config.json") -> ModelConfig:
         """The config, every key the planner reads checked once (BadInput naming `file` and the key)."""
+        check_nulls(config, file)
         config = _given(config)
         text = config.get("text_config") or config.get("llm_config") or config.get("language_config")
         text = text if isinstance(text, dict) else config

@@ -17,6 +17,7 @@ from apron.plan.encoder import is_tower_whole_on_every_rank
 from apron.plan.model_config import ModelConfig
 from apron.plan.parsers import parser_flags, tokenizer_note
 from apron.plan.quantity import Problem, Quantity, one_of
+from apron.plan.refusals import in_start_up_order
 from apron.plan.result import VERDICTS, ModelIdentity, Plan, Verdict
 from apron.plan.settings import EngineSettings, UserSettings, resolve_settings, user_flags
 from apron.plan.weights import WeightsEstimate, WeightSettings, estimate_weights
@@ -195,7 +196,7 @@ def _plan(
         quantities=quantities,
         flags=tuple(flags),
         command=serve_command(checkpoint, flags, user.env_dict),
-        problems=tuple(problems),
+        problems=tuple(in_start_up_order(problems)),
         unknowns=tuple(unknowns),
         notes=tuple(n for n in notes if n),
         details={

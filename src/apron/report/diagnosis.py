@@ -37,6 +37,8 @@ def render_diagnosis(diagnosis: Diagnosis, log_name: str) -> str:
     ]
     if found.fields:
         lines.append(_row("fields", " ".join(f"{k}={_value(v)}" for k, v in found.fields.items())))
+    if found.check:
+        lines.append(_row("check", found.check))
     flags = " ".join(settings_flags(diagnosis.settings)) or "(engine defaults)"
     lines.append(_row("ran with", f"{flags}  [from {diagnosis.settings_source}]"))
     lines += _rule_lines(diagnosis)

@@ -3,12 +3,17 @@ the release's templates (apron.rules.catalog) and the observed failures (apron.r
 after unwrapping the messages that carry another one inside:
 
 - `RuntimeError: Worker failed with error '<str(exc)>', please check the stack trace above for the
-  root cause` (v1/executor/multiproc_executor.py collective_rpc): the worker's message, quoted;
+  root cause` (v1/executor/multiproc_executor.py collective_rpc): the worker's message, quoted (and
+  `str(exc)` carries no exception type); also when a harness or a paste cut the line after it;
 - pydantic's `ValidationError for VllmConfig: Value error, <message>` (the config's own refusal);
-- a cause written after its wrapper on one line (`EngineCore failed to start. ValueError: ...`) or an
-  exception message that is itself `OtherError: message`;
+- a cause written after its wrapper on one line (`EngineCore failed to start. ValueError: ...`, or
+  the message alone) or an exception message that is itself `OtherError: message`;
 - `('The quantization method %s is deprecated ...', 'fp_quant')`: a message raised with printf
   arguments, `ValueError(fmt, value)`, which Python prints as the tuple; it is rendered first.
+
+The inner message is matched against the templates with or without an exception type of its own. A
+cause taken from after a wrapper's words that carries no type is only a cause when something knows
+it (a template or an observed failure); otherwise the wrapper stays what the line is.
 """
 
 from __future__ import annotations
@@ -56,8 +61,10 @@ class Classification:
         }
 
 
+# The closing quote and the words after it may be missing: a line cut by a harness or a paste.
 _WORKER_FAILED = re.compile(
-    r"^Worker failed with error '(?P<inner>.*)', please check the\s+stack trace above for the root cause\.?$", re.S
+    r"^Worker failed with error '(?P<inner>.*?)'?(?:,\s*please check the\s+stack trace above for the root cause\.?)?$",
+    re.S,
 )
 _PYDANTIC = re.compile(
     r"^(?:\d+ validation errors? for \w+:?\s*)?(?P<kind>Value|Assertion|Type|Key|Runtime) error, (?P<inner>.+)$", re.S
@@ -70,33 +77,56 @@ _INLINE_CAUSE = re.compile(
 MAX_UNWRAP = 6
 
 
+@dataclass(frozen=True)
+class _Level:
+    """One message on the way in: what it says, the wrappers taken off to reach it, and whether it is
+    surely the cause (False: words after a wrapper's, with no exception type of their own)."""
+
+    exception: str | None
+    message: str
+    taken: tuple[str, ...]
+    is_sure: bool = True
+
+
 def unwrap(exception: str | None, message: str) -> tuple[str | None, str, tuple[str, ...]]:
     """The innermost (exception, message) and the wrappers taken off, outermost first."""
-    taken: list[str] = []
+    level = _levels(exception, message)[-1]
+    return level.exception, level.message, level.taken
+
+
+def _levels(exception: str | None, message: str) -> list[_Level]:
+    """The message and each one found inside it, outermost first."""
+    levels = [_Level(exception, message.strip(), ())]
     for _ in range(MAX_UNWRAP):
-        step = _unwrap_once(exception, message.strip())
+        last = levels[-1]
+        step = _unwrap_once(last.exception, last.message)
         if step is None:
             break
-        exception, message, kind = step
-        taken.append(kind)
-    return exception, message.strip(), tuple(taken)
+        inner_exception, inner, kind, is_sure = step
+        levels.append(_Level(inner_exception, inner.strip(), (*last.taken, kind), is_sure))
+    return levels
 
 
-def _unwrap_once(exception: str | None, message: str) -> tuple[str | None, str, str] | None:
+def _unwrap_once(exception: str | None, message: str) -> tuple[str | None, str, str, bool] | None:
     if m := _WORKER_FAILED.match(message):
-        inner = m["inner"]
-        nested = EXCEPTION.match(inner)
-        return (nested["exc"], nested["msg"], "worker_failed") if nested else (None, inner, "worker_failed")
+        return (*_typed(m["inner"]), "worker_failed", True)
     pydantic = exception is None or "ValidationError" in exception or message[:1].isdigit()
     if pydantic and (m := _PYDANTIC.match(message)):
-        return f"{m['kind']}Error", m["inner"], "pydantic"
+        return f"{m['kind']}Error", m["inner"], "pydantic", True
     if printf := _printf_rendered(message):
-        return exception, printf, "printf_arguments"
-    if (m := _INLINE_CAUSE.match(message)) and (nested := EXCEPTION.match(m["inner"])):
-        return nested["exc"], nested["msg"], "inline_cause"
+        return exception, printf, "printf_arguments", True
+    if m := _INLINE_CAUSE.match(message):
+        inner_exception, inner = _typed(m["inner"])
+        return inner_exception, inner, "inline_cause", inner_exception is not None
     if exception is not None and (nested := EXCEPTION.match(message)) and nested["exc"] not in ("INFO", "ERROR"):
-        return nested["exc"], nested["msg"], "nested_exception"
+        return nested["exc"], nested["msg"], "nested_exception", True
     return None
+
+
+def _typed(text: str) -> tuple[str | None, str]:
+    """`ValueError: message` -> ("ValueError", "message"); a message with no type of its own as it is."""
+    nested = EXCEPTION.match(text.strip())
+    return (nested["exc"], nested["msg"]) if nested else (None, text)
 
 
 def _printf_rendered(message: str) -> str | None:
@@ -118,7 +148,16 @@ def _printf_rendered(message: str) -> str | None:
 def classify(
     exception: str | None, message: str, engine_version: str | None = None, *, wrappers: bool = True
 ) -> Classification:
-    exception, message, unwrapped = unwrap(exception, message)
+    levels = _levels(exception, message)
+    for level in reversed(levels):
+        found = _classify_level(level, engine_version, wrappers)
+        if found.family != "unclassified" or level.is_sure:
+            return found
+    return found
+
+
+def _classify_level(level: _Level, engine_version: str | None, wrappers: bool) -> Classification:
+    exception, message, unwrapped = level.exception, level.message, level.taken
     inner = (exception, message) if unwrapped else None
     text = f"{exception}: {message}" if exception else message
     for wrapper in WRAPPERS if wrappers else ():

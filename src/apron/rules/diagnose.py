@@ -15,6 +15,7 @@ from apron.plan.result import Plan
 from apron.plan.settings import UserSettings, user_flags
 from apron.rules.fingerprint import Fingerprint
 from apron.rules.fingerprint import fingerprint as make_fingerprint
+from apron.rules.formats import FORMATS
 from apron.rules.known import KnownReport, could_have_known
 from apron.rules.registry import RuleError, RuleFailed, RuleMatch, run_rules
 from apron.rules.status import RuleStatus, StatusStore
@@ -129,7 +130,7 @@ def diagnose(
     engine_version: str | None = None,
     store: StatusStore | None = None,
 ) -> Diagnosis:
-    parsed = parse_log(log_text)
+    parsed = parse_log(log_text, FORMATS)
     version = engine_version or (plan.engine_version if plan else None) or parsed.engine_version
     settings, source = _settings(user_settings, plan, parsed)
     log_id = "sha256:" + hashlib.sha256(log_text.encode("utf-8", "replace")).hexdigest()

@@ -30,6 +30,7 @@ class Family:
     signatures: tuple[str, ...] = ()  # literal phrases of the engine's template
     fallback_templates: tuple[tuple[str, str], ...] = ()  # (exception, template) as of vLLM 0.29-0.33
     renames: tuple[tuple[str, str], ...] = ()  # template group name -> typed field name
+    check: str = ""  # what to look at, for a failure no flag change fixes
 
 
 _KV_HINT = (
@@ -37,6 +38,47 @@ _KV_HINT = (
     "decreasing `max_model_len` when initializing the engine. See "
     "https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details."
 )
+
+# What to look at when the checkpoint's files are at fault (no flag change fixes them).
+_TOKENIZER_CHECK = (
+    "the tokenizer files the checkpoint's tokenizer_config.json (tokenizer_class) needs, whole and from one "
+    "release: tokenizer.json for a fast tokenizer (PreTrainedTokenizerFast, most *TokenizerFast), "
+    "tokenizer.model for a sentencepiece one (Llama, Mistral, Gemma, T5), vocab.json with merges.txt for a "
+    "GPT-2 style BPE one; compare their sizes with the repo's and download them again, or pick a revision "
+    "that has them; a tokenizer.json written by a newer tokenizers release needs that release on the target"
+)
+_TOKENIZER_CLASS_CHECK = (
+    "tokenizer_class (and auto_map) in the checkpoint's tokenizer_config.json: a class of the repo's own code "
+    "needs --trust-remote-code (if you trust it), one of a newer transformers needs that transformers on the "
+    "target; or a revision whose tokenizer files name a class this release has"
+)
+_MODEL_PATH_CHECK = (
+    "the model argument: a Hub repo id (org/name) that exists, at a revision that exists, or a folder that "
+    "holds config.json beside the weights (an interrupted download leaves it out)"
+)
+_FILE_MISSING_CHECK = (
+    "the file the message names: download it into the checkpoint folder (with what the repo lists beside "
+    "it), or pick a revision that has it"
+)
+_JSON_CHECK = (
+    "each JSON file of the checkpoint (config.json, generation_config.json, tokenizer_config.json, "
+    "tokenizer.json, model.safetensors.index.json) and each safetensors header: one cut short by a download "
+    "or left half-edited does not parse (`python -m json.tool FILE`, or `apron plan FOLDER`, which reads "
+    "every header); download it again"
+)
+_WEIGHTS_CHECK = (
+    "each *.safetensors file's size against the repo's listing (a download cut short keeps the header and "
+    "loses the data, or loses part of the header); `apron plan FOLDER` names the file; download it again"
+)
+_GATED_CHECK = (
+    "accept the repo's terms on the Hub with the account whose token the target uses, and give the machine "
+    "that boots HF_TOKEN (or download the checkpoint there first)"
+)
+_OFFLINE_CHECK = (
+    "the target runs with HF_HUB_OFFLINE=1 (or local_files_only) and its cache lacks the files: download the "
+    "checkpoint there first, or unset HF_HUB_OFFLINE"
+)
+_HUB_UNREACHABLE_CHECK = "the target's network: it could not reach the Hub (HF_ENDPOINT, a proxy, DNS, a firewall)"
 
 NAMED: tuple[Family, ...] = (
     Family(
@@ -347,6 +389,23 @@ NAMED: tuple[Family, ...] = (
         ("NCCL error: ",),
         (("RuntimeError", "NCCL error: {error_str}"),),
     ),
+    # tokenizers/hf.py (0.29-0.33) raises this when transformers says the class "does not exist or
+    # is not currently imported".
+    Family(
+        "tokenizer_class_unavailable",
+        "model",
+        "the tokenizer class the checkpoint names is not in this transformers release",
+        ("Failed to load the tokenizer. If the tokenizer is a custom tokenizer",),
+        check=_TOKENIZER_CLASS_CHECK,
+    ),
+    # transformers_utils/config.py (0.29-0.33): neither a repo id the Hub knows nor a folder with a config.
+    Family(
+        "model_path_invalid",
+        "harness",
+        "the model path or repo id the engine was given does not resolve",
+        ("Invalid repository ID or local directory specified",),
+        check=_MODEL_PATH_CHECK,
+    ),
 )
 
 
@@ -358,17 +417,19 @@ class Observed:
     blame: str
     summary: str
     regex: re.Pattern
+    check: str = ""  # what to look at, for a failure no flag change fixes
 
 
-def _observed(name: str, blame: str, summary: str, regex: str) -> Observed:
-    return Observed(name, blame, summary, re.compile(regex, re.I))
+def _observed(name: str, blame: str, summary: str, regex: str, check: str = "") -> Observed:
+    return Observed(name, blame, summary, re.compile(regex, re.I), check)
 
 
 # Wrappers only point at an earlier error; the decisive error is never one of these while another
 # exists, and a log that holds nothing else gets the family CAUSE_NOT_IN_LOG. Their text is the
 # engine's own: v1/engine/utils.py wait_for_engine_startup, v1/engine/core.py ("EngineCore failed to
 # start."), v1/executor/multiproc_executor.py (WorkerProc, "Worker failed with error '...'", which
-# carries the cause inline and is unwrapped first: apron.rules.unwrap).
+# carries the cause inline and is unwrapped first: apron.rules.classify), v1/executor/ray_executor_v2.py
+# ("Worker {i} failed to initialize: {result}", the status dict of a worker, no cause).
 WRAPPERS: tuple[Observed, ...] = (
     _observed(
         "engine_core_init_failed",
@@ -388,7 +449,8 @@ WRAPPERS: tuple[Observed, ...] = (
         "unknown",
         "a worker process died (see the error before it)",
         r"died unexpectedly|died with exit code|Worker failed with error|check the stack trace above|"
-        r"WorkerProc (?:initialization failed|failed to start|failed\b|hit an exception)|RayWorkerProc failed",
+        r"WorkerProc (?:initialization failed|failed to start|failed\b|hit an exception)|RayWorkerProc failed|"
+        r"Worker \d+ failed to initialize",
     ),
 )
 # The one family of a log whose only errors are wrappers: its cause scrolled out or was cut off.
@@ -437,6 +499,16 @@ OBSERVED: tuple[Observed, ...] = (
     _observed(
         "disk_full", "host", "the disk is full", r"No space left on device|ENOSPC|\[Errno 28\]|Disk quota exceeded"
     ),
+    # huggingface_hub 2.4.0 file_download.py (LocalEntryNotFoundError) and transformers 5.19.0
+    # utils/hub.py cached_files, raised when the target cannot reach the Hub and has no cached copy.
+    _observed(
+        "hub_unreachable",
+        "host",
+        "the machine that boots could not reach the Hugging Face Hub for the checkpoint's files",
+        r"An error happened while trying to locate the file on the Hub|We couldn't connect to '[^']*' to load "
+        r"the files|There was a specific connection error when trying to load",
+        _HUB_UNREACHABLE_CHECK,
+    ),
     _observed(
         "cudagraph_capture_failed",
         "model",
@@ -463,6 +535,45 @@ OBSERVED: tuple[Observed, ...] = (
         r"no kernel image is available",
     ),
     _observed("cuda_error", "unknown", "a CUDA runtime error", r"CUDA error: (?P<cuda_error>[^.\n]+)"),
+    # The tokenizer libraries' own words (tokenizers 0.23.3 and 0.19.1, transformers 5.19.0 and 4.46.3,
+    # sentencepiece 0.2.3, tiktoken 0.14.0; the texts are quoted in docs/rules.md with their sources).
+    _observed(
+        "tokenizer_files_invalid",
+        "model",
+        "the tokenizer's files are missing, incomplete or do not fit together",
+        r"data did not match any variant of untagged enum (?:Py)?(?:Model|PreTokenizer|Normalizer|Decoder|"
+        r"PostProcessor|Merge)\w*|Error while initializing (?:BPE|WordPiece|WordLevel|Unigram)|"
+        r"Token `[^`]*` out of vocabulary|Merges text file invalid at line|`vocab` and `merges` must be both|"
+        r"Couldn't instantiate the backend tokenizer|could not parse ModelProto|"
+        r"Unable to load (?:vocabulary from file|tokenizer model from SPM)|Error parsing line b?['\"].*['\"] in \S",
+        _TOKENIZER_CHECK,
+    ),
+    _observed(
+        "tokenizer_class_unavailable",
+        "model",
+        "the tokenizer class the checkpoint names is not in this transformers release",
+        r"Tokenizer class \w+ (?:does not exist or )?is not currently imported",
+        _TOKENIZER_CLASS_CHECK,
+    ),
+    # transformers utils/hub.py cached_files (4.46.3, 5.19.0).
+    _observed(
+        "checkpoint_file_missing",
+        "model",
+        "a file the checkpoint needs is not in its folder or repo",
+        r"does not appear to have (?:a file named (?P<file>\S+?)\.?(?:\s|$)|files named)|"
+        r"Entry Not Found for url|(?<![A-Za-z])(?:Remote)?EntryNotFoundError",
+        _FILE_MISSING_CHECK,
+    ),
+    # CPython json/decoder.py: "%s: line %d column %d (char %d)".
+    _observed(
+        "checkpoint_json_invalid",
+        "model",
+        "a JSON file of the checkpoint does not parse (cut short or half-edited)",
+        r"(?:Expecting (?:value|',' delimiter|':' delimiter|property name enclosed in double quotes)|"
+        r"Unterminated string starting at|Extra data|Invalid control character at|Invalid \\escape): "
+        r"line \d+ column \d+ \(char \d+\)",
+        _JSON_CHECK,
+    ),
     _observed(
         "download_incomplete",
         "harness",
@@ -470,11 +581,16 @@ OBSERVED: tuple[Observed, ...] = (
         r"DOWNLOAD_INCOMPLETE|IncompleteRead|Consistency check failed|file should be of size|ChunkedEncodingError|"
         r"download (?:failed|incomplete)",
     ),
+    # safetensors 0.8.0 prints "Error while deserializing header: <reason>" (header too small, header too
+    # large, invalid header length, incomplete metadata, file not fully covered, ...); 0.4.3 the reason's
+    # name (MetadataIncompleteBuffer, HeaderTooSmall, ...).
     _observed(
         "weights_corrupt",
         "harness",
         "a safetensors file is truncated or corrupt",
-        r"SafetensorError|incomplete metadata, file not fully covered|HeaderTooLarge",
+        r"SafetensorError|Error while deserializing header|incomplete metadata, file not fully covered|"
+        r"HeaderTooLarge|HeaderTooSmall|MetadataIncompleteBuffer|InvalidHeaderDeserialization|InvalidHeaderLength",
+        _WEIGHTS_CHECK,
     ),
     _observed(
         "engine_not_installed",
@@ -483,12 +599,30 @@ OBSERVED: tuple[Observed, ...] = (
         r"vllm: (?:command )?not found|no vllm executable|No module named 'vllm'",
     ),
     _observed("port_in_use", "harness", "the engine's port was already taken", r"Address already in use|\[Errno 98\]"),
+    # huggingface_hub 2.4.0 utils/_http.py hf_raise_for_status, transformers 5.19.0 utils/hub.py.
+    _observed(
+        "gated_repo",
+        "harness",
+        "the checkpoint's repo is gated and the machine that boots has no token with access",
+        r"GatedRepoError|Cannot access gated repo for url|You are trying to access a gated repo|"
+        r"is a gated repository\. Make sure to request access|Access to model \S+ is restricted",
+        _GATED_CHECK,
+    ),
+    _observed(
+        "hub_offline_not_cached",
+        "harness",
+        "the Hub is switched off on the machine that boots (HF_HUB_OFFLINE) and its cache lacks the files",
+        r"outgoing traffic has been disabled|offline mode is enabled\. To disable it",
+        _OFFLINE_CHECK,
+    ),
     _observed(
         "model_path_invalid",
         "harness",
         "the model path or repo id the engine was given does not resolve",
-        r"Repo id must be in the form|is not a local folder and is not a valid model identifier"
-        r"|does not appear to have a file named",
+        r"Repo id must be in the form|is not a local folder and is not a valid model identifier|"
+        r"Repository Not Found for url|RepositoryNotFoundError|Revision Not Found for url|"
+        r"is not a valid git identifier \(branch name, tag name or commit id\)",
+        _MODEL_PATH_CHECK,
     ),
     _observed("config_invalid_json", "model", "the checkpoint's config is not valid JSON", r"is not a valid JSON file"),
     _observed(
@@ -531,6 +665,12 @@ def family_summary(name: str) -> str:
     if name == CAUSE_NOT_IN_LOG:
         return "only an error that points at an earlier one is in the log: its cause scrolled out or was cut"
     return "an error Apron does not classify"
+
+
+def family_check(name: str) -> str | None:
+    """What to look at for a failure of this family that no flag change fixes (None: nothing said)."""
+    found = _BY_NAME.get(name) or _OBSERVED_BY_NAME.get(name)
+    return (found.check or None) if found is not None else None
 
 
 def is_wrapper(name: str) -> bool:

@@ -20,7 +20,8 @@ from apron.measure.logerrors import LogError, is_code_line
 from apron.measure.loglines import QUIET_LEVELS, LogLine
 from apron.measure.logparse import ParsedLog, parse_log
 from apron.rules.classify import Classification, classify
-from apron.rules.families import CAUSE_NOT_IN_LOG, OBSERVED, PROCESS_EXIT, family_blame, is_wrapper
+from apron.rules.families import CAUSE_NOT_IN_LOG, OBSERVED, PROCESS_EXIT, family_blame, family_check, is_wrapper
+from apron.rules.formats import FORMATS
 from apron.rules.pattern import template_parts
 
 PHASES = ("config", "distributed_init", "weights_loading", "profiling", "kv_cache", "graph_capture", "serving")
@@ -85,6 +86,10 @@ _PHASE_FRAMES = (
         ),
     ),
 )
+# Loading the tokenizer: vllm/tokenizers/*.py (0.29-0.33), transformers' tokenization_*.py.
+_TOKENIZER_FRAME = re.compile(r"(?:^|/)(?:tokenization_\w+|vllm/tokenizers/\w+)\.py:")
+# Reading config.json: transformers' configuration_utils.py, vllm/transformers_utils/config.py.
+_CONFIG_FRAME = re.compile(r"(?:^|/)(?:transformers/configuration_utils|vllm/transformers_utils/config)\.py:")
 # Without a traceback (a summary, a bare line), the words say where it happened.
 _PHASE_WORDS = (
     ("graph_capture", r"graph captur|capturing cuda graph"),
@@ -123,6 +128,11 @@ class Fingerprint:
     frames: tuple[str, ...] = ()
     matched: dict = field(default_factory=dict, compare=False)  # what decided the family (Classification.matched)
 
+    @property
+    def check(self) -> str | None:
+        """What to look at when no flag change fixes it (the checkpoint's files, access, the network)."""
+        return family_check(self.family)
+
     def to_json(self) -> dict:
         return {
             "id": self.id,
@@ -142,6 +152,7 @@ class Fingerprint:
             "engine_version": self.engine_version,
             "frames": list(self.frames[-8:]),
             "matched": self.matched,
+            "check": self.check,
         }
 
     def decisive_json(self) -> dict:
@@ -153,7 +164,7 @@ class Fingerprint:
 
 def fingerprint(log: str | ParsedLog, *, engine_version: str | None = None) -> Fingerprint | None:
     """The decisive error of a failed boot's log, or None when the log shows no error."""
-    parsed = parse_log(log) if isinstance(log, str) else log
+    parsed = parse_log(log, FORMATS) if isinstance(log, str) else log
     version = engine_version or parsed.engine_version
     live = list(parsed.live_lines)
     candidates = _candidates(parsed, live, version)
@@ -232,6 +243,7 @@ def _build(
     if phase == "graph_capture" and found.family in ("cuda_error", "unclassified"):
         # A CUDA error raised while capturing is a capture failure, whatever its words.
         found = replace(found, family="cudagraph_capture_failed", blame="model")
+    found = _by_loader(found, frames)
     normalized = normalize(_skeleton(found.template) if found.template else message)
     digest = hashlib.sha1(f"{found.family}\n{exception}\n{normalized}".encode()).hexdigest()[:12]
     processes = tuple(sorted({e.line.process for e in same if e.line.process}))
@@ -254,6 +266,16 @@ def _build(
         frames=frames,
         matched=found.matched,
     )
+
+
+def _by_loader(found: Classification, frames: tuple[str, ...]) -> Classification:
+    """An error raised while the tokenizer loads (a tokenizer.json cut short: a bare JSONDecodeError)
+    is the tokenizer files'; a JSON error raised reading the model's config is the config's."""
+    if found.family in ("unclassified", "checkpoint_json_invalid") and any(map(_TOKENIZER_FRAME.search, frames)):
+        return replace(found, family="tokenizer_files_invalid", blame="model")
+    if found.family == "checkpoint_json_invalid" and any(map(_CONFIG_FRAME.search, frames)):
+        return replace(found, family="config_invalid_json", blame="model")
+    return found
 
 
 def _skeleton(template: str) -> str:
