@@ -21,7 +21,7 @@ first + (N_full - 1) x max(second, 1 MiB). `measured` holds:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from apron.plan.allocator import allocation_size
 from apron.plan.model_config import ModelConfig
@@ -222,7 +222,7 @@ def fa3_split_accumulators(config: ModelConfig, settings: EngineSettings, inputs
     is an inference from the FA3 interface, not read."""
     if inputs.capability[0] != 9 or inputs.backend not in ("FLASH_ATTN", "FLASH_ATTN_MLA"):
         return []
-    if inputs.backend == "FLASH_ATTN" and (not inputs.has_one_window_config or config.is_mla):
+    if inputs.backend == "FLASH_ATTN" and config.is_mla:
         return []
     sizes = settings.cudagraph_capture_sizes
     full_sizes = [s for s in sizes if s <= settings.max_num_seqs]
@@ -230,28 +230,48 @@ def fa3_split_accumulators(config: ModelConfig, settings: EngineSettings, inputs
         return []
     heads = config.num_heads // settings.tensor_parallel_size
     width = (config.kv_lora_rank or 0) if inputs.backend == "FLASH_ATTN_MLA" else config.head_dim
-    tokens = max(full_sizes)
+    tokens, eager = max(full_sizes), max(sizes)
+    graph_pool = FA3_MAX_SPLITS * tokens * heads * (width + 1) * 4
+    regular_pool = FA3_MAX_SPLITS * eager * heads * (width + 1) * 4
+    if inputs.backend == "FLASH_ATTN" and not inputs.has_one_window_config:
+        # Without the AOT scheduler FA3's heuristic decides; a split cap of 32 is still passed
+        # (flash_attn.py 0.29.0:483-503, 597): the buffers may come, so they are the high end.
+        return [
+            Component(
+                "FA3 split-KV accumulators (heuristic splits: the high end)",
+                0,
+                "predicted",
+                "several sliding-window configurations turn FA3's AOT scheduler off (flash_attn.py 0.29.0:575-585); "
+                "gpt-oss-120b's H100 estimate shows no accumulators, but max_num_splits 32 is still passed, so the "
+                f"range holds both copies ([32, {tokens} and {eager} tokens, {heads} heads, {width}] float32)",
+                0,
+                graph_pool + regular_pool,
+            )
+        ]
     out = [
         Component(
             "FA3 split-KV accumulators (first FULL graph)",
-            FA3_MAX_SPLITS * tokens * heads * (width + 1) * 4,
+            graph_pool,
             "predicted",
             f"[32 splits, {tokens} tokens, {heads} heads, head size {width}] output plus the log-sum-exp, "
             "float32: flash_attn.py's own sizing of the buffers max_num_splits reserves",
         )
     ]
-    eager = max(sizes)
     if inputs.backend == "FLASH_ATTN":
         out.append(
             Component(
                 "FA3 split-KV accumulators (eager warm-up, regular pool)",
-                FA3_MAX_SPLITS * eager * heads * (width + 1) * 4,
+                regular_pool,
                 "predicted",
                 f"the same buffers at the largest piecewise size ({eager} tokens): the eager warm-up before each "
                 "capture runs attention with max_num_splits and capture_model reads end_free without emptying "
                 "the cache (model_runner.py 0.29.0:919-956); inferred, supported by the H100 Qwen3-32B boot",
             )
         )
+    else:
+        # FA3-MLA's eager decode path takes the same cap (flashattn_mla.py 0.30.0:203-216); whether the
+        # piecewise warm-up's dummy batch reaches it is not read: the high end holds that copy.
+        out[0] = replace(out[0], high_bytes=graph_pool + regular_pool)
     return out
 
 

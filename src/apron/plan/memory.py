@@ -92,7 +92,9 @@ def plan_memory(
     )
     forward_buffers, construction, workspace = family_buffers(layout, moe_ws)
     forward_buffers += moe_buffers
-    weights = with_construction_buffers(weights, construction)
+    reserved, globals_ = sm100_mla_reservations(config, gpu)
+    workspace = workspace_after_load(facts, reserved, workspace)
+    weights = with_construction_buffers(weights, construction + globals_ + reserved_buffer(reserved))
     is_quantized = config.quant_method not in (None, "mxfp4", "gpt_oss_mxfp4")
     activation = estimate_activation(
         config,
@@ -206,6 +208,41 @@ def family_buffers(layout: KVLayout, moe_workspace: int) -> tuple[tuple[Buffer, 
     construction = tuple(Buffer(b.name, b.shape, b.dtype_bytes) for b in layout.buffers if b.when == "persistent")
     workspace = max((b.num_bytes for b in layout.buffers if b.when == "workspace"), default=0)
     return forward, construction, max(workspace, moe_workspace)
+
+
+# envs.py VLLM_FLASHINFER_WORKSPACE_BUFFER_SIZE (0.29.0:219): what an MLA prefill backend reserves.
+MLA_PREFILL_RESERVATION_BYTES = 394 * 2**20
+# v1/attention/backends/mla/cutlass_mla.py (0.29.0-0.33.0:99): g_sm100_workspace, 128 MiB at import.
+CUTLASS_MLA_GLOBAL_BYTES = 128 * 2**20
+
+
+def sm100_mla_reservations(config: ModelConfig, gpu: Gpu) -> tuple[int, tuple[Buffer, ...]]:
+    """What MLA layers take at construction on SM100: (workspace-manager reservation, module globals).
+    The prefill backend for GLM-4.7-style heads (qk_nope 192, rope 64, v 256) is TRT-LLM ragged, which
+    reserves 394 MiB in the workspace manager in its __init__ (mla/prefill/trtllm_ragged.py
+    0.29.0:79, 0.33.0:100; selector: v1/attention/backends/mla/prefill/selector.py 0.29.0); other heads
+    take FlashAttention. Validating the SM100 MLA backends imports cutlass_mla.py, whose module global
+    is 128 MiB (platforms/cuda.py 0.33.0:398-401; that the import falls in load_model is an inference)."""
+    if not config.is_mla or gpu.compute_capability[0] != 10:
+        return 0, ()
+    dims = tuple(int(config.get(k) or 0) for k in ("qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"))
+    reserved = MLA_PREFILL_RESERVATION_BYTES if dims == (192, 64, 256) else 0
+    return reserved, (Buffer("CUTLASS-MLA module workspace (import)", (CUTLASS_MLA_GLOBAL_BYTES,), 1),)
+
+
+def reserved_buffer(reserved: int) -> tuple[Buffer, ...]:
+    return (Buffer("MLA prefill workspace reservation", (reserved,), 1),) if reserved else ()
+
+
+def workspace_after_load(facts: EngineFacts, reserved: int, final: int) -> int:
+    """The workspace manager's bytes charged outside the weights when a construction-time reservation
+    (RESERVED, inside the weights) came first. Before 0.33 the reserving backends keep a view of the
+    buffer, so a larger request later (the MoE layer) allocates a new one beside it ("a retained view
+    would pin the old buffer when another user grows the shared workspace", prefill/trtllm_ragged.py
+    0.33.0:97); from 0.33 the old one is freed and only the growth stays."""
+    if not reserved or final <= reserved:
+        return 0 if reserved else final
+    return final if not facts.at_least("0.33.0") else final - reserved
 
 
 def with_construction_buffers(weights: WeightsEstimate, buffers: tuple[Buffer, ...]) -> WeightsEstimate:
@@ -419,9 +456,14 @@ def _assemble(
         tuple(notes),
         tuple(flags),
         details,
-        budget.weights_range,
+        _stepped(budget.weights_range, terms.get("weights_bytes_per_gpu")),
         budget.weights,
     )
+
+
+def _stepped(spread: ranges.Spread, term: tuple[int, int] | None) -> ranges.Spread:
+    """The weights' range as the budget takes it (half a log step wider on each side)."""
+    return spread if term is None else ranges.Spread(term[0], term[1], spread.note)
 
 
 def _ranged(value: int, label: Label, basis: str, term: tuple[int, int] | None) -> Quantity:

@@ -179,7 +179,10 @@ def base_component(inputs: NonTorchInputs) -> Component:
 
 # compilation/passes/fusion/allreduce_rms_fusion.py FI_ALLREDUCE_FUSION_MAX_SIZE_MB (0.29.0:104-129, the
 # same through 0.33.0): the fusion workspace's cap per compute capability and TP size, in MiB.
-FUSION_MAX_MIB = {(9, 0): {2: 64, 4: 2, 8: 0.5}, (10, 0): {2: 64, 4: 32, 8: 1, 16: 64}}
+FUSION_MAX_MIB: dict[tuple[int, int], dict[int, float]] = {
+    (9, 0): {2: 64, 4: 2, 8: 0.5},
+    (10, 0): {2: 64, 4: 32, 8: 1, 16: 64},
+}
 
 
 def allreduce_fusion_workspace(
