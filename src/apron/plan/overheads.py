@@ -170,8 +170,7 @@ def base_component(inputs: NonTorchInputs) -> Component:
         "kernels, handles, small buffers",
         value,
         "predicted",
-        f"observed: the residual of {where} after the allocator replays (module images, cuBLAS handles); "
-        f"{spread.note}",
+        f"observed: the residual of {where} after the allocator replays (module images, cuBLAS handles); {spread.note}",
         spread.low_bytes,
         spread.high_bytes,
     )
