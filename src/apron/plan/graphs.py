@@ -54,14 +54,15 @@ PER_GRAPH = (
         above_fraction=0.06,
         settle=_SETTLE_GRAPHS,
     ),
-    # The two H100 boots (Qwen3-32B, gpt-oss-120b) read the same constant -19% and +24% from the value.
+    # The two H100 boots (Qwen3-32B, gpt-oss-120b) read the constant at 1.23x and 0.81x; each predicted
+    # from the other misses by their whole difference: 35% below the higher, 53% above the lower.
     Observation(
         "driver memory per captured graph and layer",
         capabilities=frozenset({(9, 0)}),
         traits=frozenset({"attention", "sliding-window", "MoE"}),
         num_boots=2,
-        below_fraction=0.19,
-        above_fraction=0.24,
+        below_fraction=0.35,
+        above_fraction=0.53,
         settle=_SETTLE_GRAPHS,
     ),
 )

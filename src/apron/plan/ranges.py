@@ -10,7 +10,7 @@ A term's range comes from its components (docs/memory.md section 7):
 - a component **carried** to a GPU class or a layer family it was never observed on says so in its
   basis and gets a wider range by one rule (`carried`): twice its observed spread, widened by a
   quarter of its value on the side that favours the KV cache and half of it on the side that costs it.
-  An observation of fewer than three boots is carried as well: two boots give no spread worth the name.
+  An observation of a single boot is carried as well; with two, the spread is their whole difference.
 
 The budget subtracts every term, so the low end of the KV budget takes each term's high end.
 """
@@ -63,8 +63,9 @@ class Spread:
     note: str
 
 
-# Fewer boots than this give no leave-one-out spread worth the name: the observation is carried.
-MIN_BOOTS_FOR_SPREAD = 3
+# One boot gives no leave-one-out spread at all: the observation is carried. With two, each boot is
+# predicted from the other, so the spread is their whole difference.
+MIN_BOOTS_FOR_SPREAD = 2
 # The carrying rule's widening, on top of twice the observed spread: a quarter of the value on the side
 # that favours the KV cache, half of it on the side that costs it.
 CARRIED_BELOW_FRACTION = 0.25
