@@ -11,9 +11,9 @@ first + (N_full - 1) x max(second, 1 MiB). `measured` holds:
   (LAUNCHES, read from the models' forward code; PIECEWISE graphs leave the splitting ops -
   attention, state-space mixers, the sparse indexer - outside, FULL graphs hold them);
 - attention buffers the first FULL capture allocates in the pool and the extrapolation keeps whole
-  (FlashAttention 3's split-KV accumulators), and their eager twin in the regular pool: every
-  PIECEWISE capture is preceded by an eager warm-up whose attention runs with the same split count,
-  and capture_model reads `end_free` without emptying the cache (model_runner.py 0.29.0:919-956);
+  (FlashAttention 3's split-KV accumulators), and their eager twin: the warm-up before each capture
+  runs attention with the same split cap in the regular pool, which torch.cuda.graph's own
+  empty_cache() releases inside a FULL sample's window, so the extrapolation adds it back once;
 - decode-kernel globals first touched by the first decode forward (V2 profiles with skip_attn=True):
   FlashInfer's TRT-LLM workspace, FlashInfer-MLA's workspace;
 - the capture stream's own cuBLAS workspace (graph_capture() opens a new stream).
@@ -218,9 +218,9 @@ def fa3_split_accumulators(config: ModelConfig, settings: EngineSettings, inputs
     sliding-window configurations turn it off, flash_attn.py 0.29.0:575-585) FA3's own heuristic picks
     the splits per call and a capture's short dummy sequences take one: no accumulators (gpt-oss-120b's
     H100 estimate has none). The first FULL sample, at the largest FULL size, allocates them in the
-    graph pool; the eager attention of the largest PIECEWISE warm-up runs with the same cap and leaves
-    them cached in the regular pool, which `measured` reads too. float32 (the FA3 accumulator type)
-    is an inference from the FA3 interface, not read."""
+    graph pool; the eager warm-ups run attention with the same cap in the regular pool, a copy the
+    estimate counts once more (the second component). float32 (the FA3 accumulator type) is an
+    inference from the FA3 interface, not read."""
     if inputs.capability[0] != 9 or inputs.backend not in ("FLASH_ATTN", "FLASH_ATTN_MLA"):
         return []
     if inputs.backend == "FLASH_ATTN" and config.is_mla:
@@ -264,9 +264,11 @@ def fa3_split_accumulators(config: ModelConfig, settings: EngineSettings, inputs
                 "FA3 split-KV accumulators (eager warm-up, regular pool)",
                 regular_pool,
                 "predicted",
-                f"the same buffers at the largest piecewise size ({eager} tokens): the eager warm-up before each "
-                "capture runs attention with max_num_splits and capture_model reads end_free without emptying "
-                "the cache (model_runner.py 0.29.0:919-956); inferred, supported by the H100 Qwen3-32B boot",
+                f"a second copy ({eager} tokens at most): the eager warm-up before each capture runs attention "
+                "with the same split cap in the regular pool; torch.cuda.graph's empty_cache() releases it inside "
+                "the FULL samples' window, so the second sample reads it as a release and vLLM's "
+                "measured - s2 adds it back once (cudagraph_utils.py 0.29.0:799-831); inferred, supported by "
+                "the H100 Qwen3-32B boot",
             )
         )
     else:
