@@ -42,7 +42,7 @@ GIB = 2**30
 CUDAGRAPH_BASE_BYTES = int(0.0143 * GIB)
 CUDAGRAPH_PER_LAYER_GRAPH_BYTES = 0.0123 * GIB / 86
 _SETTLE_GRAPHS = (
-    "a capture probe per layer kind (scripts/gpu/probe_allocator.py, docs/memory.md section 8) would settle it"
+    "a capture probe per layer kind (scripts/gpu/probe_allocator.py, docs/memory.md section 9) would settle it"
 )
 PER_GRAPH = (
     Observation(
@@ -236,7 +236,7 @@ def fa3_split_accumulators(config: ModelConfig, settings: EngineSettings, inputs
     regular_pool = FA3_MAX_SPLITS * eager * heads * (width + 1) * 4
     if inputs.backend == "FLASH_ATTN" and not inputs.has_one_window_config:
         # Without the AOT scheduler FA3's heuristic decides; a split cap of 32 is still passed
-        # (flash_attn.py 0.29.0:483-503, 597): the buffers may come, so they are the high end.
+        # (flash_attn.py 0.29.0:483-503, 597): the buffers may come, so one copy is the high end.
         return [
             Component(
                 "FA3 split-KV accumulators (heuristic splits: the high end)",
@@ -244,9 +244,9 @@ def fa3_split_accumulators(config: ModelConfig, settings: EngineSettings, inputs
                 "predicted",
                 "several sliding-window configurations turn FA3's AOT scheduler off (flash_attn.py 0.29.0:575-585); "
                 "gpt-oss-120b's H100 estimate shows no accumulators, but max_num_splits 32 is still passed, so the "
-                f"range holds both copies ([32, {tokens} and {eager} tokens, {heads} heads, {width}] float32)",
+                f"high end holds one copy ([32, {tokens} tokens, {heads} heads, {width}] float32)",
                 0,
-                graph_pool + regular_pool,
+                graph_pool,
             )
         ]
     out = [

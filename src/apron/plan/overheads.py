@@ -33,7 +33,7 @@ MIB = 2**20
 # torch). Observed, not derived (0.04-0.15 GiB; tests/test_ranges.py recomputes it); the
 # memory-outside-torch probe (docs/memory.md) would settle it.
 BASE_NON_TORCH_BYTES = int(0.09 * GIB)
-_SETTLE_NON_TORCH = "the memory-outside-torch probe (docs/memory.md section 8) would settle it"
+_SETTLE_NON_TORCH = "the memory-outside-torch probe (docs/memory.md section 9) would settle it"
 BASE_NON_TORCH = Observation(
     "kernels, handles, small buffers",
     capabilities=frozenset({(8, 6), (8, 9)}),

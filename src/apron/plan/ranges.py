@@ -141,25 +141,28 @@ COMPILE_OUTPUTS = Observation(
     above_fraction=0.01,
     settle="an allocator history of the cold compile (apron probe on a GPU) would settle it",
 )
-# Weights where Apron reads every tensor's layout: the largest under- and over-count of the training
-# boots (tests/test_ranges.py): 18 boots, -0.11% to +0.25% of the measured weights.
-WEIGHTS_BELOW_FRACTION = 0.0011
-WEIGHTS_ABOVE_FRACTION = 0.0025
+# Weights where Apron reads every tensor's layout: the largest under- and over-count of the 18 training
+# boots (tests/test_ranges.py) are absolute, not relative (allocator rounding and small tensors): the
+# plan is at most 33 MiB short (gpt-oss-20b) and 5 MiB over (Qwen3-32B); a relative 0.03% (gpt-oss-120b's
+# miss on 61 GiB) scales the bound with larger checkpoints.
+WEIGHTS_BELOW_BYTES = 5 * 2**20
+WEIGHTS_ABOVE_BYTES = 33 * 2**20
+WEIGHTS_RELATIVE_FRACTION = 0.0003
 # Quantized layouts whose load-time re-layout is not read (scales expanded, repacked tiles): the
-# largest such miss on the training boots, Qwen3-0.6B-FP8 at 3.9% (observed, one boot).
-UNREAD_LAYOUT_ABOVE_FRACTION = 0.04
+# largest such miss on the training boots, Qwen3-0.6B-FP8 at 4.1% (observed, one boot).
+UNREAD_LAYOUT_ABOVE_FRACTION = 0.045
 READ_QUANT_LAYOUTS = frozenset({None, "mxfp4", "gpt_oss_mxfp4", "gptq", "awq"})
 
 
 def weights_spread(num_bytes: int, quant_method: str | None, unknown_tensors: int) -> Spread:
-    below = int(num_bytes * WEIGHTS_BELOW_FRACTION)
-    above = int(num_bytes * WEIGHTS_ABOVE_FRACTION)
-    note = "observed: -0.11%/+0.25%, the largest misses of the 18 training boots whose layouts are read"
+    relative = int(num_bytes * WEIGHTS_RELATIVE_FRACTION)
+    below, above = WEIGHTS_BELOW_BYTES + relative, WEIGHTS_ABOVE_BYTES + relative
+    note = "observed: -5/+33 MiB and 0.03%, the largest misses of the 18 training boots whose layouts are read"
     if quant_method not in READ_QUANT_LAYOUTS or unknown_tensors:
-        above = int(num_bytes * UNREAD_LAYOUT_ABOVE_FRACTION)
+        above = max(above, int(num_bytes * UNREAD_LAYOUT_ABOVE_FRACTION))
         what = f"{quant_method} layout" if quant_method not in READ_QUANT_LAYOUTS else "tensors of unread layout"
         note = (
-            f"{what} not read at load time: up to +4% (observed: Qwen3-0.6B-FP8's 3.9% miss); reading the "
+            f"{what} not read at load time: up to +4.5% (observed: Qwen3-0.6B-FP8's 4.1% miss); reading the "
             "release's process_weights_after_loading for it would settle it"
         )
     return Spread(max(num_bytes - below, 0), num_bytes + above, note)
