@@ -307,3 +307,16 @@ def test_a_tight_plan_prints_its_json_and_exits_one():
     assert done.returncode == 1, done.stderr
     document = json.loads(done.stdout)
     assert document["verdict"] == "tight" and document["schema"] == "apron.plan/1"
+
+
+def test_triton_mla_reserves_its_split_logits_in_the_budget_from_033():
+    """A100's MLA backend is TRITON_MLA; 0.33 reserves its decode split-KV logits inside the profile
+    forward (triton_mla.py 0.33.0:234-243), earlier releases after the budget (slack)."""
+    name = "deepseek-ai/DeepSeek-V2-Lite-Chat"
+    cfg = config(name)
+    new, old = (plan(name, "A100", engine, max_model_len=32768) for engine in ("0.33.0", "0.32.0"))
+    assert new.details["kv"]["backend"] == old.details["kv"]["backend"] == "TRITON_MLA"
+    splits = 32768 // 512  # a power of two already
+    reservation = new.settings.max_num_seqs * cfg.num_heads * splits * (cfg.kv_lora_rank + 1) * 4
+    assert parts(old, "non_torch")["MoE workspace"] < reservation  # 0.32: the MoE kernel's alone
+    assert parts(new, "non_torch")["MoE workspace"] == reservation  # 0.33: the larger request wins

@@ -92,6 +92,7 @@ def plan_memory(
     )
     forward_buffers, construction, workspace = family_buffers(layout, moe_ws)
     forward_buffers += moe_buffers
+    workspace = max(workspace, triton_mla_reservation(config, settings, facts, layout.backend.backend.name))
     reserved, globals_ = sm100_mla_reservations(config, gpu)
     workspace = workspace_after_load(facts, reserved, workspace)
     weights = with_construction_buffers(weights, construction + globals_ + reserved_buffer(reserved))
@@ -228,6 +229,20 @@ def sm100_mla_reservations(config: ModelConfig, gpu: Gpu) -> tuple[int, tuple[Bu
     dims = tuple(int(config.get(k) or 0) for k in ("qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"))
     reserved = MLA_PREFILL_RESERVATION_BYTES if dims == (192, 64, 256) else 0
     return reserved, (Buffer("CUTLASS-MLA module workspace (import)", (CUTLASS_MLA_GLOBAL_BYTES,), 1),)
+
+
+def triton_mla_reservation(config: ModelConfig, settings: EngineSettings, facts: EngineFacts, backend: str) -> int:
+    """0.33's TRITON_MLA reserves its split-KV logits in the workspace manager inside the profile
+    forward, "so the KV cache is sized around it" (v1/attention/backends/mla/triton_mla.py
+    0.33.0:234-243, 55-71): fp32 [max_num_seqs, heads, splits, kv_lora_rank + 1] with splits =
+    next_pow2(max_model_len // 512), which vLLM caps at 2 x the GPU's SMs; the catalog has no SM
+    count, so the cap is left out (an upper bound, binding only past 2 x SMs x 512 tokens). Before
+    0.33 the builder reserves it after profiling: slack, not budget."""
+    if backend != "TRITON_MLA" or not config.is_mla or not facts.at_least("0.33.0"):
+        return 0
+    splits = 1 << max(settings.max_model_len // 512 - 1, 0).bit_length()
+    heads = max(config.num_heads // settings.tensor_parallel_size, 1)
+    return settings.max_num_seqs * heads * splits * ((config.kv_lora_rank or 0) + 1) * 4
 
 
 def reserved_buffer(reserved: int) -> tuple[Buffer, ...]:
