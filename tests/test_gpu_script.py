@@ -13,6 +13,7 @@ import pytest
 
 from apron.checkpoint import load_checkpoint
 from apron.hardware import resolve_gpu
+from apron.plan import graphs as graph_terms
 from apron.plan import overheads
 from apron.plan.allocator import load_block_bytes
 from apron.plan.planner import plan_checkpoint
@@ -70,7 +71,7 @@ def test_predicted_only_run_prints_one_table_and_writes_the_rows(script, tmp_pat
         graphs["predicted"]
         == predicted
         == int(
-            overheads.CUDAGRAPH_BASE_BYTES
-            + overheads.CUDAGRAPH_PER_LAYER_GRAPH_BYTES * config.num_layers * len(settings.cudagraph_capture_sizes)
+            graph_terms.CUDAGRAPH_BASE_BYTES
+            + graph_terms.CUDAGRAPH_PER_LAYER_GRAPH_BYTES * config.num_layers * len(settings.cudagraph_capture_sizes)
         )
     )

@@ -187,11 +187,11 @@ def test_a_budget_below_zero_names_the_utilization_or_tp_that_fits(apron_home_wi
     problems = [p["message"] for p in json.loads(result.stdout)["problems"]]
     assert result.returncode == 1
     assert problems[0].endswith(
-        "(--gpu-memory-utilization 0.6); raise --gpu-memory-utilization to 0.83, or raise --tp or use a "
+        "(--gpu-memory-utilization 0.6); raise --gpu-memory-utilization to 0.84, or raise --tp or use a "
         "quantized checkpoint"
     )
     assert problems[-1].startswith("--tp 2 fits (a predicted KV budget of ")
-    assert json.loads(apron(*args, "--gpu-memory-utilization", "0.83", "--json").stdout)["verdict"] == "fits"
+    assert json.loads(apron(*args, "--gpu-memory-utilization", "0.84", "--json").stdout)["verdict"] == "fits"
     two = apron(*args, "--tp", "2", "--gpu-memory-utilization", "0.6", "--json")
     assert json.loads(two.stdout)["verdict"] == "fits"
 

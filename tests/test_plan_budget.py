@@ -294,12 +294,14 @@ def test_deepseek_v41_encodes_one_widest_image_at_a_time():
 
 
 def test_hybrid_refusal_at_defaults_and_the_emitted_max_num_seqs_still_fits():
-    """The state-block count is the one vLLM sees at its defaults (the refusal case); re-planned with the
-    emitted --max-num-seqs, the S-sized terms shrink, so the blocks can only grow past it."""
+    """The state-block count is the one vLLM sees at its defaults (the refusal case), and the emitted
+    --max-num-seqs is the low end of its range; re-planned with it, the S-sized terms shrink, so the
+    blocks can only grow past it."""
     at_defaults = plan("Qwen/Qwen3.8-27B", "H100", max_model_len=32768, language_model_only=True)
     flag = next(f for f in at_defaults.flags if f.startswith("--max-num-seqs"))
     seqs = int(flag.split()[1])
-    assert seqs == at_defaults.quantities["num_kv_blocks"].value < 1024
+    blocks = at_defaults.quantities["num_kv_blocks"]
+    assert seqs == blocks.low < blocks.value < 1024
     corrected = plan("Qwen/Qwen3.8-27B", "H100", max_model_len=32768, language_model_only=True, max_num_seqs=seqs)
     assert corrected.quantities["num_kv_blocks"].value >= seqs
     assert not [f for f in corrected.flags if f.startswith("--max-num-seqs") and f != flag]

@@ -37,6 +37,7 @@ if str(ROOT / "src") not in sys.path:
 from apron.checkpoint import load_checkpoint  # noqa: E402
 from apron.engine.facts import load_facts  # noqa: E402
 from apron.hardware import Gpu, resolve_gpu  # noqa: E402
+from apron.plan import graphs as graph_terms  # noqa: E402
 from apron.plan import memory, overheads  # noqa: E402
 from apron.plan.activation import estimate_activation  # noqa: E402
 from apron.plan.allocator import Event, Replay, allocation_size, replay  # noqa: E402
@@ -113,7 +114,7 @@ def windows(model: str, gpu_alias: str, release: str) -> Windows:
         weights.param_bytes,
         sampler_buffer_bytes(settings.max_num_seqs, config.vocab_size),
     )
-    moe = overheads.moe_workspace_bytes(config, settings, mxfp4_backend=memory._mxfp4_backend(config, settings, gpu))
+    _, moe, _ = memory.moe_terms(config, settings, gpu)
     cublas = 0 if facts.at_least("0.33.0") else overheads.cublas_workspace(gpu.compute_capability).num_bytes
     quantized = config.quant_method not in (None, "mxfp4", "gpt_oss_mxfp4")
     activation = estimate_activation(config, settings, facts, is_multimodal=False, is_attention_free=False)
@@ -141,11 +142,13 @@ def predicted_replays(cases: list[Windows]) -> dict[str, tuple[Replay, Replay]]:
 
 def graph_prediction(gpu_alias: str, release: str) -> tuple[int, EngineSettings, ModelConfig]:
     """The planner's graph term for one piecewise graph per capture size over Qwen3-0.6B's layers:
-    plan/overheads.py's intercept and per-layer-and-graph slope (its first component, without the FULL
+    plan/graphs.py's intercept and per-layer-and-graph slope (its first component, without the FULL
     graph; the FULL extrapolation is vLLM's arithmetic, not memory)."""
     config, settings, _, _, _ = planner_inputs(GRAPH_MODEL, gpu_alias, release)
-    graphs = len(settings.cudagraph_capture_sizes)
-    predicted = overheads.CUDAGRAPH_BASE_BYTES + overheads.CUDAGRAPH_PER_LAYER_GRAPH_BYTES * config.num_layers * graphs
+    count = len(settings.cudagraph_capture_sizes)
+    predicted = (
+        graph_terms.CUDAGRAPH_BASE_BYTES + graph_terms.CUDAGRAPH_PER_LAYER_GRAPH_BYTES * config.num_layers * count
+    )
     return int(predicted), settings, config
 
 

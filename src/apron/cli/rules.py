@@ -110,19 +110,17 @@ def log_group() -> None:
 @json_option("Print every field as JSON.")
 def log_parse_command(file: str, as_json: bool) -> None:
     """What a vLLM start-up log says: memory accounting, timings, config, errors (null when not printed)."""
-    from apron.measure.loglines import read_line
     from apron.measure.logparse import parse_file
     from apron.rules.fingerprint import fingerprint
+    from apron.rules.formats import FORMATS
     from apron.units import shorten
 
-    with open(file, "rb") as handle:
-        head = handle.read(4 * 2**20).decode("utf-8", errors="replace").splitlines()
-    if not any(read_line(number, line).level for number, line in enumerate(head, start=1)):
+    log = parse_file(file, FORMATS)
+    if not log.has_vllm_lines:
         raise Failed(
-            f"{file} has no vLLM log lines (none carries vLLM's 'INFO MM-DD HH:MM:SS [file.py:N]' prefix): "
-            "give the engine's start-up log"
+            f"{file} has no vLLM log lines (none carries vLLM's 'INFO MM-DD HH:MM:SS [file.py:N]' prefix or "
+            "matches one of the release's format strings): give the engine's start-up log"
         )
-    log = parse_file(file)
     decisive = fingerprint(log)
     parsed = {**log.to_json(), "decisive_error": decisive.decisive_json() if decisive else None}
     if as_json:
@@ -130,6 +128,9 @@ def log_parse_command(file: str, as_json: bool) -> None:
         return
     for name, value in parsed.items():
         if name in ("sources", "per_rank", "decisive_error") or value in (None, [], {}):
+            continue
+        if name == "template_lines":
+            click.echo(f"{name:<36} {len(value):,} lines without vLLM's prefix, read by their message")
             continue
         if name in ("errors", "errors_after_shutdown"):
             for line in value:

@@ -40,13 +40,24 @@ class Buffer:
 
 @dataclass(frozen=True)
 class Moment:
+    """A moment of profile_run. `not_yet_live`: allocations made later in the run and kept past
+    it (the MoE workspace, the cuBLAS workspace before 0.33): vLLM's transient is the peak less what
+    is allocated after the run, so a moment that comes before them counts them as negative (they
+    are charged once, in non-torch)."""
+
     name: str
     buffers: tuple[Buffer, ...]
     basis: str
     is_modelled: bool = True
+    not_yet_live: tuple[Buffer, ...] = ()
 
     @cached_property
     def num_bytes(self) -> int:
+        return sum(b.num_bytes for b in self.buffers) - sum(b.num_bytes for b in self.not_yet_live)
+
+    @cached_property
+    def live_bytes(self) -> int:
+        """The moment's own tensors: torch's peak increase over the run where this moment sets it."""
         return sum(b.num_bytes for b in self.buffers)
 
 
@@ -84,11 +95,15 @@ def estimate_activation(
     encoder_unknown: str | None = None,
     layer_buffers: tuple[Buffer, ...] = (),
     persistent_buffers: tuple[Buffer, ...] = (),
+    kept_later: tuple[KeptAllocation, ...] = (),
+    block_size: int = 64,
 ) -> ActivationEstimate:
     """`encoder` is plan/encoder.py's moment (None where no encoder runs), `encoder_outputs` what it
     leaves in the encoder cache, `encoder_unknown` why it is not modelled (the plan says so).
     `layer_buffers`: what the KV family's layers add to the dummy forward; `persistent_buffers`:
-    what they allocate at construction, present in every moment (plan/kv/families/base.py)."""
+    what they allocate at construction, present in every moment (plan/kv/families/base.py).
+    `kept_later`: the run's persistent allocations and the moment each is first live at.
+    `block_size`: the KV block size the backend settled on (MLA's context width is aligned to it)."""
     moments, skipped = [], []
     text_only = not is_multimodal or settings.language_model_only or (encoder is None and encoder_unknown is None)
     compile_reason = _compile_skip_reason(settings, text_only)
@@ -96,7 +111,7 @@ def estimate_activation(
         skipped.append(("compile transient", compile_reason))
     else:
         moments.append(compile_transient(config, settings))
-    forward = forward_pass(config, settings, is_attention_free)
+    forward = forward_pass(config, settings, is_attention_free, block_size)
     forward = Moment(forward.name, forward.buffers + layer_buffers, forward.basis, forward.is_modelled)
     moments.append(_carrying(forward, encoder_outputs))
     moments.append(_carrying(sampler(config, settings, facts, capability), encoder_outputs))
@@ -106,7 +121,36 @@ def estimate_activation(
         moments.append(Moment("vision encoder", (), encoder_unknown, is_modelled=False))
     if persistent_buffers:
         moments = [Moment(m.name, m.buffers + persistent_buffers, m.basis, m.is_modelled) for m in moments]
+    moments = [_less_kept(m, kept_later) for m in moments]
     return ActivationEstimate(tuple(moments), tuple(skipped))
+
+
+# The order of profile_run's moments (model_runner.py profile_run: the encoder, then the first
+# forward, which compiles before any kernel runs, then the sampler).
+MOMENT_ORDER = ("vision encoder", "compile transient", "forward pass", "sampler")
+
+
+@dataclass(frozen=True)
+class KeptAllocation:
+    """A persistent allocation made inside profile_run: first live at moment `first_live`."""
+
+    name: str
+    num_bytes: int
+    first_live: str  # a MOMENT_ORDER name
+
+
+def _less_kept(moment: Moment, kept: tuple[KeptAllocation, ...]) -> Moment:
+    if moment.name not in MOMENT_ORDER:
+        return moment
+    at = MOMENT_ORDER.index(moment.name)
+    later = tuple(
+        Buffer(f"{k.name} (allocated later in the run, kept: charged in non-torch)", (k.num_bytes,), 1)
+        for k in kept
+        if k.num_bytes and MOMENT_ORDER.index(k.first_live) > at
+    )
+    if not later:
+        return moment
+    return Moment(moment.name, moment.buffers, moment.basis, moment.is_modelled, later)
 
 
 def _carrying(moment: Moment, kept: tuple[Buffer, ...]) -> Moment:
@@ -150,7 +194,9 @@ def compile_transient(config: ModelConfig, settings: EngineSettings) -> Moment:
     )
 
 
-def forward_pass(config: ModelConfig, settings: EngineSettings, is_attention_free: bool) -> Moment:
+def forward_pass(
+    config: ModelConfig, settings: EngineSettings, is_attention_free: bool, block_size: int = 64
+) -> Moment:
     """The dummy forward over max_num_batched_tokens (V2: skip_attn=True, attention output still
     allocated). Inductor frees buffers at their last use; the largest live set is at the MLP
     activation: residual, hidden, gate_up output and the activation output (shapes per rank)."""
@@ -166,7 +212,7 @@ def forward_pass(config: ModelConfig, settings: EngineSettings, is_attention_fre
         return Moment("forward pass", tuple(buffers), "state-space mixer over max_num_batched_tokens")
     buffers += _mlp_buffers(config, tokens, dsz, tp)
     if config.is_mla:
-        buffers.append(_mla_context(config, settings, dsz))
+        buffers.append(_mla_context(config, settings, dsz, block_size))
     for extra in FORWARD_EXTRAS:
         buffers += extra(config, settings)
     return Moment(
@@ -207,11 +253,12 @@ def _mlp_buffers(config: ModelConfig, tokens: int, dsz: int, tp: int) -> list[Bu
     return moe
 
 
-def _mla_context(config: ModelConfig, settings: EngineSettings, dsz: int) -> Buffer:
-    """mla_attention.py: with no attention metadata (profiling) the layer allocates the worst-case
-    kv_b_proj context up-projection [W, heads, qk_nope + v]; W from
-    determine_chunked_prefill_workspace_size."""
-    block = 64  # MLA backends' block size on Hopper-class GPUs (FlashMLA); see kv.py for the choice
+def _mla_context(config: ModelConfig, settings: EngineSettings, dsz: int, block: int) -> Buffer:
+    """mla_attention.py (0.29.0:779-791, 0.33.0:935-946): with no attention metadata (profiling) the
+    layer allocates the worst-case kv_b_proj context up-projection [W, heads, qk_nope + v]; W from
+    determine_chunked_prefill_workspace_size (0.29.0:2158-2181), min(max(8 L, 4 S B), 65536) aligned to
+    B, the block size the backend chosen on this GPU settles on after load (update_block_size_for_backend:
+    16 for FLASH_ATTN_MLA and TRITON_MLA, 64 for FlashMLA, 32 for FlashInfer-MLA)."""
     width = max(min(max(8 * settings.max_model_len, 4 * settings.max_num_seqs * block), 65536), block)
     width = pad_to(width, block)
     heads = config.num_heads // settings.tensor_parallel_size

@@ -117,7 +117,13 @@ def scale_components(components: tuple[Any, ...], quantity: str, group: GroupCal
     out = []
     for c in components:
         if c.name in names and is_observed({"name": c.name, "basis": c.basis}):
-            c = replace(c, num_bytes=int(round(c.num_bytes * factor)), basis=f"{c.basis}; {group.basis(quantity)}")
+            c = replace(
+                c,
+                num_bytes=int(round(c.num_bytes * factor)),
+                low_bytes=int(round(c.low * factor)),
+                high_bytes=int(round(c.high * factor)),
+                basis=f"{c.basis}; {group.basis(quantity)}",
+            )
         out.append(c)
     return tuple(out)
 

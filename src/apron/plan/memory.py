@@ -7,23 +7,24 @@ available_kv = ceil(total x util) - weights - non-torch - activation peak - CUDA
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from apron.checkpoint import Checkpoint
 from apron.engine.facts import EngineFacts
 from apron.hardware import Gpu
-from apron.plan import overheads
-from apron.plan.activation import ActivationEstimate, Buffer, estimate_activation
+from apron.plan import moe, overheads, ranges
+from apron.plan.activation import ActivationEstimate, Buffer, KeptAllocation, estimate_activation
 from apron.plan.calibration import GroupCalibration, scale_components
 from apron.plan.encoder import RUNNER_BUFFER_SOURCES, EncoderProfile, estimate_encoder
+from apron.plan.graphs import cudagraph_estimate
 from apron.plan.kv.layouts import KVLayout, build_layout
 from apron.plan.kv.planning import KVPlan, NotModelled, bytes_per_token, plan_kv
 from apron.plan.kv.specs import SchedulingContext
 from apron.plan.model_config import ModelConfig
 from apron.plan.quantity import Label, Problem, Quantity
 from apron.plan.settings import EngineSettings
-from apron.plan.weights import WeightsEstimate, is_host_table, is_tied, mxfp4_backend, pad_to
+from apron.plan.weights import WeightLine, WeightsEstimate, is_host_table, is_tied, mxfp4_backend, pad_to
 
 GIB = 2**30
 
@@ -37,6 +38,8 @@ class MemoryPlan:
     notes: tuple[str, ...] = ()
     extra_flags: tuple[str, ...] = ()
     details: dict[str, Any] = field(default_factory=dict)
+    weights_range: ranges.Spread | None = None  # the weights' stated range (plan/ranges.py)
+    weights: WeightsEstimate | None = None  # the weights as vLLM logs them, construction buffers included
 
 
 def requested_bytes(gpu: Gpu, utilization: float) -> int:
@@ -79,8 +82,21 @@ def plan_memory(
         is_attention_free=traits.is_attention_free,
     )
     encoder = _encoder(checkpoint, config, settings, facts, gpu, traits.is_multimodal)
-    moe_ws = overheads.moe_workspace_bytes(config, settings, mxfp4_backend=_mxfp4_backend(config, settings, gpu))
-    forward_buffers, persistent = family_buffers(layout, moe_ws)
+    moe_backend, moe_ws, moe_buffers = moe_terms(config, settings, gpu)
+    kinds = ranges.layer_traits(
+        is_moe=config.is_moe,
+        is_mla=config.is_mla,
+        has_state=layout.has_state,
+        has_sliding=any(spec.kind == "sliding" for _, spec in layout.specs),
+        is_attention_free=layout.is_attention_free,
+    )
+    forward_buffers, construction, workspace = family_buffers(layout, moe_ws)
+    forward_buffers += moe_buffers
+    workspace = max(workspace, triton_mla_reservation(config, settings, facts, layout.backend.backend.name))
+    reserved, globals_ = sm100_mla_reservations(config, gpu)
+    workspace = workspace_after_load(facts, reserved, workspace)
+    weights = with_construction_buffers(weights, construction + globals_ + reserved_buffer(reserved))
+    is_quantized = config.quant_method not in (None, "mxfp4", "gpt_oss_mxfp4")
     activation = estimate_activation(
         config,
         settings,
@@ -92,7 +108,8 @@ def plan_memory(
         encoder_outputs=encoder.kept if encoder else (),
         encoder_unknown=encoder.unknown if encoder else None,
         layer_buffers=forward_buffers,
-        persistent_buffers=persistent,
+        kept_later=kept_allocations(facts, gpu, workspace, is_quantized=is_quantized, has_encoder=encoder is not None),
+        block_size=layout.block_size,
     )
     non_torch = overheads.non_torch(
         config,
@@ -103,8 +120,9 @@ def plan_memory(
             is_tied=is_tied(checkpoint, config),
             # quantization/mxfp4.py get_quant_method: MXFP4 covers the experts; linear layers stay
             # unquantized (cuBLAS), so only other methods change where the first GEMM runs
-            is_quantized=config.quant_method not in (None, "mxfp4", "gpt_oss_mxfp4"),
-            moe_workspace_bytes=moe_ws,
+            is_quantized=is_quantized,
+            moe_workspace_bytes=workspace,
+            traits=kinds,
             has_compile_copy=any(m.name == "compile transient" for m in activation.moments),
             param_bytes=weights.param_bytes,
             multimodal_buffers=tuple(
@@ -112,19 +130,30 @@ def plan_memory(
             ),
         ),
     )
-    graphs = overheads.cudagraph_estimate(
+    graphs = cudagraph_estimate(
         config,
         settings,
         overheads.GraphInputs(
             backend=layout.backend.backend.name,
             capability=gpu.compute_capability,
             has_one_window_config=_has_one_window_config(config),
+            traits=kinds,
+            num_state_layers=sum(1 for _, spec in layout.specs if spec.kind == "mamba"),
+            is_attention_free=layout.is_attention_free,
+            is_moe_monolithic=moe_backend is not None and moe_backend.is_monolithic,
         ),
     )
     if calibration is not None:
         non_torch = overheads.Overhead(scale_components(non_torch.components, "non_torch_bytes", calibration))
         graphs = overheads.Overhead(scale_components(graphs.components, "cudagraph_bytes", calibration))
-    budget = _Budget(requested, weights, activation, non_torch, graphs)
+    peak_range = None
+    if activation.peak is not None:
+        sizes = tuple((m.name, m.num_bytes) for m in activation.moments)
+        peak_range = ranges.peak_spread(sizes, gpu.compute_capability, kinds)
+    weights_range = ranges.weights_spread(
+        weights.bytes_per_gpu, config.quant_method, len(weights.unknown_layout_tensors)
+    )
+    budget = _Budget(requested, weights, activation, non_torch, graphs, weights_range, peak_range)
     kv, kv_unknown = _plan_kv(layout, budget, settings)
     plan = _assemble(budget, layout, kv, kv_unknown, settings, gpu, checkpoint)
     if encoder is not None:
@@ -169,24 +198,117 @@ def _encoder_details(encoder: EncoderProfile) -> dict[str, Any]:
     }
 
 
-def family_buffers(layout: KVLayout, moe_workspace: int) -> tuple[tuple[Buffer, ...], tuple[Buffer, ...]]:
-    """The KV family's profiling buffers as activation tensors: (dummy-forward, persistent). vLLM's
-    workspace manager keeps one buffer sized to its largest request (v1/worker/workspace.py), which
-    the MoE workspace (in non-torch) already claims: only the growth beyond it is added."""
-    forward = [Buffer(b.name, b.shape, b.dtype_bytes) for b in layout.buffers if b.when == "forward"]
-    persistent = tuple(Buffer(b.name, b.shape, b.dtype_bytes) for b in layout.buffers if b.when == "persistent")
+def family_buffers(layout: KVLayout, moe_workspace: int) -> tuple[tuple[Buffer, ...], tuple[Buffer, ...], int]:
+    """The KV family's profiling buffers: (dummy-forward tensors, model-construction buffers, the
+    workspace manager's buffer). Construction buffers are allocated inside load_model, so vLLM
+    counts them with the weights and they cancel out of the transient (peak less allocated after
+    the run). vLLM's workspace manager keeps one buffer sized to its largest request
+    (v1/worker/workspace.py), persistent past the run: the larger of the MoE workspace and the
+    family's own requests, charged once in non-torch."""
+    forward = tuple(Buffer(b.name, b.shape, b.dtype_bytes) for b in layout.buffers if b.when == "forward")
+    construction = tuple(Buffer(b.name, b.shape, b.dtype_bytes) for b in layout.buffers if b.when == "persistent")
     workspace = max((b.num_bytes for b in layout.buffers if b.when == "workspace"), default=0)
-    if workspace > moe_workspace:
-        forward.append(Buffer("workspace growth beyond the MoE workspace", (workspace - moe_workspace,), 1))
-    return tuple(forward), persistent
+    return forward, construction, max(workspace, moe_workspace)
 
 
-def _mxfp4_backend(config: ModelConfig, settings: EngineSettings, gpu: Gpu) -> tuple[str, tuple[int, int]] | None:
-    if config.quant_method not in ("mxfp4", "gpt_oss_mxfp4"):
-        return None
-    backend, align_i, align_h = mxfp4_backend(gpu.compute_capability)
-    per_rank = config.moe_intermediate_size // settings.tensor_parallel_size
-    return backend, (pad_to(per_rank, align_i), pad_to(config.hidden_size, align_h))
+# envs.py VLLM_FLASHINFER_WORKSPACE_BUFFER_SIZE (0.29.0:219): what an MLA prefill backend reserves.
+MLA_PREFILL_RESERVATION_BYTES = 394 * 2**20
+# v1/attention/backends/mla/cutlass_mla.py (0.29.0-0.33.0:99): g_sm100_workspace, 128 MiB at import.
+CUTLASS_MLA_GLOBAL_BYTES = 128 * 2**20
+
+
+def sm100_mla_reservations(config: ModelConfig, gpu: Gpu) -> tuple[int, tuple[Buffer, ...]]:
+    """What MLA layers take at construction on SM100: (workspace-manager reservation, module globals).
+    The prefill backend for GLM-4.7-style heads (qk_nope 192, rope 64, v 256) is TRT-LLM ragged, which
+    reserves 394 MiB in the workspace manager in its __init__ (mla/prefill/trtllm_ragged.py
+    0.29.0:79, 0.33.0:100; selector: v1/attention/backends/mla/prefill/selector.py 0.29.0); other heads
+    take FlashAttention. Validating the SM100 MLA backends imports cutlass_mla.py, whose module global
+    is 128 MiB (platforms/cuda.py 0.33.0:398-401; that the import falls in load_model is an inference)."""
+    if not config.is_mla or gpu.compute_capability[0] != 10:
+        return 0, ()
+    dims = tuple(int(config.get(k) or 0) for k in ("qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"))
+    reserved = MLA_PREFILL_RESERVATION_BYTES if dims == (192, 64, 256) else 0
+    return reserved, (Buffer("CUTLASS-MLA module workspace (import)", (CUTLASS_MLA_GLOBAL_BYTES,), 1),)
+
+
+def triton_mla_reservation(config: ModelConfig, settings: EngineSettings, facts: EngineFacts, backend: str) -> int:
+    """0.33's TRITON_MLA reserves its split-KV logits in the workspace manager inside the profile
+    forward, "so the KV cache is sized around it" (v1/attention/backends/mla/triton_mla.py
+    0.33.0:234-243, 55-71): fp32 [max_num_seqs, heads, splits, kv_lora_rank + 1] with splits =
+    next_pow2(max_model_len // 512), which vLLM caps at 2 x the GPU's SMs; the catalog has no SM
+    count, so the cap is left out (an upper bound, binding only past 2 x SMs x 512 tokens). Before
+    0.33 the builder reserves it after profiling: slack, not budget."""
+    if backend != "TRITON_MLA" or not config.is_mla or not facts.at_least("0.33.0"):
+        return 0
+    splits = 1 << max(settings.max_model_len // 512 - 1, 0).bit_length()
+    heads = max(config.num_heads // settings.tensor_parallel_size, 1)
+    return settings.max_num_seqs * heads * splits * ((config.kv_lora_rank or 0) + 1) * 4
+
+
+def reserved_buffer(reserved: int) -> tuple[Buffer, ...]:
+    return (Buffer("MLA prefill workspace reservation", (reserved,), 1),) if reserved else ()
+
+
+def workspace_after_load(facts: EngineFacts, reserved: int, final: int) -> int:
+    """The workspace manager's bytes charged outside the weights when a construction-time reservation
+    (RESERVED, inside the weights) came first. Before 0.33 the reserving backends keep a view of the
+    buffer, so a larger request later (the MoE layer) allocates a new one beside it ("a retained view
+    would pin the old buffer when another user grows the shared workspace", prefill/trtllm_ragged.py
+    0.33.0:97); from 0.33 the old one is freed and only the growth stays."""
+    if not reserved or final <= reserved:
+        return 0 if reserved else final
+    return final if not facts.at_least("0.33.0") else final - reserved
+
+
+def with_construction_buffers(weights: WeightsEstimate, buffers: tuple[Buffer, ...]) -> WeightsEstimate:
+    """The weights as vLLM logs them ("Model loading took"): memory_allocated()'s growth over
+    load_model, which holds the buffers the model's layers register at construction."""
+    total = sum(b.num_bytes for b in buffers)
+    if not total:
+        return weights
+    names = ", ".join(b.name for b in buffers)
+    return replace(
+        weights,
+        bytes_per_gpu=weights.bytes_per_gpu + total,
+        lines=weights.lines + (WeightLine("model-construction buffers", 0, total),),
+        notes=weights.notes + (f"model-construction buffers {total / GIB:.2f} GiB ({names}), inside load_model",),
+    )
+
+
+def kept_allocations(
+    facts: EngineFacts, gpu: Gpu, workspace_bytes: int, *, is_quantized: bool, has_encoder: bool
+) -> tuple[KeptAllocation, ...]:
+    """The persistent allocations profile_run makes, and the moment each is first live at: the
+    default stream's cuBLAS workspace at the first cuBLAS GEMM (vLLM < 0.33; 0.33 makes it before
+    the snapshot, gpu_worker.py 0.33.0:519-530): in the vision encoder where one runs, else the
+    forward's first linear layer, or with quantized linear layers the unquantized lm_head in the
+    sampler; the workspace manager's buffer at the first layer that asks for it (the forward)."""
+    kept = []
+    if not facts.at_least("0.33.0"):
+        first = "vision encoder" if has_encoder else "sampler" if is_quantized else "forward pass"
+        kept.append(
+            KeptAllocation("cuBLAS workspace", overheads.cublas_workspace(gpu.compute_capability).num_bytes, first)
+        )
+    if workspace_bytes:
+        kept.append(KeptAllocation("workspace manager buffer", workspace_bytes, "forward pass"))
+    return tuple(kept)
+
+
+def moe_terms(
+    config: ModelConfig, settings: EngineSettings, gpu: Gpu
+) -> tuple[moe.MoEBackend | None, int, tuple[Buffer, ...]]:
+    """The fused-MoE kernel vLLM picks on this GPU (plan/moe.py), its workspace-manager bytes, and
+    the intermediates a monolithic kernel allocates inside the forward."""
+    if not config.is_moe:
+        return None, 0, ()
+    backend = moe.choose_backend(config, gpu.compute_capability)
+    dims = None
+    if config.quant_method in ("mxfp4", "gpt_oss_mxfp4"):
+        _, align_i, align_h = mxfp4_backend(gpu.compute_capability)
+        per_rank = config.moe_intermediate_size // settings.tensor_parallel_size
+        dims = (pad_to(per_rank, align_i), pad_to(config.hidden_size, align_h))
+    workspace = moe.workspace_bytes(config, settings, backend, mxfp4_dims=dims)
+    return backend, workspace, moe.monolithic_buffers(config, settings, backend)
 
 
 @dataclass(frozen=True)
@@ -196,6 +318,8 @@ class _Budget:
     activation: ActivationEstimate
     non_torch: overheads.Overhead
     graphs: overheads.Overhead
+    weights_range: ranges.Spread
+    peak_range: ranges.Spread | None
 
     @property
     def peak_bytes(self) -> int | None:
@@ -214,6 +338,31 @@ class _Budget:
             - self.graphs.num_bytes
         )
 
+    def term_ranges(self) -> dict[str, tuple[int, int]] | None:
+        """Each subtracted term's (low, high): its components' ranges, and for a predicted term
+        half a log step on each side (ranges.RESOLUTION_BYTES); None while the peak is unknown."""
+        if self.peak_range is None:
+            return None
+        raw = {
+            "weights_bytes_per_gpu": (self.weights_range.low_bytes, self.weights_range.high_bytes),
+            "non_torch_bytes": (self.non_torch.low_bytes, self.non_torch.high_bytes),
+            "activation_peak_bytes": (self.peak_range.low_bytes, self.peak_range.high_bytes),
+            "cudagraph_bytes": (self.graphs.low_bytes, self.graphs.high_bytes),
+        }
+        step = ranges.RESOLUTION_BYTES
+        return {name: (max(lo - step, 0), hi + step) if hi else (lo, hi) for name, (lo, hi) in raw.items()}
+
+    @property
+    def available_low(self) -> int | None:
+        """Every subtracted term at its high end."""
+        terms = self.term_ranges()
+        return None if terms is None else self.requested - sum(hi for _, hi in terms.values())
+
+    @property
+    def available_high(self) -> int | None:
+        terms = self.term_ranges()
+        return None if terms is None else self.requested - sum(lo for lo, _ in terms.values())
+
 
 def _plan_kv(layout: KVLayout, budget: _Budget, settings: EngineSettings) -> tuple[KVPlan | None, list[str]]:
     unknown = list(layout.unknowns)
@@ -224,15 +373,35 @@ def _plan_kv(layout: KVLayout, budget: _Budget, settings: EngineSettings) -> tup
         ]
     if unknown or available is None:
         return None, unknown
+    try:
+        return kv_at(layout, available, settings), []
+    except NotModelled as exc:
+        return None, [f"KV grouping not modelled: {exc}"]
+
+
+def kv_at(layout: KVLayout, available_bytes: int, settings: EngineSettings) -> KVPlan:
+    """vLLM's block planner over AVAILABLE_BYTES (the central budget or an end of its range)."""
     ctx = SchedulingContext(
         max_model_len=settings.max_model_len,
         max_num_batched_tokens=settings.max_num_batched_tokens,
         mamba_cache_mode=layout.mamba_cache_mode,
     )
-    try:
-        return plan_kv(dict(layout.specs), available, ctx, block_outermost=layout.block_outermost), []
-    except NotModelled as exc:
-        return None, [f"KV grouping not modelled: {exc}"]
+    return plan_kv(dict(layout.specs), available_bytes, ctx, block_outermost=layout.block_outermost)
+
+
+@dataclass(frozen=True)
+class KVRange:
+    """The block planner at the two ends of the budget's range."""
+
+    low: KVPlan
+    high: KVPlan
+
+
+def _kv_range(layout: KVLayout, budget: _Budget, settings: EngineSettings, kv: KVPlan | None) -> KVRange | None:
+    low, high = budget.available_low, budget.available_high
+    if kv is None or low is None or high is None:
+        return None
+    return KVRange(kv_at(layout, low, settings), kv_at(layout, high, settings))
 
 
 def _assemble(
@@ -247,15 +416,20 @@ def _assemble(
     q: dict[str, Quantity] = {}
     problems = [Problem(kind, message, "proven_constraint") for kind, message in layout.refusals]
     flags: list[str] = []
+    terms = budget.term_ranges() or {}
     peak = budget.activation.peak
     if peak is None:
         q["activation_peak_bytes"] = Quantity.unknown("bytes", "; ".join(budget.activation.unmodelled))
     else:
-        q["activation_peak_bytes"] = Quantity(peak.num_bytes, "bytes", "predicted", f"{peak.name}: {peak.basis}")
+        q["activation_peak_bytes"] = _ranged(
+            peak.num_bytes, "predicted", f"{peak.name}: {peak.basis}", terms.get("activation_peak_bytes")
+        )
     graphs = budget.graphs
     graph_label: Label = "derived" if graphs.num_bytes == 0 else "predicted"
-    q["cudagraph_bytes"] = Quantity(graphs.num_bytes, "bytes", graph_label, graphs.basis)
-    q["non_torch_bytes"] = Quantity(budget.non_torch.num_bytes, "bytes", "predicted", budget.non_torch.basis)
+    q["cudagraph_bytes"] = _ranged(graphs.num_bytes, graph_label, graphs.basis, terms.get("cudagraph_bytes"))
+    q["non_torch_bytes"] = _ranged(
+        budget.non_torch.num_bytes, "predicted", budget.non_torch.basis, terms.get("non_torch_bytes")
+    )
     q["requested_bytes"] = Quantity(
         budget.requested, "bytes", "derived", f"ceil({gpu.total_bytes:,} x {settings.gpu_memory_utilization})"
     )
@@ -264,10 +438,17 @@ def _assemble(
         q["available_kv_bytes"] = Quantity.unknown("bytes", "activation peak not modelled")
     else:
         q["available_kv_bytes"] = Quantity(
-            available, "bytes", "predicted", "requested - weights - non-torch - activation peak - CUDA graphs"
+            available,
+            "bytes",
+            "predicted",
+            "requested - weights - non-torch - activation peak - CUDA graphs; the range takes every term at "
+            "its other end (docs/memory.md section 7)",
+            budget.available_low,
+            budget.available_high,
         )
-    q.update(kv_quantities(layout, kv, kv_unknown, settings))
-    verdict = _verdict_and_problems(budget, kv, kv_unknown, layout, settings, problems, flags)
+    kv_range = _kv_range(layout, budget, settings, kv)
+    q.update(kv_quantities(layout, kv, kv_unknown, settings, kv_range))
+    verdict = _verdict_and_problems(budget, kv, kv_range, layout, settings, problems, flags)
     q["host_ram_bytes"] = host_ram(checkpoint, settings, layout, budget.weights.host_table_bytes)
     verdict = _host_ram_verdict(q["host_ram_bytes"], settings, problems, verdict)
     notes = list(layout.notes) + [f"attention backend {layout.backend.backend.name}: {layout.backend.reason}"]
@@ -282,11 +463,35 @@ def _assemble(
         "cudagraphs": [c.__dict__ for c in budget.graphs.components],
         "kv": _kv_details(layout, kv),
     }
-    return MemoryPlan(q, verdict, tuple(problems), tuple(kv_unknown), tuple(notes), tuple(flags), details)
+    return MemoryPlan(
+        q,
+        verdict,
+        tuple(problems),
+        tuple(kv_unknown),
+        tuple(notes),
+        tuple(flags),
+        details,
+        _stepped(budget.weights_range, terms.get("weights_bytes_per_gpu")),
+        budget.weights,
+    )
+
+
+def _stepped(spread: ranges.Spread, term: tuple[int, int] | None) -> ranges.Spread:
+    """The weights' range as the budget takes it (half a log step wider on each side)."""
+    return spread if term is None else ranges.Spread(term[0], term[1], spread.note)
+
+
+def _ranged(value: int, label: Label, basis: str, term: tuple[int, int] | None) -> Quantity:
+    low, high = term if term is not None else (value, value)
+    return Quantity(value, "bytes", label, basis, min(low, value), max(high, value))
 
 
 def kv_quantities(
-    layout: KVLayout, kv: KVPlan | None, unknown: list[str], settings: EngineSettings
+    layout: KVLayout,
+    kv: KVPlan | None,
+    unknown: list[str],
+    settings: EngineSettings,
+    kv_range: KVRange | None = None,
 ) -> dict[str, Quantity]:
     specs = dict(layout.specs)
     per_token = bytes_per_token(specs) if not layout.unknowns else None
@@ -325,17 +530,34 @@ def kv_quantities(
             "derived",
             f"block size {layout.block_size}; {len(kv.groups)} groups ({groups}); largest group's pages",
         ),
-        "num_kv_blocks": Quantity(kv.num_blocks, "blocks", "predicted", "available // bytes per block"),
+        "num_kv_blocks": Quantity(
+            kv.num_blocks, "blocks", "predicted", "available // bytes per block", *_ends(kv_range, "num_blocks")
+        ),
         "kv_tokens": Quantity(
-            kv.kv_tokens, "tokens", "predicted", "int(max_concurrency x max_model_len), as vLLM logs 'KV cache size'"
+            kv.kv_tokens,
+            "tokens",
+            "predicted",
+            "int(max_concurrency x max_model_len), as vLLM logs 'KV cache size'",
+            *_ends(kv_range, "kv_tokens"),
         ),
         "max_concurrency": Quantity(
             round(kv.max_concurrency, 4),
             "sequences",
             "predicted",
             f"num_blocks / {kv.blocks_per_request} blocks per request at max_model_len {settings.max_model_len}",
+            *_ends(kv_range, "max_concurrency"),
         ),
     }
+
+
+def _ends(kv_range: KVRange | None, field_name: str) -> tuple[float | None, float | None]:
+    """The block planner's FIELD at the low and high ends of the budget (None: no range)."""
+    if kv_range is None:
+        return None, None
+    low, high = getattr(kv_range.low, field_name), getattr(kv_range.high, field_name)
+    if field_name == "max_concurrency":
+        return round(low, 4), round(high, 4)
+    return low, high
 
 
 def _describe_layers(specs: dict[str, Any]) -> str:
@@ -350,13 +572,17 @@ def _describe_layers(specs: dict[str, Any]) -> str:
 def _verdict_and_problems(
     budget: _Budget,
     kv: KVPlan | None,
-    unknown: list[str],
+    kv_range: KVRange | None,
     layout: KVLayout,
     settings: EngineSettings,
     problems: list[Problem],
     flags: list[str],
 ) -> str:
-    raise_util = _utilization_that_fits(budget, kv, settings)
+    """fits: one request at max_model_len fits at the low end of the budget's range; tight: only
+    above it (the fix names the setting that fits at the low end); does_not_fit: not even at the
+    central estimate. Every setting suggested fits at the low end."""
+    low = kv_range.low if kv_range is not None else kv
+    raise_util = _utilization_that_fits(budget, low, settings)
     if budget.weights.bytes_per_gpu > budget.requested:
         problems.append(
             Problem(
@@ -370,7 +596,7 @@ def _verdict_and_problems(
             )
         )
         return "does_not_fit"
-    if kv is None:
+    if kv is None or low is None:
         available = budget.available
         if available is not None and available <= 0:
             problems.append(_no_memory_problem(available, raise_util))
@@ -379,20 +605,51 @@ def _verdict_and_problems(
     if kv.refusal:
         others = [f"raise --gpu-memory-utilization to {raise_util}"] if raise_util else []
         others += ["raise --tp", "use --kv-cache-dtype fp8 or a quantized checkpoint"]
-        kv_refusal_problems(kv, settings, problems, others)
-        margin_note(kv, problems)
+        kv_refusal_problems(kv, settings, problems, others, low)
+        if kv_range is not None and not kv_range.high.refusal:
+            problems.append(_range_note(kv, kv_range, "at the high end of the range it would fit"))
         return "does_not_fit"
-    if layout.has_state and settings.uses_cudagraphs and settings.max_num_seqs > kv.num_blocks:
-        _state_block_flag(kv, settings, problems, flags)
-    margin_note(kv, problems)
+    if layout.has_state and settings.uses_cudagraphs and settings.max_num_seqs > low.num_blocks:
+        _state_block_flag(kv, low, settings, problems, flags)
+    if low.refusal:
+        assert kv_range is not None  # a low end that differs from the central plan has a range
+        problems.append(_range_note(kv, kv_range, "it fits at the central estimate, not at the low end"))
+        _tight_fix(low, settings, problems, raise_util)
+        return "tight"
     return "fits"
 
 
-def kv_refusal_problems(kv: KVPlan, settings: EngineSettings, problems: list[Problem], others: list[str]) -> None:
+def _range_note(kv: KVPlan, kv_range: KVRange, what: str) -> Problem:
+    low = kv_range.low.num_blocks * kv_range.low.bytes_per_block
+    high = kv_range.high.num_blocks * kv_range.high.bytes_per_block
+    return Problem(
+        "tight",
+        f"one request at max_model_len needs {one_request_bytes(kv) / GIB:.2f} GiB of KV cache and the "
+        f"predicted budget is {kv.num_blocks * kv.bytes_per_block / GIB:.2f} GiB "
+        f"({low / GIB:.2f}-{high / GIB:.2f}): {what}",
+        "predicted",
+    )
+
+
+def _tight_fix(low: KVPlan, settings: EngineSettings, problems: list[Problem], raise_util: float | None) -> None:
+    fitting = min(low.estimated_max_model_len or 0, settings.derived_max_model_len)
+    options = [f"--max-model-len {fitting}"] if fitting > 0 else []
+    options += [f"--gpu-memory-utilization {raise_util}"] if raise_util else []
+    if options:
+        text = " or ".join(options) + " fits at the low end of the range"
+    else:
+        text = "nothing below --gpu-memory-utilization 0.99 fits at the low end: raise --tp"
+    problems.append(Problem("fix", text, "predicted"))
+
+
+def kv_refusal_problems(
+    kv: KVPlan, settings: EngineSettings, problems: list[Problem], others: list[str], low: KVPlan | None = None
+) -> None:
     """The engine's refusal of a KV cache too small for one request, and the fix: the longest
-    max_model_len that fits (never above the model's own limit), or OTHERS, what else makes room."""
+    max_model_len that fits at the low end of the budget's range (LOW; never above the model's own
+    limit), or OTHERS, what else makes room."""
     problems.append(Problem("kv_cache_too_small", kv.refusal or "", "predicted"))
-    fitting = min(kv.estimated_max_model_len or 0, settings.derived_max_model_len)
+    fitting = min((low or kv).estimated_max_model_len or 0, settings.derived_max_model_len)
     if fitting > 0:
         limit = " (the model's own limit)" if fitting == settings.derived_max_model_len else ""
         text = f"largest max_model_len that fits: --max-model-len {fitting}{limit}; or " + ", or ".join(others)
@@ -408,8 +665,9 @@ def one_request_bytes(kv: KVPlan) -> int:
 
 def _utilization_that_fits(budget: _Budget, kv: KVPlan | None, settings: EngineSettings) -> float | None:
     """The --gpu-memory-utilization (two decimals, at most 0.99) whose request holds everything the
-    plan predicts plus one request's KV cache; None when nothing below 1 would, or it is unknown."""
-    available = budget.available
+    plan predicts at the low end of its range plus one request's KV cache; None when nothing below 1
+    would, when the plan fits already, or when it is unknown."""
+    available = budget.available_low if budget.available_low is not None else budget.available
     if kv is None or available is None or kv.refusal is None and budget.weights.bytes_per_gpu <= budget.requested:
         return None
     total = budget.requested / settings.gpu_memory_utilization
@@ -418,24 +676,8 @@ def _utilization_that_fits(budget: _Budget, kv: KVPlan | None, settings: EngineS
     return util if settings.gpu_memory_utilization < util <= 0.99 else None
 
 
-# Largest available-KV error on the training boots of modelled (dense-attention) families is about
-# 0.15 GiB; a verdict closer than this to the admission line could go either way on a real boot.
+# The error band `apron fit` kept before plans stated a range (plan/fit.py); plans use the range.
 MARGIN_BYTES = GIB // 4
-
-
-def margin_note(kv: KVPlan, problems: list[Problem]) -> None:
-    needed = kv.bytes_per_block * (kv.blocks_per_request + 1)
-    available = kv.num_blocks * kv.bytes_per_block
-    if abs(available - needed) < MARGIN_BYTES:
-        problems.append(
-            Problem(
-                "tight",
-                f"one request at max_model_len needs {needed / GIB:.2f} GiB of KV cache "
-                f"and the predicted budget is {available / GIB:.2f} GiB: within the prediction's "
-                "error band, so the real boot may go either way",
-                "predicted",
-            )
-        )
 
 
 def _no_memory_problem(available: int, raise_util: float | None) -> Problem:
@@ -449,20 +691,24 @@ def _no_memory_problem(available: int, raise_util: float | None) -> Problem:
     )
 
 
-def _state_block_flag(kv: KVPlan, settings: EngineSettings, problems: list[Problem], flags: list[str]) -> None:
+def _state_block_flag(
+    kv: KVPlan, low: KVPlan, settings: EngineSettings, problems: list[Problem], flags: list[str]
+) -> None:
     """config/compilation.py resolve_cudagraph_mode_and_sizes refuses FULL graph capture when a
-    hybrid's max_num_seqs exceeds its state blocks; the plan lowers max_num_seqs to fit."""
+    hybrid's max_num_seqs exceeds its state blocks; the plan lowers max_num_seqs to fit at the low
+    end of the budget's range (LOW), so the flag holds wherever in the range the engine lands."""
+    ends = f" ({low.num_blocks} at the low end of the range)" if low.num_blocks != kv.num_blocks else ""
     problems.append(
         Problem(
             "max_num_seqs_exceeds_state_blocks",
             f"max_num_seqs ({settings.max_num_seqs}) exceeds available Mamba cache blocks "
             f"({kv.num_blocks}). Each decode sequence requires one Mamba cache block, so CUDA "
             f"graph capture cannot proceed. Please lower max_num_seqs to at most {kv.num_blocks} "
-            "or increase gpu_memory_utilization.",
+            f"or increase gpu_memory_utilization.{ends}",
             "predicted",
         )
     )
-    flags.append(f"--max-num-seqs {max(kv.num_blocks, 1)}")
+    flags.append(f"--max-num-seqs {max(low.num_blocks, 1)}")
 
 
 def host_ram(checkpoint: Checkpoint, settings: EngineSettings, layout: KVLayout, table_bytes: int = 0) -> Quantity:
@@ -515,15 +761,20 @@ def _host_ram_verdict(host: Quantity, settings: EngineSettings, problems: list[P
 
 
 def _activation_details(activation: ActivationEstimate) -> dict[str, Any]:
+    """`bytes` is vLLM's transient for the moment (its live tensors less the run's later persistent
+    allocations, `not_yet_live`); `live_bytes` what torch's peak increase over the run reads there."""
     peak = activation.peak
     return {
         "peak": peak.name if peak else None,
+        "peak_live_bytes": peak.live_bytes if peak else None,
         "moments": [
             {
                 "name": m.name,
                 "bytes": m.num_bytes if m.is_modelled else None,
+                "live_bytes": m.live_bytes if m.is_modelled else None,
                 "basis": m.basis,
                 "buffers": [{"name": b.name, "shape": list(b.shape), "bytes": b.num_bytes} for b in m.buffers],
+                "not_yet_live": [{"name": b.name, "bytes": b.num_bytes} for b in m.not_yet_live],
             }
             for m in activation.moments
         ],

@@ -4,7 +4,7 @@
 driver-level free-memory drop from the start-up snapshot to the end of profiling. It holds
 persistent buffers made after the snapshot (sampler penalty state, MoE workspaces), lazily loaded
 kernels and library workspaces, and allocator segments that empty_cache() cannot release.
-The CUDA-graph term is vLLM's own estimate (profile_cudagraph_memory), which it subtracts.
+The CUDA-graph term, vLLM's own estimate, is plan/graphs.py.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from apron.engine.facts import EngineFacts
-from apron.plan.allocator import allocation_size
 from apron.plan.model_config import ModelConfig
+from apron.plan.ranges import Observation, observed_range
 from apron.plan.retained import (
     WindowInputs,
     lands_in_copy,
@@ -27,18 +27,35 @@ from apron.plan.weights import DTYPE_BYTES, pad_to
 
 GIB = 2**30
 MIB = 2**20
-# Median, over the 14 dense-attention consumer training boots (tests/fixtures/boots-training.json), of
-# consumed - weights - every derived component below, the allocator replays included: CUDA module
-# images loaded on first use and the cuBLAS / cuBLASLt handles (driver memory outside torch). Observed,
-# not derived (range 0.03-0.10 GiB; the same model reads 0.04 GiB lower on an L4 than on an RTX 4090);
-# the memory-outside-torch probe (docs/memory.md) would settle it.
-BASE_NON_TORCH_BYTES = int(0.07 * GIB)
-# CUDA-graph estimate: least-squares fit of a + b * layers * graphs / 86 over the same 12 boots
-# (RMS residual 0.019 GiB). Dense attention only; MoE and Mamba boots missed it by 0.2-0.4 GiB.
-CUDAGRAPH_BASE_BYTES = int(0.0143 * GIB)
-CUDAGRAPH_PER_LAYER_GRAPH_BYTES = 0.0123 * GIB / 86
-# v1/worker/gpu/cudagraph_utils.py (0.29.0:714, 0.33.0 the same): the floor of the extrapolated FULL sample.
-MIN_PER_GRAPH_BYTES = 1 << 20
+# Median, over the 17 consumer training boots (tests/fixtures/boots-training.json), of consumed -
+# weights - every derived component below (each kept workspace once), the allocator replays included:
+# CUDA module images loaded on first use and the cuBLAS / cuBLASLt handles (driver memory outside
+# torch). Observed, not derived (0.04-0.15 GiB; tests/test_ranges.py recomputes it); the
+# memory-outside-torch probe (docs/memory.md) would settle it.
+BASE_NON_TORCH_BYTES = int(0.09 * GIB)
+_SETTLE_NON_TORCH = "the memory-outside-torch probe (docs/memory.md section 9) would settle it"
+BASE_NON_TORCH = Observation(
+    "kernels, handles, small buffers",
+    capabilities=frozenset({(8, 6), (8, 9)}),
+    traits=frozenset({"attention", "sliding-window", "MoE", "state-space"}),
+    num_boots=17,
+    below_fraction=0.54,
+    above_fraction=0.64,
+    settle=_SETTLE_NON_TORCH,
+)
+# The same residual on the two H100 boots (Qwen3-32B, gpt-oss-120b: 0.22 and 0.26 GiB once the kept
+# cuBLAS workspace is counted once): Hopper's kernels (FA3, CUTLASS sm90, FlashInfer) load larger
+# module images. Each of the two boots predicted from the other misses by 0.04 GiB (18%).
+BASE_NON_TORCH_HOPPER_BYTES = int(0.24 * GIB)
+BASE_NON_TORCH_HOPPER = Observation(
+    "kernels, handles, small buffers (Hopper)",
+    capabilities=frozenset({(9, 0)}),
+    traits=frozenset({"attention", "sliding-window", "MoE"}),
+    num_boots=2,
+    below_fraction=0.18,
+    above_fraction=0.18,
+    settle=_SETTLE_NON_TORCH,
+)
 # Memory in use before vLLM's start-up snapshot at TP=1 (CUDA context): total - initial free on the
 # RTX 4090 training boots. Not charged to the request, but it must fit beside it.
 PRE_SNAPSHOT_BYTES = 418_759_311
@@ -47,17 +64,33 @@ PRE_SNAPSHOT_BYTES = 418_759_311
 # shares it (TORCH_CUBLASLT_UNIFIED_WORKSPACE). A PyTorch fact, not vLLM's; not re-read for torch 2.13.
 CUBLAS_WORKSPACE_BYTES = 4096 * 1024 * 2 + 16 * 1024 * 8
 CUBLAS_WORKSPACE_BYTES_SM90 = 32 * MIB
-# v1/attention/backends/flash_attn.py (0.29.0:483-503, 0.33.0 the same) and config/attention.py:
-# flash_attn_max_num_splits_for_cuda_graph.
-FA3_MAX_SPLITS = 32
 
 
 @dataclass(frozen=True)
 class Component:
+    """One named term. `low_bytes`/`high_bytes` are its stated range: the value itself where the
+    source fixes it (derived), the observations' spread where it rests on them (plan/ranges.py)."""
+
     name: str
     num_bytes: int
     label: str  # derived | predicted
     basis: str
+    low_bytes: int | None = None
+    high_bytes: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.low_bytes is None:
+            object.__setattr__(self, "low_bytes", self.num_bytes)
+        if self.high_bytes is None:
+            object.__setattr__(self, "high_bytes", self.num_bytes)
+
+    @property
+    def low(self) -> int:
+        return self.num_bytes if self.low_bytes is None else self.low_bytes
+
+    @property
+    def high(self) -> int:
+        return self.num_bytes if self.high_bytes is None else self.high_bytes
 
 
 @dataclass(frozen=True)
@@ -67,6 +100,14 @@ class Overhead:
     @property
     def num_bytes(self) -> int:
         return sum(c.num_bytes for c in self.components)
+
+    @property
+    def low_bytes(self) -> int:
+        return sum(c.low for c in self.components)
+
+    @property
+    def high_bytes(self) -> int:
+        return sum(c.high for c in self.components)
 
     @property
     def label(self) -> str:
@@ -85,6 +126,7 @@ class NonTorchInputs:
     is_tied: bool
     is_quantized: bool  # the linear layers are quantized (their GEMMs are not cuBLAS)
     moe_workspace_bytes: int
+    traits: frozenset[str] = frozenset({"attention"})  # plan/ranges.py layer_traits
     multimodal_buffers: tuple[tuple[str, int, str], ...] = ()  # (name, bytes, basis) a multimodal runner adds
     has_compile_copy: bool = False  # the compile transient happens (activation.py compile_transient)
     param_bytes: tuple[int, ...] = ()  # the checkpoint's parameters in construction order (weights.py)
@@ -108,17 +150,69 @@ def non_torch(config: ModelConfig, settings: EngineSettings, facts: EngineFacts,
                 "0.29.0:1173-1181)",
             )
         )
-    parts.append(
-        Component(
-            "kernels, handles, small buffers",
-            BASE_NON_TORCH_BYTES,
-            "predicted",
-            "observed: median residual of 14 dense consumer boots after the allocator replays (module images, cuBLAS handles)",
-        )
-    )
+    parts.append(base_component(inputs))
+    fusion = allreduce_fusion_workspace(config, settings, facts, inputs.capability)
+    if fusion is not None:
+        parts.append(fusion)
     parts.append(load_window_component(config, settings, inputs))
     parts.append(retained_component(config, settings, facts, inputs))
     return Overhead(tuple(parts))
+
+
+def base_component(inputs: NonTorchInputs) -> Component:
+    """Module images of the kernels first used in the window and the cuBLAS handles: what the
+    derived rows leave, observed per GPU class (datacenter GPUs from cc 9.0 read Hopper's)."""
+    hopper = inputs.capability >= (9, 0) and inputs.capability[0] != 12
+    value = BASE_NON_TORCH_HOPPER_BYTES if hopper else BASE_NON_TORCH_BYTES
+    spread = observed_range((BASE_NON_TORCH, BASE_NON_TORCH_HOPPER), value, inputs.capability, inputs.traits)
+    where = "the 2 H100 boots" if hopper else "17 consumer boots"
+    return Component(
+        "kernels, handles, small buffers",
+        value,
+        "predicted",
+        f"observed: the residual of {where} after the allocator replays (module images, cuBLAS handles); {spread.note}",
+        spread.low_bytes,
+        spread.high_bytes,
+    )
+
+
+# compilation/passes/fusion/allreduce_rms_fusion.py FI_ALLREDUCE_FUSION_MAX_SIZE_MB (0.29.0:104-129, the
+# same through 0.33.0): the fusion workspace's cap per compute capability and TP size, in MiB.
+FUSION_MAX_MIB: dict[tuple[int, int], dict[int, float]] = {
+    (9, 0): {2: 64, 4: 2, 8: 0.5},
+    (10, 0): {2: 64, 4: 32, 8: 1, 16: 64},
+}
+
+
+def allreduce_fusion_workspace(
+    config: ModelConfig, settings: EngineSettings, facts: EngineFacts, capability: tuple[int, int]
+) -> Component | None:
+    """TP > 1 on cc 9.0 / 10.x with FlashInfer: the all-reduce + RMSNorm fusion pass builds its IPC
+    workspace at the first compile, inside the window and outside torch (config/vllm.py
+    enable_allreduce_rms_fusion 0.30.0:178-203; allreduce_rms_fusion.py 0.30.0:1016-1045). Tokens
+    M = min(cap / (H x dtype), T); 0.33 raises M for B200 at TP 8 to FlashInfer's tuned 128 MB
+    (all_reduce_utils.py 0.33.0:87-94, not capped by T). FlashInfer 0.7.2.post1's MNNVL backend (one
+    node, multicast) then holds 3 buffers of max(one-shot, two-shot) bytes (comm/trtllm_mnnvl_ar.py
+    93-141, 225-250); the driver's allocation granularity rounding is left out."""
+    tp = settings.tensor_parallel_size
+    key = (capability[0], 0) if capability[0] == 10 else capability
+    cap = FUSION_MAX_MIB.get(key, {}).get(tp)
+    if tp < 2 or cap is None or settings.enforce_eager:
+        return None
+    elem, hidden = DTYPE_BYTES[settings.dtype], config.hidden_size
+    tokens = min(int(cap * MIB) // (hidden * elem), settings.max_num_batched_tokens)
+    if facts.at_least("0.33.0") and key == (10, 0) and tp == 8:
+        tokens = max(tokens, (128 * MIB - 1) // (hidden * elem))
+    one_shot = min(tokens, MIB // (tp * elem * hidden)) * hidden * tp * elem
+    two_shot = 2 * -(-tokens // tp) * tp * hidden * elem
+    size = 3 * pad_to(max(one_shot, two_shot), 32)
+    return Component(
+        "FlashInfer all-reduce fusion workspace",
+        size,
+        "derived",
+        f"{tokens:,} tokens of hidden size {hidden} at TP {tp} (cap {cap} MiB on this GPU), three MNNVL buffers "
+        "(flashinfer comm/trtllm_mnnvl_ar.py); built by the fusion pass at the first compile",
+    )
 
 
 def runner_state(config: ModelConfig, settings: EngineSettings) -> list[Component]:
@@ -214,135 +308,12 @@ def retained_component(
 
 @dataclass(frozen=True)
 class GraphInputs:
-    """What vLLM's CUDA-graph estimate depends on besides the config and the settings."""
+    """What vLLM's CUDA-graph estimate depends on besides the config and the settings (plan/graphs.py)."""
 
     backend: str  # the attention backend vLLM picks (plan/kv/backends.py)
     capability: tuple[int, int]
     has_one_window_config: bool  # every attention layer has the same sliding window (or none)
-
-
-def cudagraph_estimate(config: ModelConfig, settings: EngineSettings, inputs: GraphInputs | None = None) -> Overhead:
-    """vLLM subtracts profile_cudagraph_memory() (v1/worker/gpu/cudagraph_utils.py 0.29.0:718-831,
-    0.33.0:922-1039): a real capture of every piecewise size and the 2 largest FULL graphs, read off
-    cudaMemGetInfo, with the FULL part extrapolated as first + (N_full - 1) x max(second, 1 MiB)."""
-    if not settings.uses_cudagraphs:
-        return Overhead((Component("CUDA graphs", 0, "derived", "eager mode captures no graphs"),))
-    piecewise, full = graph_counts(settings)
-    layers = config.num_layers
-    per_graph = CUDAGRAPH_PER_LAYER_GRAPH_BYTES * layers
-    parts = [
-        Component(
-            "piecewise graphs and the first FULL graph",
-            int(CUDAGRAPH_BASE_BYTES + per_graph * (piecewise + min(full, 1))),
-            "predicted",
-            f"{piecewise} piecewise graphs and the largest FULL graph over {layers} layers at ~0.15 MiB per "
-            "layer and graph: observed, fit on 12 dense-attention consumer boots (its intercept holds the "
-            "capture stream's 20 MiB cuBLAS segment on those GPUs); MoE and Mamba boots differed by up to "
-            "0.4 GiB; a capture probe per graph kind would settle it",
-        )
-    ]
-    if full > 1:
-        # cudagraph_utils.py _extrapolate_full_graph_memory (0.29.0:823-831): the second FULL sample,
-        # floored at _MIN_PER_GRAPH_BYTES = 1 MiB, stands for every FULL graph after the first
-        second = max(int(per_graph), MIN_PER_GRAPH_BYTES)
-        parts.append(
-            Component(
-                "FULL graphs extrapolated from the second sample",
-                (full - 1) * second,
-                "predicted",
-                f"({full} - 1) x max(second FULL sample, 1 MiB) (cudagraph_utils.py 0.29.0:823-831, "
-                "0.33.0:1031-1039); the sample is the observed per-layer slope",
-            )
-        )
-    stream = capture_stream_cublas_delta(inputs)
-    if stream:
-        parts.append(stream)
-    accumulators = fa3_split_accumulators(config, settings, inputs)
-    if accumulators:
-        parts.append(accumulators)
-    return Overhead(tuple(parts))
-
-
-def capture_stream_cublas_delta(inputs: GraphInputs | None) -> Component | None:
-    """graph_capture() (distributed/parallel_state.py 0.29.0:659-661) runs the warm-ups and captures
-    on a new torch.cuda.Stream; its first GEMM creates that stream's cuBLAS workspace in the regular
-    pool, a fresh segment (plan/allocator.py allocation_size): 20 MiB for Ada's and Ampere's 8.125 MiB,
-    32 MiB on cc 9.x/10.x/12.x. The fit's intercept already holds the 20 MiB; this is the rest."""
-    if inputs is None:
-        return None
-    fitted = allocation_size(CUBLAS_WORKSPACE_BYTES)
-    delta = allocation_size(cublas_workspace(inputs.capability).num_bytes) - fitted
-    if delta <= 0:
-        return None
-    return Component(
-        "capture stream's cuBLAS workspace (beyond the fit's GPUs)",
-        delta,
-        "derived",
-        "a new capture stream's workspace segment: 32 MiB on this compute capability against the 20 MiB "
-        "segment of the fit's GPUs (PyTorch's default workspace size, caching-allocator segment rounding)",
-    )
-
-
-def fa3_split_accumulators(
-    config: ModelConfig, settings: EngineSettings, inputs: GraphInputs | None
-) -> Component | None:
-    """FlashAttention 3 (cc 9.x) with FULL graphs and its ahead-of-time scheduler (one sliding-window
-    configuration across layers) caps splits at flash_attn_max_num_splits_for_cuda_graph = 32 "so that
-    large enough intermediate buffers are pre-allocated during capture"; the buffers are "[num_splits,
-    num_heads, num_tokens, head_size]" (flash_attn.py 0.29.0:483-503 and 587-597). The first FULL
-    sample, at the largest FULL size, allocates them in the graph pool and the estimate keeps that
-    sample whole. float32 (the FA3 accumulator type) is an inference from the FA3 interface, not read."""
-    if inputs is None or inputs.backend != "FLASH_ATTN" or inputs.capability[0] != 9:
-        return None
-    if not inputs.has_one_window_config or config.is_mla:
-        return None
-    full_sizes = [s for s in settings.cudagraph_capture_sizes if s <= settings.max_num_seqs]
-    if not full_sizes:
-        return None
-    tokens, heads = max(full_sizes), config.num_heads // settings.tensor_parallel_size
-    size = FA3_MAX_SPLITS * tokens * heads * (config.head_dim + 1) * 4
-    return Component(
-        "FA3 split-KV accumulators (first FULL graph)",
-        size,
-        "predicted",
-        f"[32 splits, {tokens} tokens, {heads} heads, head size {config.head_dim}] output plus the "
-        "log-sum-exp, float32: flash_attn.py's own sizing of the buffers max_num_splits reserves",
-    )
-
-
-def graph_counts(settings: EngineSettings) -> tuple[int, int]:
-    """FULL_AND_PIECEWISE (the O2 default): one piecewise graph per capture size and one full graph
-    per size up to max_num_seqs (decode batches; v1/cudagraph_dispatcher.py)."""
-    sizes = settings.cudagraph_capture_sizes
-    return len(sizes), sum(1 for s in sizes if s <= settings.max_num_seqs)
-
-
-def moe_workspace_bytes(
-    config: ModelConfig, settings: EngineSettings, *, mxfp4_backend: tuple[str, tuple[int, int]] | None
-) -> int:
-    """Persistent workspace the modular fused-MoE kernel takes from the workspace manager on its first
-    call: get_simultaneous(max(ws13, output), ws2) in the activation dtype, M = max_num_batched_tokens
-    (modular_kernel.py 0.29.0:1173-1181). Triton experts (experts/triton_moe.py 0.29.0:218-233): ws13
-    (M, topk, max(N_act, K)), ws2 (M, topk, max(N, K)), N the per-rank w13 width and N_act = N / 2
-    for gated activations (adjust_N_for_activation). Marlin experts (MXFP4 below Hopper,
-    experts/marlin_moe.py 0.29.0:704-733): ws1 (M*topk, max(N, K)), ws2 (M*topk*max(2N, K)) with the
-    padded intermediate N. Monolithic kernels (the OAI Triton MXFP4 kernels vLLM prefers on Hopper,
-    oracle/mxfp4.py 0.29.0:191-198, and TRT-LLM's on SM100) allocate inside the kernel: none here.
-    DeepGEMM's FP8 block-quant shapes on Hopper are not modelled (the Triton shapes are used)."""
-    if not config.is_moe:
-        return 0
-    tokens, topk = settings.max_num_batched_tokens, max(config.num_experts_per_tok, 1)
-    dsz = DTYPE_BYTES[settings.dtype]
-    if mxfp4_backend is not None:
-        backend, (inter, hidden) = mxfp4_backend
-        if backend != "MARLIN":
-            return 0
-        ws13 = tokens * topk * max(inter, hidden)
-        ws2 = tokens * topk * max(2 * inter, hidden)
-    else:
-        inter = config.moe_intermediate_size // settings.tensor_parallel_size
-        hidden = config.hidden_size
-        ws13 = tokens * topk * max(inter, hidden)
-        ws2 = tokens * topk * max(2 * inter, hidden)
-    output = tokens * hidden
-    return (pad_to(max(ws13, output) * dsz, 256)) + pad_to(ws2 * dsz, 256)
+    traits: frozenset[str] = frozenset({"attention"})  # plan/ranges.py layer_traits
+    num_state_layers: int = 0  # Mamba / gated delta-net / short-conv layers (splitting ops)
+    is_attention_free: bool = False
+    is_moe_monolithic: bool = False  # the MoE backend fuses the experts (no modular kernel)

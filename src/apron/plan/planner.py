@@ -17,6 +17,7 @@ from apron.plan.encoder import is_tower_whole_on_every_rank
 from apron.plan.model_config import ModelConfig
 from apron.plan.parsers import parser_flags, tokenizer_note
 from apron.plan.quantity import Problem, Quantity, one_of
+from apron.plan.ranges import Spread
 from apron.plan.refusals import in_start_up_order
 from apron.plan.result import VERDICTS, ModelIdentity, Plan, Verdict
 from apron.plan.settings import EngineSettings, UserSettings, resolve_settings, user_flags
@@ -126,8 +127,15 @@ def text_only_advice(
     trial = plan_checkpoint(checkpoint, gpu, text_user, plan.engine_version, calibration, advise=False)
     if trial.verdict == "unknown":
         return None
-    words = {"fits": "fits", "does_not_fit": "does not fit", "unsupported": "is unsupported"}[trial.verdict]
-    return Problem("fix", f"{TEXT_ONLY_FLAG} (text only, no vision tower) {words}", "predicted")
+    return Problem("fix", f"{TEXT_ONLY_FLAG} (text only, no vision tower) {_VERDICT_WORDS[trial.verdict]}", "predicted")
+
+
+_VERDICT_WORDS = {
+    "fits": "fits",
+    "tight": "fits only above the low end of its range",
+    "does_not_fit": "does not fit",
+    "unsupported": "is unsupported",
+}
 
 
 TEXT_ONLY_FLAG = "--language-model-only"
@@ -161,7 +169,8 @@ def _plan(
     else:
         budget = memory.plan_memory(checkpoint, config, gpu, facts, settings, weights, group)
     problems += list(budget.problems)
-    quantities = {"weights_bytes_per_gpu": weights_quantity(weights), **budget.quantities}
+    weights = budget.weights or weights
+    quantities = {"weights_bytes_per_gpu": weights_quantity(weights, budget.weights_range), **budget.quantities}
     parser_flag_list, parser_problems, parser_note = parser_flags(checkpoint, facts)
     problems += parser_problems
     flags = required_flags(settings, budget.extra_flags + tuple(parser_flag_list))
@@ -308,9 +317,13 @@ def model_shape(config: ModelConfig) -> dict[str, Any]:
     }
 
 
-def weights_quantity(weights: WeightsEstimate) -> Quantity:
+def weights_quantity(weights: WeightsEstimate, spread: Spread | None = None) -> Quantity:
+    """SPREAD: the stated range (plan/ranges.py weights_spread); none on the CPU platform."""
     known = not (weights.unknown_layout_tensors or weights.notes)
-    return Quantity(weights.bytes_per_gpu, "bytes", "derived" if known else "predicted", weights.basis)
+    if spread is None:
+        return Quantity(weights.bytes_per_gpu, "bytes", "derived" if known else "predicted", weights.basis)
+    basis = f"{weights.basis}; range: {spread.note}"
+    return Quantity(weights.bytes_per_gpu, "bytes", "predicted", basis, spread.low_bytes, spread.high_bytes)
 
 
 def weights_details(weights: WeightsEstimate) -> dict[str, Any]:

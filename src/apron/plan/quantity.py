@@ -58,28 +58,56 @@ def one_of(value: object, allowed: tuple[T, ...], what: str) -> T:
 
 @dataclass(frozen=True)
 class Quantity:
+    """A plan's number. `low` and `high` are the stated range (docs/memory.md section 7): equal to
+    `value` where the number is exact (derived from the inputs, or a constraint), wider where a
+    component rests on an observation; None with the value."""
+
     value: int | float | None
     unit: Unit
     label: Label
     basis: str
+    low: int | float | None = None
+    high: int | float | None = None
 
     def __post_init__(self) -> None:
         one_of(self.label, LABELS, "label")
         one_of(self.unit, UNITS, "unit")
         if self.label == "unknown" and self.value is not None:
             raise ValueError("an unknown quantity has no value")
+        if self.value is None:
+            if self.low is not None or self.high is not None:
+                raise ValueError("a quantity without a value has no range")
+            return
+        if self.low is None:
+            object.__setattr__(self, "low", self.value)
+        if self.high is None:
+            object.__setattr__(self, "high", self.value)
+        if not self.low <= self.value <= self.high:  # type: ignore[operator]
+            raise ValueError(f"range {self.low}-{self.high} does not hold the value {self.value}")
 
     @classmethod
     def unknown(cls, unit: Unit, basis: str) -> Quantity:
         return cls(None, unit, "unknown", basis)
 
+    @property
+    def has_range(self) -> bool:
+        return self.value is not None and (self.low != self.value or self.high != self.value)
+
     def to_json(self) -> dict[str, Any]:
-        return {"value": self.value, "unit": self.unit, "label": self.label, "basis": self.basis}
+        return {
+            "value": self.value,
+            "low": self.low,
+            "high": self.high,
+            "unit": self.unit,
+            "label": self.label,
+            "basis": self.basis,
+        }
 
     @classmethod
     def from_json(cls, document: dict[str, Any]) -> Quantity:
+        """Documents written before the range existed have no `low`/`high`: the value stands for both."""
         unit, label = one_of(document["unit"], UNITS, "unit"), one_of(document["label"], LABELS, "label")
-        return cls(document["value"], unit, label, str(document["basis"]))
+        return cls(document["value"], unit, label, str(document["basis"]), document.get("low"), document.get("high"))
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from apron.plan.quantity import Problem, Quantity, one_of
 
 SCHEMA = "apron.plan/1"
 # unsupported: the release does not register the architecture (or refuses its quantization on this GPU)
-Verdict = Literal["fits", "does_not_fit", "unsupported", "unknown"]
+Verdict = Literal["fits", "tight", "does_not_fit", "unsupported", "unknown"]
 VERDICTS: tuple[Verdict, ...] = get_args(Verdict)
 # The quantities every plan carries, in display order.
 REQUIRED_QUANTITIES = (

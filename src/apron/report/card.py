@@ -33,7 +33,13 @@ QUANTITY_TITLES = {
     "max_concurrency": "max concurrency",
     "host_ram_bytes": "host RAM needed",
 }
-_VERDICT = {"fits": "FITS", "does_not_fit": "DOES NOT FIT", "unsupported": "UNSUPPORTED", "unknown": "UNKNOWN"}
+_VERDICT = {
+    "fits": "FITS",
+    "tight": "TIGHT",
+    "does_not_fit": "DOES NOT FIT",
+    "unsupported": "UNSUPPORTED",
+    "unknown": "UNKNOWN",
+}
 
 
 _EXACT_BYTES = {"kv_bytes_per_token"}
@@ -51,6 +57,26 @@ def format_value(q: QuantityLike, name: str = "") -> str:
     if q.unit == "sequences":
         return f"{q.value:,.2f}x"
     return format_count(q.value, q.unit)
+
+
+def format_range(q: Any) -> str:
+    """ "(49.80-52.31)" in the value's own unit where the quantity states a range; "" where it is exact."""
+    low, high, value = getattr(q, "low", None), getattr(q, "high", None), q.value
+    if value is None or low is None or high is None or low == high:
+        return ""
+    if q.unit == "bytes":
+        scale, unit = 1.0, value
+        for _ in _BYTE_UNITS:
+            if abs(unit) < 1024:
+                break
+            unit, scale = unit / 1024, scale * 1024
+        return f"({low / scale:,.2f}-{high / scale:,.2f})"
+    if q.unit == "sequences":
+        return f"({low:,.2f}-{high:,.2f})"
+    return f"({int(low):,}-{int(high):,})"
+
+
+_BYTE_UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
 
 
 def verdict_line(plan: Plan) -> str:
@@ -95,9 +121,12 @@ def render_card(plan: Plan) -> str:
     ]
     titles = dict(QUANTITY_TITLES, weights_bytes_per_gpu="weights") if plan.gpu_name == "cpu" else QUANTITY_TITLES
     width = max(len(t) for t in QUANTITY_TITLES.values())
+    ranges = {name: format_range(plan.quantities[name]) for name in REQUIRED_QUANTITIES}
+    span = max((len(r) for r in ranges.values()), default=0)
     for name in REQUIRED_QUANTITIES:
         q = plan.quantities[name]
-        lines.append(f"  {titles[name]:<{width}}  {format_value(q, name):>16}  [{q.label}]")
+        shown = f"  {ranges[name]:<{span}}" if span else ""
+        lines.append(f"  {titles[name]:<{width}}  {format_value(q, name):>16}{shown}  [{q.label}]")
     if plan.problems:
         lines += ["", "problems:"] + [f"  - [{p.label}] {p.message}" for p in plan.problems]
     if plan.unknowns:

@@ -79,6 +79,8 @@ def _peak_lines(plan: Plan) -> list[str]:
         lines.append(f" {mark} {moment['name']}: {size} - {moment['basis']}")
         for buf in moment["buffers"]:
             lines.append(f"      {buf['name']:<40} {str(tuple(buf['shape'])):<22} {_gib(buf['bytes'])}")
+        for buf in moment.get("not_yet_live") or ():
+            lines.append(f"      less {buf['name']:<73} {_gib(-buf['bytes'])}")
     for name, why in activation.get("skipped", []):
         lines.append(f"   {name}: does not happen ({why})")
     return lines

@@ -17,7 +17,7 @@ from apron.errors import BadInput, Failed
 from apron.plan.result import Plan
 from apron.records.store import RecordStore
 from apron.report import charts, series
-from apron.report.card import QUANTITY_TITLES, format_value
+from apron.report.card import QUANTITY_TITLES, format_range, format_value
 from apron.report.rows import VERDICT_NAMES, BootRow, FixRow, PlanRow, ProbeRow, Selection, plan_row, select
 
 _CSS = """
@@ -336,7 +336,12 @@ class _Measured:
 
 def _plan_body(plan: PlanRow, prefix: str | None, with_chart: bool) -> list[str]:
     rows = [
-        [_td(QUANTITY_TITLES.get(name, name)), _td(format_value(q, name), num=True), _td(q.label), _td(q.basis)]
+        [
+            _td(QUANTITY_TITLES.get(name, name)),
+            _td(" ".join(filter(None, (format_value(q, name), format_range(q)))), num=True),
+            _td(q.label),
+            _td(q.basis),
+        ]
         for name, q in plan.quantities.items()
     ]
     return [

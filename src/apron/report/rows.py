@@ -40,6 +40,8 @@ class Quantity:
     unit: str
     label: str
     basis: str = ""
+    low: float | None = None  # the plan's stated range (docs/memory.md section 7)
+    high: float | None = None
 
 
 @dataclass(frozen=True)
@@ -212,7 +214,7 @@ def plan_row(plan: Plan, record_id: str | None = None) -> PlanRow:
         gpu_memory_utilization=settings.gpu_memory_utilization,
         max_model_len_tokens=settings.max_model_len,
         verdict=plan.verdict or "?",
-        quantities={n: Quantity(q.value, q.unit, q.label, q.basis) for n, q in plan.quantities.items()},
+        quantities={n: Quantity(q.value, q.unit, q.label, q.basis, q.low, q.high) for n, q in plan.quantities.items()},
         layout=layout_family(plan),
         flags=tuple(plan.flags),
         command=plan.command or "",

@@ -12,7 +12,14 @@ from __future__ import annotations
 
 from apron.errors import BadInput
 from apron.plan.kv.backends import BackendChoice, backend_from_facts
-from apron.plan.kv.families.base import FamilyContext, KVLayout, Refusal, layer_name, sparse_indexer_buffers
+from apron.plan.kv.families.base import (
+    FamilyContext,
+    KVLayout,
+    ProfilingBuffer,
+    Refusal,
+    layer_name,
+    sparse_indexer_buffers,
+)
 from apron.plan.kv.specs import KVSpec, MLAAttentionSpec, SlidingWindowMLASpec
 from apron.plan.model_config import ModelConfig
 
@@ -193,5 +200,37 @@ def layer_specs(ctx: FamilyContext) -> KVLayout:
         unknowns=tuple(ctx.unknowns),
         family=NAME,
         block_outermost=True,
-        buffers=sparse_indexer_buffers(ctx, int(ctx.t["index_topk"]), min_ratio=4),
+        buffers=sparse_indexer_buffers(ctx, int(ctx.t["index_topk"]), min_ratio=4) + hyper_connection_buffers(ctx),
     )
+
+
+def padded_heads(ctx: FamilyContext) -> int:
+    """get_padded_num_q_heads: the FlashMLA attention (every CUDA arch but SM12x) pads a rank's heads
+    to 64 or 128 ("FP8 decode kernel only supports h_q = 64 or 128", models/deepseek_v4/nvidia/
+    flashmla.py 0.29.0:78-85, 0.33.0 the same); FlashInfer's sparse kernel on SM12x to the next of
+    8, 16, 32, 64, 128 (nvidia/flashinfer_sparse.py 0.33.0:81-88)."""
+    local = max(int(ctx.t["num_attention_heads"]) // ctx.tp, 1)
+    if ctx.capability[0] == 12:
+        return next(h for h in (8, 16, 32, 64, 128) if h >= local) if local <= 128 else local
+    return 64 if local <= 64 else 128
+
+
+def hyper_connection_buffers(ctx: FamilyContext) -> tuple[ProfilingBuffer, ...]:
+    """What DeepSeek-V4's dummy forward holds at its attention beyond the generic hidden states:
+    the hyper-connection residual, bf16 [T, hc_mult, H] (kernels/mhc/tilelang.py
+    mhc_pre_broadcast_tilelang, 0.33.0:732), of which the generic forward moment already counts one
+    [T, H]; the attention output allocated at the padded head count (attention.py _alloc_attn_out,
+    0.29.0:366, 0.33.0:518); and, with no attention metadata in the profile run,
+    _fused_qnorm_rope_kv_insert's F.pad copy of the queries at the same shape (0.29.0:645-650,
+    0.33.0:773-778). Sequence parallelism, which would divide T, is off at plain TP
+    (nvidia/model.py _use_sequence_parallel)."""
+    tokens, hidden = ctx.settings.max_num_batched_tokens, int(ctx.t["hidden_size"])
+    hc = int(ctx.t.get("hc_mult") or 1)
+    heads, head_dim = padded_heads(ctx), int(ctx.t["head_dim"])
+    out = [
+        ProfilingBuffer("attention output (padded heads)", (tokens, heads, head_dim), ctx.model_bytes, "forward"),
+        ProfilingBuffer("padded query copy (profile run)", (tokens, heads, head_dim), ctx.model_bytes, "forward"),
+    ]
+    if hc > 1:
+        out.append(ProfilingBuffer("hyper-connection residual streams", (tokens, hc - 1, hidden), 2, "forward"))
+    return tuple(out)

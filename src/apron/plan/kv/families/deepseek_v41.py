@@ -26,7 +26,7 @@ from apron.plan.kv.families.base import (
     layer_name,
     sparse_indexer_buffers,
 )
-from apron.plan.kv.families.deepseek_v4 import indexer_head, swa_spec
+from apron.plan.kv.families.deepseek_v4 import hyper_connection_buffers, indexer_head, swa_spec
 from apron.plan.kv.specs import CircularBufferSpec, KVSpec, MLAAttentionSpec
 from apron.plan.model_config import ModelConfig
 
@@ -192,6 +192,7 @@ def buffers(ctx: FamilyContext, min_ratio: int) -> tuple[ProfilingBuffer, ...]:
     """nvidia/model.py: the shared top-k buffer and, with a candidate source layer, the two-level
     indexer's candidate-block buffer (both int32 over max_num_batched_tokens rows)."""
     out = sparse_indexer_buffers(ctx, int(ctx.t["index_topk"]), min_ratio=max(min_ratio, 1))
+    out += hyper_connection_buffers(ctx)
     blocks = int(ctx.t.get("candidate_topk_blocks") or 0)
     if int(ctx.t.get("candidate_source_layer_id", -1)) >= 0 and blocks:
         tokens = ctx.settings.max_num_batched_tokens
