@@ -111,7 +111,9 @@ def test_fit_never_lists_a_degree_vllm_refuses():
         for count in (4, 8):
             row = by_count[(gpu.name, count)]
             assert row.status == "infeasible"
-            assert row.outcome.reason.startswith("the release refuses: ") and "(check kv_heads)" in row.outcome.reason
+            reason = row.outcome.reason
+            assert reason.startswith(f"the release refuses TP {count} (check kv_heads: 10 KV heads"), reason
+            assert reason.endswith("TP that pass: 1, 2")
 
 
 def test_the_divisibility_refusals_once_each():

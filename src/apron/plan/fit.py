@@ -448,6 +448,9 @@ def low_end(quantity: Quantity) -> float | None:
 
 
 def _does_not_fit(plan: Plan, context_tokens: int) -> Outcome:
+    refused = _layout_refusal(plan)
+    if refused is not None:
+        return Outcome("infeasible", refused)
     by_kind = {p.kind: p for p in reversed(plan.problems)}
     if "weights_exceed_request" in by_kind:
         return Outcome("infeasible", "weights do not fit: " + by_kind["weights_exceed_request"].message.split(";")[0])
@@ -459,6 +462,20 @@ def _does_not_fit(plan: Plan, context_tokens: int) -> Outcome:
             return Outcome("infeasible", _less_than_one(by_kind[kind].message, context_tokens), True, 0.0)
     first = plan.problems[0].message if plan.problems else "the plan does not fit"
     return Outcome("infeasible", first)
+
+
+def _layout_refusal(plan: Plan) -> str | None:
+    """A parallel degree vLLM refuses (plan/parallel.py), in one line: first, since it never boots."""
+    section = plan.details.get("parallel") or {}
+    failing = [c for c in section.get("checks", []) if c.get("failure")]
+    if not failing:
+        return None
+    passing = ", ".join(map(str, section.get("passing_tensor_parallel_sizes", []))) or "none up to 8"
+    first = failing[0]
+    return (
+        f"the release refuses TP {plan.settings.tensor_parallel_size} (check {first['check']}: {first['failure']}); "
+        f"TP that pass: {passing}"
+    )
 
 
 def _less_than_one(message: str, context_tokens: int) -> str:
