@@ -47,7 +47,15 @@ def gpus_command(as_json: bool) -> None:
         )
         for g in all_gpus()
     ]
-    header = ("GPU (PyTorch's name)", "total", "total is", "capability", "memory bandwidth", "GPUs linked by", "aliases")
+    header = (
+        "GPU (PyTorch's name)",
+        "total",
+        "total is",
+        "capability",
+        "memory bandwidth",
+        "GPUs linked by",
+        "aliases",
+    )
     click.echo(render_table(header, table, right=(1, 4)))
     click.echo("\n--gpu cpu plans for vLLM's CPU platform on this machine (its NUMA node's memory).")
 

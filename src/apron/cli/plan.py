@@ -142,7 +142,9 @@ def _print_deployments(plans: tuple[Any, ...], as_json: bool) -> None:
 @click.argument("source", required=False)
 @shared("context", "users", "gpus", "max_gpus", "engine", "revision", "prices_file", "tier", group="Options")
 @option(
-    "--provider", group="Options", help="One provider's prices (e.g. RunPod, AWS; default: the cheapest listed per GPU)."
+    "--provider",
+    group="Options",
+    help="One provider's prices (e.g. RunPod, AWS; default: the cheapest listed per GPU).",
 )
 @option(
     "--allow-fp8-kv",
