@@ -7,12 +7,15 @@ block-FP8 checks, which a meta-device build does not reach (the routed experts a
 through vLLM's own functions on the same numbers. One subprocess: ~30 s of importing vLLM, then
 well under a second a case.
 
-Walking every fixture model over TP 1-8 this way (248 builds) agreed on all 240 that the stand-ins can
-build (GLM-5.3's sparse-MLA backends do not import on the CPU build): `APRON_PARALLEL_WALK=1` runs it.
+Walking every fixture model over TP 1-8 this way (248 builds, ~9 minutes on 2 busy cores) agreed on all
+240 that the stand-ins can build; GLM-5.3 and GLM-5.3-Flash at TP 1, 2, 4 and 8 are not built (their
+attention backend on the Ada GPU takes arguments the CPU stand-ins do not pass). `APRON_PARALLEL_WALK=1`
+runs it and prints the count.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -20,13 +23,12 @@ from pathlib import Path
 
 import pytest
 
-from apron.checkpoint.snapshot import load_snapshot
 from apron.hardware import resolve_gpu
 from apron.plan import parallel
 from apron.plan.parallel import Layout, ParallelShape
 from apron.plan.planner import plan_checkpoint
 from apron.plan.settings import UserSettings
-from conftest import snapshot_document, snapshot_names, snapshot_path
+from conftest import loaded_snapshot, snapshot_document, snapshot_names
 from engine_env import vllm_python
 
 SIDE = Path(__file__).parent / "engine" / "vllm_parallel_side.py"
@@ -82,7 +84,16 @@ FUNCTIONS = [
 ]
 
 
+@functools.cache
+def _backend(name: str) -> str:
+    """The attention backend Apron names for the model on the Ada GPU, as the conformance test uses it."""
+    plan = plan_checkpoint(loaded_snapshot(name), ADA, UserSettings(max_model_len=4096), RELEASE)
+    backend = (plan.details.get("kv") or {}).get("backend")
+    return backend if isinstance(backend, str) else "FLASH_ATTN"
+
+
 def _build_case(name: str, tp: int) -> dict:
+    backend = _backend(name)
     return {
         "id": name,
         "config": snapshot_document(name)["files"]["config.json"],
@@ -91,13 +102,13 @@ def _build_case(name: str, tp: int) -> dict:
         "dtype": "bfloat16",
         "max_model_len": 4096,
         "max_num_batched_tokens": 2048,
-        "backends": {"dense": "FLASH_ATTN", "mla": "TRITON_MLA", "sparse": "FLASH_ATTN"},
+        "backends": {"dense": backend, "mla": backend, "sparse": backend},
     }
 
 
 def _apron_failures(name: str, tp: int) -> list[str]:
     plan = plan_checkpoint(
-        load_snapshot(snapshot_path(name)), ADA, UserSettings(tensor_parallel_size=tp, max_model_len=4096), RELEASE
+        loaded_snapshot(name), ADA, UserSettings(tensor_parallel_size=tp, max_model_len=4096), RELEASE
     )
     return [c["check"] for c in plan.details["parallel"]["checks"] if c["failure"]]
 
@@ -118,9 +129,10 @@ def test_vllm_refuses_exactly_the_degrees_apron_refuses():
     walk = os.environ.get("APRON_PARALLEL_WALK") == "1"
     builds = [(n, tp) for n in snapshot_names() for tp in range(1, 9)] if walk else BUILDS
     answer = _ask_vllm(builds)
-    mismatches = []
+    mismatches, unbuilt = [], []
     for (name, tp), got in zip(builds, answer["builds"], strict=True):
         if "error" in got:
+            unbuilt.append(f"{name} TP {tp}: {got['error'][:120]}")
             if not walk:
                 mismatches.append(f"{name} TP {tp}: vLLM could not build it: {got['error'][:200]}")
             continue
@@ -133,9 +145,11 @@ def test_vllm_refuses_exactly_the_degrees_apron_refuses():
             mismatches.append(
                 f"{ident}: Apron {[f.reason for f in mine] or 'passes'}, vLLM {got['refusal'] or 'accepts'}"
             )
+    print(f"{len(builds)} builds: {len(builds) - len(unbuilt) - len(mismatches)} agree, {len(unbuilt)} not buildable")
+    print("\n".join(unbuilt))
     assert not mismatches, "\n".join(mismatches)
     # the cases are worth running: vLLM refuses some and accepts others, in both groups
-    assert {g["refusal"] is None for g in answer["builds"]} == {True, False}
+    assert {g["refusal"] is None for g in answer["builds"] if "error" not in g} == {True, False}
     assert {g["refusal"] is None for g in answer["functions"]} == {True, False}
 
 

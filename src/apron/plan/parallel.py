@@ -469,7 +469,9 @@ def _kv_heads_of(config: ModelConfig, is_attention_free: bool) -> tuple[int, ...
 
 def _gdn(config: ModelConfig) -> tuple[int, int, int] | None:
     v_heads = config.get("linear_num_value_heads")
-    if not v_heads or "linear_attention" not in (config.layer_types or []):
+    # Qwen3-Next lays out its delta-net layers by full_attention_interval, Qwen3.5 by layer_types.
+    has_layers = "linear_attention" in (config.layer_types or []) or bool(config.get("full_attention_interval"))
+    if not v_heads or not has_layers:
         return None
     k_heads = int(config.get("linear_num_key_heads") or 0)
     key_dim = k_heads * int(config.get("linear_key_head_dim") or 0)
