@@ -56,7 +56,8 @@ def test_every_feasible_configuration_is_a_plan_that_fits(model, context, users,
     assert feasible[: len(priced)] == priced  # a GPU with no price is ranked after every priced one
     for row in priced:
         assert row["cost_per_hour_usd"] == pytest.approx(row["price"]["usd_per_gpu_hour"] * row["count"])
-        assert row["price"]["source"] and row["price"]["date"]
+        assert row["price"]["source"] and row["price"]["date"] and row["price_note"] is None
+    assert all(r["price_note"] for r in feasible if r["price"] is None)  # a row without a price says why
 
 
 def test_infeasible_rows_say_why_and_what_was_tried(capsys, apron_home_with_facts):
@@ -68,15 +69,76 @@ def test_infeasible_rows_say_why_and_what_was_tried(capsys, apron_home_with_fact
     assert t4["tried"] == []  # more KV memory cannot fix weights that do not fit
     h100 = rows[("NVIDIA H100 80GB HBM3", 1)]
     assert h100["status"] == "infeasible" and h100["reason"].startswith("KV holds only")
-    strongest = h100["tried"][0]
-    assert strongest["change"] == "--max-num-seqs 32 --kv-cache-dtype fp8"
-    assert h100["max_concurrency"] < strongest["max_concurrency"] < 32
+    strongest, offer = h100["tried"][:2]
+    assert strongest["change"] == "--max-num-seqs 32" and not strongest["needs_consent"]
+    # fp8 KV is planned to say what it would hold, never chosen without --allow-fp8-kv
+    assert offer["change"] == "--max-num-seqs 32 --kv-cache-dtype fp8" and offer["needs_consent"]
+    assert h100["max_concurrency"] < strongest["max_concurrency"] < offer["max_concurrency"] < 32
+    assert "not chosen without --allow-fp8-kv" in offer["result"]
     v100 = rows[("Tesla V100-SXM2-32GB", 4)]
     assert any("compute capability 7.0" in (t["result"] or "") for t in v100["tried"])  # fp8 not tried there
+    assert not any(any("--kv-cache-dtype fp8" in c for c in r["changes"]) for r in doc["configurations"])
+    assert not any(r["settings"]["kv_cache_dtype"] == "fp8" for r in doc["configurations"])
+
+
+def test_fp8_kv_only_with_consent_and_the_table_says_what_changed(capsys, apron_home_with_facts):
+    args = ["fit", "Qwen/Qwen3-8B", "--context", "32768", "--users", "32", "--gpus", "H100,L40S,4090"]
+    _, without, _ = run(capsys, *args, "--json")
+    code, doc, _ = run(capsys, *args, "--allow-fp8-kv", "--json")
+    assert code == 0 and doc["request"]["allow_fp8_kv"] and not without["request"]["allow_fp8_kv"]
     chosen = [r for r in doc["configurations"] if any("--kv-cache-dtype fp8" in c for c in r["changes"])]
     assert chosen, "some configuration becomes feasible only with an fp8 KV cache"
+    assert len(doc["configurations"]) == len(without["configurations"])
+    before = {(r["gpu"], r["count"]): r["status"] for r in without["configurations"]}
+    assert any(before[(r["gpu"], r["count"])] == "infeasible" for r in chosen)
     for row in chosen:
         assert "--kv-cache-dtype fp8" in row["flags"] and row["settings"]["kv_cache_dtype"] == "fp8"
+        assert any("uncalibrated scale of 1.0" in c and "attention backend" in c for c in row["changes"])
+    _, text, _ = run(capsys, *args, "--allow-fp8-kv", "--top", "20")
+    table = text.split("top choice:")[0]
+    assert "--kv-cache-dtype fp8*" in table and "uncalibrated scale of 1.0" in table  # in the table itself
+
+
+def test_each_row_shows_its_interconnect_and_a_decode_bound(capsys, apron_home_with_facts):
+    args = ["fit", "Qwen/Qwen3-8B", "--context", "8192", "--users", "16", "--gpus", "H100,4090,L40S"]
+    code, doc, _ = run(capsys, *args, "--json")
+    assert code == 0
+    feasible = {(r["gpu"], r["count"]): r for r in doc["configurations"] if r["status"] == "feasible"}
+    assert feasible[("NVIDIA H100 80GB HBM3", 8)]["interconnect"] == "NVLink/NVSwitch"
+    assert feasible[("NVIDIA GeForce RTX 4090", 4)]["interconnect"] == "PCIe, no P2P"
+    assert feasible[("NVIDIA L40S", 2)]["interconnect"] == "PCIe P2P"
+    for row in feasible.values():
+        bound = row["decode_bound"]
+        assert bound["label"] == "predicted" and "memory bandwidth" in bound["formula"]
+        terms = bound["terms"]
+        assert bound["tokens_per_second_per_user"] == pytest.approx(
+            1 / (terms["memory_seconds"] + terms["allreduce_seconds"]), rel=1e-3
+        )
+        assert (terms["allreduce_bytes"] == 0) == (row["count"] == 1)
+    # more GPUs of the same kind read fewer bytes each: the bound rises with TP
+    h100 = [feasible[("NVIDIA H100 80GB HBM3", n)]["decode_bound"]["tokens_per_second_per_user"] for n in (1, 2, 4, 8)]
+    assert h100 == sorted(h100)
+    _, text, _ = run(capsys, *args)
+    assert "link" in text and "tok/s/user <=" in text and "PCIe, no P2P" in text and "not a benchmark" in text
+
+
+def test_min_tokens_per_second_drops_the_slow_rows(capsys, apron_home_with_facts):
+    args = ["fit", "Qwen/Qwen3-8B", "--context", "8192", "--users", "16", "--gpus", "H100,L4", "--json"]
+    _, everything, _ = run(capsys, *args)
+    speeds = sorted(
+        r["decode_bound"]["tokens_per_second_per_user"]
+        for r in everything["configurations"]
+        if r["status"] == "feasible"
+    )
+    floor = speeds[len(speeds) // 2]
+    code, doc, _ = run(capsys, *args, "--min-tokens-per-second", str(floor))
+    assert code == 0 and doc["request"]["min_tokens_per_second"] == floor
+    kept = [r for r in doc["configurations"] if r["status"] == "feasible"]
+    assert kept and all(r["decode_bound"]["tokens_per_second_per_user"] >= floor for r in kept)
+    assert len(kept) == sum(s >= floor for s in speeds)
+    dropped = [r for r in doc["configurations"] if "--min-tokens-per-second" in (r["reason"] or "")]
+    assert len(dropped) == len(speeds) - len(kept)
+    assert run(capsys, *args, "--min-tokens-per-second", "0")[0] == 2
 
 
 def test_nothing_serves_the_load_exit_1_with_reasons(capsys, apron_home_with_facts):
@@ -166,7 +228,52 @@ def test_the_bundled_price_table_is_dated_and_sourced():
 
     table = load_prices()
     catalog = {g.name for g in all_gpus()}
-    assert table.rows and all(p.gpu_name in catalog and p.source and p.date for p in table.rows)
+    assert table.rows and all(p.gpu_name in catalog and p.source and p.date and p.provider for p in table.rows)
     for price in table.rows:
         if price.tier == "spot":  # spot is the cheaper tier of the same card on the same list
-            assert price.usd_per_gpu_hour < table.price(price.gpu_name, "on-demand").usd_per_gpu_hour
+            on_demand = table.price(price.gpu_name, "on-demand", price.provider)
+            assert price.usd_per_gpu_hour < on_demand.usd_per_gpu_hour
+    # every catalog GPU is priced or says why not
+    unpriced = dict(table.unpriced)
+    for gpu in catalog:
+        assert (table.price(gpu, "on-demand") is not None) != (gpu in unpriced), gpu
+
+
+def test_provider_picks_one_providers_prices_and_unpriced_rows_say_why(capsys, apron_home_with_facts):
+    args = ["fit", "Qwen/Qwen3-8B", "--context", "8192", "--users", "8", "--gpus", "L40S,A10G", "--max-gpus", "2"]
+    _, cheapest, _ = run(capsys, *args, "--json")
+    code, aws, _ = run(capsys, *args, "--provider", "aws", "--json")
+    assert code == 0 and aws["request"]["provider"] == "AWS"
+    assert "AWS" in cheapest["prices"]["providers"] and "RunPod" in cheapest["prices"]["providers"]
+    l40s = {r["count"]: r for r in aws["configurations"] if r["gpu"] == "NVIDIA L40S"}
+    assert l40s[1]["price"]["provider"] == "AWS" and l40s[1]["price"]["usd_per_gpu_hour"] == 1.861
+    cheap = next(r for r in cheapest["configurations"] if r["gpu"] == "NVIDIA L40S" and r["count"] == 1)
+    assert cheap["price"]["usd_per_gpu_hour"] <= 1.861  # without --provider: the cheapest listed
+    a10g = [r for r in aws["configurations"] if r["gpu"] == "NVIDIA A10G"]
+    assert all(r["price"] is None and "AWS" in r["price_note"] for r in a10g)
+    code, _, err = run(capsys, *args, "--provider", "Lambda")
+    assert code == 2 and "--provider 'Lambda'" in err and "RunPod" in err
+
+
+def test_ranking_reads_the_low_end_of_the_concurrency_range_where_there_is_one(apron_home_with_facts):
+    from dataclasses import replace
+
+    from apron.checkpoint import load_checkpoint
+    from apron.hardware import resolve_gpu
+    from apron.hardware.prices import load_prices
+    from apron.plan.fit import FitRequest, FitRow, Outcome, fit, low_end
+
+    class Ranged:  # a Quantity with the stated range the integrator's issue 20 adds
+        def __init__(self, value, low):
+            self.value, self.low = value, low
+
+    assert low_end(Ranged(10.0, 8.0)) == 8.0 and low_end(Ranged(10.0, None)) is None
+    row = fit(load_checkpoint("Qwen/Qwen3-8B"), FitRequest(4, 4096, (resolve_gpu("H100"),), 1), load_prices()).rows[0]
+    wide = replace(
+        row, outcome=Outcome("feasible", None, False, 12.0, 5.0)
+    )  # more spare KV centrally, less at the low end
+    narrow = replace(row, outcome=Outcome("feasible", None, False, 10.0, 9.0))
+    plain = replace(row, outcome=Outcome("feasible", None, False, 10.0))  # no range: the value
+    assert wide.headroom > narrow.headroom and wide.headroom_low < narrow.headroom_low
+    assert sorted([wide, narrow], key=FitRow.rank_key) == [narrow, wide]
+    assert plain.headroom_low == plain.headroom

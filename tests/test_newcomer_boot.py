@@ -332,9 +332,13 @@ def test_log_parse_of_a_file_with_no_vllm_lines_says_so(tmp_path):
 
 def test_gpus_is_a_table_with_headers():
     lines = apron("gpus").stdout.splitlines()
-    assert lines[0].split() == ["GPU", "(PyTorch's", "name)", "total", "total", "is", "capability", "aliases"]
+    assert lines[0].split() == [
+        *("GPU", "(PyTorch's", "name)", "total", "total", "is", "capability", "memory", "bandwidth"),
+        *("GPUs", "linked", "by", "aliases"),
+    ]
     assert re.fullmatch(
-        r"NVIDIA H100 80GB HBM3 +79\.18 GiB  exact +9\.0 +H100.*", next(x for x in lines if "H100 80GB" in x)
+        r"NVIDIA H100 80GB HBM3 +79\.18 GiB  exact +9\.0 +3,350 GB/s  NVLink/NVSwitch +H100.*",
+        next(x for x in lines if "H100 80GB" in x),
     )
 
 

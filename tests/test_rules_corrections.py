@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import types
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -174,6 +175,16 @@ def test_raise_tensor_parallel_for_oom_while_loading_weights():
     assert only(text, "raise_tensor_parallel", plan_tp8) is None  # 16, 32, 64 do not divide 40
     assert only(text, "raise_tensor_parallel") is None  # no plan, no heads: no guess
     assert only(OOM_IN_PROFILING, "raise_tensor_parallel", plan) is None  # not while loading weights
+
+
+def test_raise_tensor_parallel_skips_sizes_the_layout_checks_refuse():
+    # phi-4: 40 heads divide by 4 and 8, but its 10 KV heads do not (plan/parallel.py): only 1 and 2 pass.
+    text = next(b["failure"]["last_error"] for b in training_failures() if "CUDA OOM" in b["failure"]["last_error"])
+    at1 = a_plan(model_shape={"num_attention_heads": 40}, settings={"tensor_parallel_size": 1})
+    at1 = replace(at1, details={**at1.details, "parallel": {"passing_tensor_parallel_sizes": [1, 2]}})
+    assert only(text, "raise_tensor_parallel", at1)["tensor_parallel_size"] == 2
+    at2 = replace(at1, settings=replace(at1.settings, tensor_parallel_size=2))
+    assert only(text, "raise_tensor_parallel", at2) is None
 
 
 def test_tp_divides_heads():

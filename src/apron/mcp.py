@@ -111,10 +111,15 @@ def fit(
     kv_cache_dtype: str | None = None,
     dtype: str | None = None,
     from_file: str | None = None,
+    provider: str | None = None,
+    allow_fp8_kv: bool = False,
+    min_tokens_per_second: float | None = None,
 ) -> Any:
     """The cheapest GPU x count (from a dated price table) that serves `users` requests of `context`
     tokens each, with the flags it needs; infeasible configurations with their reason. Returns the
-    apron.fit/1 document (num_feasible 0 when nothing serves the load). gpus: comma-separated names."""
+    apron.fit/1 document (num_feasible 0 when nothing serves the load). gpus: comma-separated names;
+    provider: one provider's prices; allow_fp8_kv: fit may switch the KV cache to fp8;
+    min_tokens_per_second: drop rows whose decode bound per user is lower."""
     from apron.plan.fit import FitQuery, run_fit
 
     settings = _settings(
@@ -137,6 +142,9 @@ def fit(
                 revision=revision,
                 settings=settings,
                 candidate_file=from_file,
+                allow_fp8_kv=allow_fp8_kv,
+                min_tokens_per_second=min_tokens_per_second,
+                provider=provider,
             )
         ).to_json()
     )

@@ -11,7 +11,7 @@ from apron.cli.shared import emit_json
 @click.command("gpus", cls=GroupedCommand)
 @json_option()
 def gpus_command(as_json: bool) -> None:
-    """List the GPU catalog: PyTorch's total bytes, compute capability and aliases."""
+    """List the GPU catalog: PyTorch's total bytes, compute capability, memory bandwidth, interconnect, aliases."""
     from apron.hardware import all_gpus
 
     rows = [
@@ -22,6 +22,10 @@ def gpus_command(as_json: bool) -> None:
             "compute_capability": "{}.{}".format(*g.compute_capability),
             "aliases": list(g.aliases),
             "total_bytes_basis": g.total_bytes_basis,
+            "memory_bandwidth_bytes_per_second": g.memory_bandwidth_bytes_per_second,
+            "memory_bandwidth_basis": g.memory_bandwidth_basis,
+            "interconnect": g.interconnect.for_count(8)[0] if g.interconnect else None,
+            "interconnect_basis": g.interconnect.basis if g.interconnect else None,
         }
         for g in all_gpus()
     ]
@@ -37,11 +41,22 @@ def gpus_command(as_json: bool) -> None:
             format_bytes(g.total_bytes),
             "exact" if g.is_total_exact else "approximate",
             "{}.{}".format(*g.compute_capability),
+            f"{(g.memory_bandwidth_bytes_per_second or 0) / 1e9:,.0f} GB/s",
+            g.interconnect.for_count(8)[0] if g.interconnect else "-",
             ", ".join(g.aliases),
         )
         for g in all_gpus()
     ]
-    click.echo(render_table(("GPU (PyTorch's name)", "total", "total is", "capability", "aliases"), table, right=(1,)))
+    header = (
+        "GPU (PyTorch's name)",
+        "total",
+        "total is",
+        "capability",
+        "memory bandwidth",
+        "GPUs linked by",
+        "aliases",
+    )
+    click.echo(render_table(header, table, right=(1, 4)))
     click.echo("\n--gpu cpu plans for vLLM's CPU platform on this machine (its NUMA node's memory).")
 
 

@@ -142,6 +142,23 @@ def _print_deployments(plans: tuple[Any, ...], as_json: bool) -> None:
 @click.argument("source", required=False)
 @shared("context", "users", "gpus", "max_gpus", "engine", "revision", "prices_file", "tier", group="Options")
 @option(
+    "--provider",
+    group="Options",
+    help="One provider's prices (e.g. RunPod, AWS; default: the cheapest listed per GPU).",
+)
+@option(
+    "--allow-fp8-kv",
+    group="Options",
+    is_flag=True,
+    help="Let fit switch the KV cache to fp8 where it falls short (changes accuracy).",
+)
+@option(
+    "--min-tokens-per-second",
+    group="Options",
+    type=float,
+    help="Drop rows whose decode bound per user is below this (a bound from bandwidth, not a benchmark).",
+)
+@option(
     "--top", group="Options", type=click.IntRange(min=1), default=10, show_default=True, help="Feasible rows to show."
 )
 @shared("from_file", group="Options", help="Start from a deployment another tool proposed (as `apron plan --from`).")
@@ -168,6 +185,9 @@ def fit_command(
     revision: str | None,
     prices_file: str | None,
     tier: str,
+    provider: str | None,
+    allow_fp8_kv: bool,
+    min_tokens_per_second: float | None,
     top: int,
     from_file: str | None,
     deployment_name: str | None,
@@ -194,6 +214,9 @@ def fit_command(
         settings=given_settings(settings),
         candidate_file=from_file,
         candidate_name=deployment_name,
+        allow_fp8_kv=allow_fp8_kv,
+        min_tokens_per_second=min_tokens_per_second,
+        provider=provider,
     )
     document = run_fit(query).to_json()
     if as_json:

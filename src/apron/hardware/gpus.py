@@ -5,7 +5,7 @@ from __future__ import annotations
 import difflib
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
@@ -14,6 +14,32 @@ from apron.errors import BadInput
 from apron.hardware.cpu import CPU_NAMES, cpu_flags, node_memory
 
 MIB = 2**20
+GB = 10**9  # datasheets' unit for bandwidth
+INTERCONNECTS = ("nvswitch", "nvlink", "pcie_p2p", "pcie_host")
+INTERCONNECT_NAMES = {
+    "nvswitch": "NVLink/NVSwitch",
+    "nvlink": "NVLink",
+    "pcie_p2p": "PCIe P2P",
+    "pcie_host": "PCIe, no P2P",
+}
+
+
+@dataclass(frozen=True)
+class Interconnect:
+    """How the GPUs of one rented machine of this class reach each other (the all-reduce's links)."""
+
+    kind: Literal["nvswitch", "nvlink", "pcie_p2p", "pcie_host"]
+    link_bytes_per_second: int  # peak in one direction
+    basis: str
+    bridge_gpus: int = 0  # an NVLink bridge joins this many GPUs (H100 NVL pairs); 0: none
+    bridge_bytes_per_second: int = 0
+
+    def for_count(self, count: int) -> tuple[str, int]:
+        """(name, slowest link on the ring) for COUNT GPUs: a bridge carries the ring only when it
+        joins every GPU of the machine."""
+        if self.bridge_gpus and count <= self.bridge_gpus:
+            return "NVLink bridge", self.bridge_bytes_per_second
+        return INTERCONNECT_NAMES[self.kind], self.link_bytes_per_second
 
 
 @dataclass(frozen=True)
@@ -28,6 +54,9 @@ class Gpu:
     # compute_capability is (0, 0), which no CPU code path reads (the CPU platform has none).
     platform: Literal["cuda", "cpu"] = "cuda"
     cpu_flags: frozenset[str] = frozenset()
+    memory_bandwidth_bytes_per_second: int | None = None  # published peak; None: not in the catalog
+    memory_bandwidth_basis: str = ""
+    interconnect: Interconnect | None = None
 
     @property
     def is_cpu(self) -> bool:
@@ -61,7 +90,28 @@ def _entry(raw: dict) -> Gpu:
             f"{raw['family_gap_mib']} MiB gap measured on the same GPU family; pass "
             "--gpu-memory-bytes with torch.cuda.mem_get_info()[1] for the exact figure"
         )
-    return Gpu(raw["name"], total, (major, minor), raw["is_total_exact"], basis, tuple(raw["aliases"]))
+    return Gpu(
+        raw["name"],
+        total,
+        (major, minor),
+        raw["is_total_exact"],
+        basis,
+        tuple(raw["aliases"]),
+        memory_bandwidth_bytes_per_second=raw["memory_bandwidth_gb_per_second"] * GB,
+        memory_bandwidth_basis=raw["memory_bandwidth_source"],
+        interconnect=_interconnect(raw["interconnect"]),
+    )
+
+
+def _interconnect(raw: dict) -> Interconnect:
+    bridge = raw.get("bridge") or {}
+    return Interconnect(
+        raw["kind"],
+        raw["gb_per_second"] * GB,
+        raw["source"],
+        bridge.get("gpus", 0),
+        bridge.get("gb_per_second", 0) * GB,
+    )
 
 
 @lru_cache(maxsize=1)
@@ -96,7 +146,9 @@ def resolve_gpu(text: str, *, memory_bytes: int | None = None, capability: str |
             "--gpu-memory-bytes and --gpu-capability for an unlisted GPU"
         )
     if memory_bytes is not None:
-        return Gpu(gpu.name, memory_bytes, gpu.compute_capability, True, "given with --gpu-memory-bytes", gpu.aliases)
+        return replace(
+            gpu, total_bytes=memory_bytes, is_total_exact=True, total_bytes_basis="given with --gpu-memory-bytes"
+        )
     return gpu
 
 

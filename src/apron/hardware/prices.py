@@ -1,5 +1,6 @@
-"""GPU rental prices: a bundled, dated table (one row per GPU and tier, each with its source and date),
-replaceable as a whole by the user's own file in the same schema (`apron fit --prices FILE`).
+"""GPU rental prices: a bundled, dated table (one row per GPU, tier and provider, each with its source
+and date), replaceable as a whole by the user's own file in the same schema (`apron fit --prices FILE`).
+A GPU the table does not price can carry the reason (`unpriced`), so a row without a price says why.
 
 Every cost Apron shows is an estimate from this table, never a quote.
 """
@@ -46,13 +47,47 @@ class PriceTable:
     path: str  # "bundled" or the user's file
     sha256: str
     rows: tuple[Price, ...]
+    unpriced: tuple[tuple[str, str], ...] = ()  # (GPU name, why the table has no price for it)
 
-    def price(self, gpu_name: str, tier: str) -> Price | None:
-        return next((p for p in self.rows if p.gpu_name == gpu_name and p.tier == tier), None)
+    @property
+    def providers(self) -> tuple[str, ...]:
+        return tuple(sorted({p.provider for p in self.rows if p.provider}, key=str.lower))
+
+    def provider(self, name: str | None) -> str | None:
+        """The table's spelling of --provider NAME (any case); BadInput for a provider it does not list."""
+        if name is None:
+            return None
+        match = next((p for p in self.providers if p.lower() == name.strip().lower()), None)
+        if match is None:
+            raise BadInput(f"--provider {name!r} is not in the price table; its providers: {', '.join(self.providers)}")
+        return match
+
+    def price(self, gpu_name: str, tier: str, provider: str | None = None) -> Price | None:
+        """PROVIDER's price, or without one the cheapest any provider lists."""
+        rows = [p for p in self.rows if p.gpu_name == gpu_name and p.tier == tier]
+        if provider is not None:
+            rows = [p for p in rows if p.provider == provider]
+        return min(rows, key=lambda p: (p.usd_per_gpu_hour, p.provider or ""), default=None)
+
+    def no_price_reason(self, gpu_name: str, tier: str, provider: str | None = None) -> str:
+        others = sorted({p.provider or p.source for p in self.rows if p.gpu_name == gpu_name and p.tier == tier})
+        if provider is not None and others:
+            return f"{provider} has no {tier} price for it in the table (listed by {', '.join(others)})"
+        why = dict(self.unpriced).get(gpu_name)
+        if why:
+            return why
+        where = f"from {provider}" if provider else "in the table"
+        return f"no {tier} price {where} for it" + ("" if self.path == "bundled" else f" ({self.path})")
 
     def describe(self) -> dict[str, Any]:
         dates = sorted({p.date for p in self.rows})
-        return {"file": self.path, "sha256": self.sha256, "rows": len(self.rows), "dates": [dates[0], dates[-1]]}
+        return {
+            "file": self.path,
+            "sha256": self.sha256,
+            "rows": len(self.rows),
+            "dates": [dates[0], dates[-1]],
+            "providers": list(self.providers),
+        }
 
 
 def load_prices(path: str | None = None) -> PriceTable:
@@ -68,7 +103,8 @@ def load_prices(path: str | None = None) -> PriceTable:
     except (ValueError, UnicodeDecodeError) as exc:
         raise BadInput(f"{name}: not valid JSON ({exc}); the schema is {SCHEMA}, see docs/fit.md") from exc
     rows = parse_rows(document, name)
-    return PriceTable(str(path) if path else "bundled", hashlib.sha256(raw).hexdigest(), rows)
+    unpriced = parse_unpriced(document, name)
+    return PriceTable(str(path) if path else "bundled", hashlib.sha256(raw).hexdigest(), rows, unpriced)
 
 
 def parse_rows(document: object, name: str) -> tuple[Price, ...]:
@@ -82,13 +118,36 @@ def parse_rows(document: object, name: str) -> tuple[Price, ...]:
     if not isinstance(rows, list) or not rows:
         raise BadInput(f"{name}: field 'rows' must be a non-empty list of price rows")
     prices = tuple(_row(raw, f"{name}: rows[{i}]") for i, raw in enumerate(rows))
-    seen: set[tuple[str, str]] = set()
+    seen: set[tuple[str, str, str | None]] = set()
     for i, price in enumerate(prices):
-        key = (price.gpu_name, price.tier)
+        key = (price.gpu_name, price.tier, price.provider)
         if key in seen:
-            raise BadInput(f"{name}: rows[{i}] repeats GPU {price.gpu_name!r} tier {price.tier!r}; keep one row")
+            raise BadInput(
+                f"{name}: rows[{i}] repeats GPU {price.gpu_name!r} tier {price.tier!r} provider "
+                f"{price.provider!r}; keep one row"
+            )
         seen.add(key)
     return prices
+
+
+def parse_unpriced(document: dict[str, Any], name: str) -> tuple[tuple[str, str], ...]:
+    """`unpriced`: [{"gpu": ..., "why": ...}], the GPUs the table leaves out and why (optional)."""
+    entries = document.get("unpriced", [])
+    if not isinstance(entries, list):
+        raise BadInput(f"{name}: field 'unpriced' must be a list of {{gpu, why}} objects")
+    out = []
+    for i, entry in enumerate(entries):
+        where = f"{name}: unpriced[{i}]"
+        if not isinstance(entry, dict) or set(entry) != {"gpu", "why"}:
+            raise BadInput(f"{where} must be an object with exactly 'gpu' and 'why'")
+        try:
+            gpu_name = resolve_gpu(_text(entry, "gpu", where)).name
+        except BadInput as exc:
+            raise BadInput(
+                f"{where}.gpu {entry.get('gpu')!r} is not in Apron's GPU catalog (see `apron gpus`)"
+            ) from exc
+        out.append((gpu_name, _text(entry, "why", where)))
+    return tuple(out)
 
 
 def _row(raw: object, where: str) -> Price:

@@ -285,6 +285,7 @@ QUANT_KEYS: dict[str, Kind] = {
     "quant_method": TEXT,
     "group_size": _integer(-1, MAX_DIM),
     "q_group_size": _integer(-1, MAX_DIM),
+    "weight_block_size": _int_list(1, MAX_DIM),  # apron.plan.parallel: block-FP8 shards
 }
 # apron.plan.encoder: the vision tower.
 VISION_KEYS: dict[str, Kind] = {

@@ -11,8 +11,9 @@ from apron.checkpoint import Checkpoint, load_checkpoint
 from apron.engine.facts import EngineFacts, choose_version, engine_change, known_versions, load_facts, version_key
 from apron.errors import BadInput
 from apron.hardware import Gpu
-from apron.plan import cpu, memory
+from apron.plan import cpu, memory, parallel
 from apron.plan.calibration import Calibration
+from apron.plan.encoder import FAMILIES as TOWER_FAMILIES
 from apron.plan.encoder import is_tower_whole_on_every_rank
 from apron.plan.model_config import ModelConfig
 from apron.plan.parsers import parser_flags, tokenizer_note
@@ -150,6 +151,8 @@ def _plan(
     group = calibration.for_plan(facts.version, gpu.name) if calibration is not None else None
     problems = registry_problems(checkpoint, config, gpu, facts)
     settings = resolve_settings(checkpoint, config, gpu, facts, user)
+    shape, layout = parallel_layout(checkpoint, config, facts, settings)
+    problems += parallel.parallel_problems(shape, layout, facts.version)
     weights = estimate_weights(
         checkpoint,
         config,
@@ -211,10 +214,24 @@ def _plan(
         details={
             "weights": weights_details(weights),
             "model_shape": model_shape(config),
+            "parallel": parallel.parallel_details(shape, layout, facts.version),
             **budget.details,
             **({"calibration": {"file": calibration.source, **group.to_json()}} if calibration and group else {}),
         },
     )
+
+
+def parallel_layout(
+    checkpoint: Checkpoint, config: ModelConfig, facts: EngineFacts, settings: EngineSettings
+) -> tuple[parallel.ParallelShape, parallel.Layout]:
+    """What vLLM's parallel-layout checks read (plan/parallel.py), and the plan's layout (TP only)."""
+    architecture = checkpoint.architecture
+    tower = TOWER_FAMILIES.get(architecture)
+    is_sharded = not settings.is_tower_off and not is_tower_whole_on_every_rank(architecture, settings)
+    shape = parallel.parallel_shape(
+        checkpoint, config, facts, tower_family=tower[0] if tower else None, is_tower_sharded=is_sharded
+    )
+    return shape, parallel.Layout(settings.tensor_parallel_size)
 
 
 def choose_engine(architecture: str, requested: str | None) -> tuple[EngineFacts, str]:

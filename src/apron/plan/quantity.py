@@ -25,6 +25,13 @@ ProblemKind = Literal[
     "tensor_parallel_heads",
     "tensor_parallel_vocab",
     "tensor_parallel_intermediate",
+    # plan/parallel.py: the other checks a parallel layout must pass
+    "tensor_parallel_kv_heads",
+    "tensor_parallel_linear_attention",
+    "tensor_parallel_quant_block",
+    "tensor_parallel_vision",
+    "pipeline_parallel",
+    "expert_parallel",
     "weights_exceed_request",
     "no_kv_memory",
     "kv_cache_too_small",

@@ -269,7 +269,6 @@ def estimate_weights(checkpoint: Checkpoint, config: ModelConfig, settings: Weig
         skipped=tuple(sorted(tally.skipped.items())),
         notes=tuple(notes),
         unknown_layout_tensors=tuple(tally.unknown),
-        problems=tuple(tp_problems(config, settings)),
         param_bytes=load_order_param_bytes(checkpoint, config, settings),
     )
 
@@ -600,33 +599,6 @@ def rope_cache_positions(config: ModelConfig) -> int:
         original = params.get("original_max_position_embeddings") or config.max_position_embeddings or 0
         return int(original * float(params.get("factor", 1)))
     return config.max_position_embeddings or 0
-
-
-def tp_problems(config: ModelConfig, settings: WeightSettings) -> list[Problem]:
-    """Divisibility the engine enforces: config/model.py verify_with_parallel_config and
-    distributed/utils.py divide() on vocab and shards."""
-    tp = settings.tensor_parallel_size
-    problems = []
-    if config.num_heads and config.num_heads % tp:
-        problems.append(
-            Problem(
-                "tensor_parallel_heads",
-                f"Total number of attention heads "
-                f"({config.num_heads}) must be divisible by tensor parallel size ({tp}).",
-                "proven_constraint",
-            )
-        )
-    padded_vocab = pad_to(config.vocab_size, settings.vocab_padding_size) if config.vocab_size else 0
-    if padded_vocab and padded_vocab % tp:
-        problems.append(
-            Problem("tensor_parallel_vocab", f"{padded_vocab} is not divisible by {tp}", "proven_constraint")
-        )
-    intermediate = config.moe_intermediate_size if config.is_moe else config.intermediate_size
-    if intermediate and intermediate % tp:
-        problems.append(
-            Problem("tensor_parallel_intermediate", f"{intermediate} is not divisible by {tp}", "proven_constraint")
-        )
-    return problems
 
 
 # --- quantized layouts -----------------------------------------------------------------------

@@ -12,9 +12,10 @@ def render_fit(doc: dict, top: int = 10) -> str:
     prices = doc["prices"]
     rows = doc["configurations"]
     feasible = [r for r in rows if r["status"] == "feasible"]
+    who = f"{req['provider']}'s" if req.get("provider") else "the cheapest provider's"
     lines = [
         f"{doc['model']['repo_id'] or doc['model']['source']}: {req['users']} users at {req['context_tokens']:,} "
-        f"tokens of context, vLLM {doc['engine']['version']}, {req['tier']} prices "
+        f"tokens of context, vLLM {doc['engine']['version']}, {who} {req['tier']} prices "
         f"({'bundled table' if prices['file'] == 'bundled' else prices['file']}, dated {' to '.join(sorted(set(prices['dates'])))}; "
         "estimates, not quotes)",
         "",
@@ -23,12 +24,15 @@ def render_fit(doc: dict, top: int = 10) -> str:
         lines += _table(feasible[:top])
         if len(feasible) > top:
             lines.append(f"  ... {len(feasible) - top} more feasible (--top {len(feasible)} or --json)")
+        lines += _decode_note(feasible[:top])
         best = feasible[0]
         tight = " (tight: the spare KV is within the prediction's error band)" if best["tight"] else ""
         lines += ["", f"top choice: {best['count']} x {best['gpu']}{tight}", f"  {best['command']}"]
         lines += [f"  * {change}" for change in best["changes"]]
         sources = sorted({f"{r['price']['source']}, {r['price']['date']}" for r in feasible[:top] if r["price"]})
         lines += [""] + [f"price source: {s}" for s in sources]
+        unpriced = {r["gpu"]: r["price_note"] for r in feasible[:top] if r["price"] is None and r.get("price_note")}
+        lines += [f"no price for {gpu}: {why}" for gpu, why in unpriced.items()]
     else:
         lines.append(f"no configuration serves {req['users']} users at {req['context_tokens']:,} tokens")
     candidate = next((r for r in rows if r["candidate"]), None)
@@ -45,7 +49,7 @@ def render_fit(doc: dict, top: int = 10) -> str:
 
 
 def _table(rows: list[dict]) -> list[str]:
-    header = ("#", "GPU x count", "TP", "$/hour", "price", "max conc.", "headroom", "flags")
+    header = ("#", "GPU x count", "TP", "$/hour", "provider", "link", "max conc.", "headroom", "tok/s/user <=", "flags")
     body = []
     for i, r in enumerate(rows, 1):
         price = r["price"]
@@ -59,24 +63,42 @@ def _table(rows: list[dict]) -> list[str]:
                 str(r["tensor_parallel_size"]),
                 f"{r['cost_per_hour_usd']:.2f}" if r["cost_per_hour_usd"] is not None else "no price",
                 f"{price['provider'] or ''} {price['date']}".strip() if price else "-",
+                r["interconnect"],
                 f"{r['max_concurrency']:.1f}",
                 f"{100 * r['kv_headroom']:+.0f}%" + ("~" if r["tight"] else ""),
+                _speed(r["decode_bound"]),
                 shown or "-",
             )
         )
     widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
-    right = {0, 2, 3, 5, 6}
+    right = {0, 2, 3, 6, 7, 8}
 
     def line(cells: tuple[str, ...]) -> str:
         return "  ".join(
             c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True))
         )
 
+    chosen = [f"  * {i}: {change}" for i, r in enumerate(rows, 1) for change in r["changes"]]
     return (
         [line(header).rstrip()]
         + [line(row).rstrip() for row in body]
-        + (["  * a setting fit chose (see 'changes' in --json)"] if any(r["changes"] for r in rows) else [])
+        + (["  * settings fit chose, by row:", *chosen] if chosen else [])
     )
+
+
+def _speed(bound: dict | None) -> str:
+    if bound is None or bound["tokens_per_second_per_user"] is None:
+        return "unknown"
+    return f"{bound['tokens_per_second_per_user']:.1f}"
+
+
+def _decode_note(rows: list[dict]) -> list[str]:
+    if not any(r["decode_bound"] for r in rows):
+        return []
+    return [
+        "  tok/s/user <=: a predicted upper bound on decode speed per user with every request at its full "
+        "context, from memory bandwidth and the all-reduce's link (docs/fit.md): a bound, not a benchmark"
+    ]
 
 
 def _name(row: dict) -> str:
@@ -87,9 +109,14 @@ def _reason(row: dict) -> str:
     reason = row["reason"] or ""
     if len(reason) > _REASON_WIDTH:
         reason = reason[: _REASON_WIDTH - 3] + "..."
-    tried = [t for t in row["tried"] if t["max_concurrency"] is not None]
+    tried = [t for t in row["tried"] if t["max_concurrency"] is not None and not t.get("needs_consent")]
     if tried:
         reason += "; with " + ", ".join(f"{t['change']}: {t['max_concurrency']:.2f}" for t in tried)
+    offered = [t for t in row["tried"] if t["max_concurrency"] is not None and t.get("needs_consent")]
+    if offered:
+        reason += "; " + ", ".join(
+            f"{t['change']} would hold {t['max_concurrency']:.2f} (needs --allow-fp8-kv)" for t in offered
+        )
     skipped = [t["result"] for t in row["tried"] if t["max_concurrency"] is None and t["result"]]
     return reason + "".join(f"; fp8 KV {s}" for s in skipped)
 
