@@ -74,9 +74,11 @@ def test_every_model_at_tp_1_to_8_agrees_with_the_constraints(name):
         if found:
             assert plan.verdict in ("does_not_fit", "unsupported"), (name, tp, found)
             assert len(problems) == len(found), (name, tp)
-            for problem, check in zip(problems, found, strict=True):
+            # in the release's start-up order (plan/refusals.py), each naming its own check
+            named = sorted(re.search(r"\(check (\w+)\)", p.message).group(1) for p in problems)
+            assert named == sorted(c["check"] for c in found), (name, tp)
+            for problem in problems:
                 assert problem.label == "proven_constraint"
-                assert f"(check {check['check']})" in problem.message
                 assert re.search(r"\.py 0\.\d+\.\d+:\d+", problem.message), problem.message
         else:
             assert not problems, (name, tp, problems)
