@@ -230,7 +230,12 @@ def _plan_kv(layout: KVLayout, budget: _Budget, settings: EngineSettings) -> tup
         mamba_cache_mode=layout.mamba_cache_mode,
     )
     try:
-        return plan_kv(dict(layout.specs), available, ctx, block_outermost=layout.block_outermost), []
+        return (
+            plan_kv(
+                dict(layout.specs), available, ctx, block_outermost=layout.block_outermost, grouping=layout.grouping
+            ),
+            [],
+        )
     except NotModelled as exc:
         return None, [f"KV grouping not modelled: {exc}"]
 

@@ -110,6 +110,9 @@ class KVLayout:
     buffers: tuple[ProfilingBuffer, ...] = ()
     mamba_page_size_padded: int | None = None
     refusals: tuple[tuple[ProblemKind, str], ...] = ()  # (kind, the engine's message)
+    # The grouping path vLLM takes: "generic" (get_kv_cache_groups' standard paths) or a dedicated
+    # one ("glm5_next": v1/core/kv_cache_utils.py _get_kv_cache_groups_glm5_next, 0.30 and 0.31).
+    grouping: str = "generic"
 
     @property
     def has_state(self) -> bool:
