@@ -18,7 +18,7 @@ from apron.plan.activation import ActivationEstimate, Buffer, estimate_activatio
 from apron.plan.calibration import GroupCalibration, scale_components
 from apron.plan.encoder import RUNNER_BUFFER_SOURCES, EncoderProfile, estimate_encoder
 from apron.plan.kv.layouts import KVLayout, build_layout
-from apron.plan.kv.planning import KVPlan, NotModelled, bytes_per_token, plan_kv
+from apron.plan.kv.planning import KVPlan, NotModelled, bytes_per_token, num_blocks_for, plan_kv
 from apron.plan.kv.specs import SchedulingContext
 from apron.plan.model_config import ModelConfig
 from apron.plan.quantity import Label, Problem, Quantity
@@ -272,7 +272,9 @@ def _assemble(
             available, "bytes", "predicted", "requested - weights - non-torch - activation peak - CUDA graphs"
         )
     q.update(kv_quantities(layout, kv, kv_unknown, settings))
-    verdict = _verdict_and_problems(budget, kv, kv_unknown, layout, settings, problems, flags)
+    verdict = _verdict_and_problems(
+        budget, kv, kv_unknown, layout, settings, problems, flags, low_end(q["available_kv_bytes"])
+    )
     q["host_ram_bytes"] = host_ram(checkpoint, settings, layout, budget.weights.host_table_bytes)
     verdict = _host_ram_verdict(q["host_ram_bytes"], settings, problems, verdict)
     notes = list(layout.notes) + [f"attention backend {layout.backend.backend.name}: {layout.backend.reason}"]
@@ -360,6 +362,7 @@ def _verdict_and_problems(
     settings: EngineSettings,
     problems: list[Problem],
     flags: list[str],
+    available_low: int | None = None,
 ) -> str:
     raise_util = _utilization_that_fits(budget, kv, settings)
     if budget.weights.bytes_per_gpu > budget.requested:
@@ -387,10 +390,28 @@ def _verdict_and_problems(
         kv_refusal_problems(kv, settings, problems, others)
         margin_note(kv, problems)
         return "does_not_fit"
-    if layout.has_state and settings.uses_cudagraphs and settings.max_num_seqs > kv.num_blocks:
-        _state_block_flag(kv, settings, problems, flags)
+    blocks = state_blocks_short(kv, layout, settings, available_low)
+    if blocks is not None:
+        _state_block_flag(kv, blocks, settings, problems, flags)
     margin_note(kv, problems)
     return "fits"
+
+
+def state_blocks_short(kv: KVPlan, layout: KVLayout, settings: EngineSettings, available_low: int | None) -> int | None:
+    """The KV cache blocks at the low end of the budget (num_blocks_for: the engine's own count) when
+    a model with state layers captures CUDA graphs and max_num_seqs exceeds them; else None."""
+    if not (layout.has_state and settings.uses_cudagraphs):
+        return None
+    low = kv.num_blocks if available_low is None else num_blocks_for(kv.bytes_per_block, available_low)
+    blocks = min(low, kv.num_blocks)
+    return blocks if settings.max_num_seqs > blocks else None
+
+
+def low_end(quantity: Quantity) -> int | None:
+    """The low end of a predicted quantity's stated range (Quantity.low), else its value."""
+    low = getattr(quantity, "low", None)
+    value = quantity.value if low is None else low
+    return None if value is None else int(value)
 
 
 def kv_refusal_problems(kv: KVPlan, settings: EngineSettings, problems: list[Problem], others: list[str]) -> None:
@@ -454,20 +475,27 @@ def _no_memory_problem(available: int, raise_util: float | None) -> Problem:
     )
 
 
-def _state_block_flag(kv: KVPlan, settings: EngineSettings, problems: list[Problem], flags: list[str]) -> None:
-    """config/compilation.py resolve_cudagraph_mode_and_sizes refuses FULL graph capture when a
-    hybrid's max_num_seqs exceeds its state blocks; the plan lowers max_num_seqs to fit."""
-    problems.append(
-        Problem(
-            "max_num_seqs_exceeds_state_blocks",
+def _state_block_flag(
+    kv: KVPlan, low_blocks: int, settings: EngineSettings, problems: list[Problem], flags: list[str]
+) -> None:
+    """config/compilation.py resolve_cudagraph_mode_and_sizes (0.29.0-0.32.0) refuses FULL graph
+    capture when a hybrid's max_num_seqs exceeds its KV cache blocks (each decoding sequence holds a
+    state block); the plan lowers max_num_seqs to the blocks at the low end of the KV budget."""
+    if settings.max_num_seqs > kv.num_blocks:
+        message = (
             f"max_num_seqs ({settings.max_num_seqs}) exceeds available Mamba cache blocks "
             f"({kv.num_blocks}). Each decode sequence requires one Mamba cache block, so CUDA "
             f"graph capture cannot proceed. Please lower max_num_seqs to at most {kv.num_blocks} "
-            "or increase gpu_memory_utilization.",
-            "predicted",
+            "or increase gpu_memory_utilization."
         )
-    )
-    flags.append(f"--max-num-seqs {max(kv.num_blocks, 1)}")
+    else:
+        message = (
+            f"max_num_seqs ({settings.max_num_seqs}) is within the {kv.num_blocks} Mamba cache blocks of the "
+            f"predicted KV budget but above the {low_blocks} at its low end: vLLM refuses CUDA graph capture "
+            "when the state blocks fall short (each decode sequence requires one)"
+        )
+    problems.append(Problem("max_num_seqs_exceeds_state_blocks", message, "predicted"))
+    flags.append(f"--max-num-seqs {max(low_blocks, 1)}")
 
 
 def host_ram(checkpoint: Checkpoint, settings: EngineSettings, layout: KVLayout, table_bytes: int = 0) -> Quantity:
