@@ -293,3 +293,16 @@ def test_a_multimodal_plan_that_fits_no_length_at_its_budget_names_a_shorter_one
         return plan_checkpoint(checkpoint, h200, user, "0.33.0").verdict
 
     assert verdict(length) == "fits" and verdict(2 * length) == "does_not_fit"
+
+
+def test_buffers_made_at_construction_count_with_the_weights(apron_home_with_facts):
+    """Qwen3.8-Flash-Next's 12 QSA layers each register an int32 [T, budget + ratio] selection buffer
+    when the model is built (nvidia/qsa.py): inside load_model, so vLLM's "Model loading took" holds
+    them, and the profiling peak (measured above what is allocated after loading) does not."""
+    p = plan(QWEN, "H200", 4, "0.30.0", language_model_only=True)
+    tokens = p.settings.max_num_batched_tokens
+    one = tokens * (2048 + 4) * 4
+    line = next(g for g in p.details["weights"]["groups"] if g["group"] == "buffers made at construction")
+    assert line["bytes_per_gpu"] == 12 * (-(-one // 2**21) * 2**21)  # each 2 MiB-rounded (over 20 MiB)
+    names = {b["name"] for m in p.details["activation"]["moments"] for b in m.get("buffers", [])}
+    assert not any("QSA top-k" in n for n in names)

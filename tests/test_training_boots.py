@@ -29,8 +29,9 @@ FLOAT32_BOOTS = {("state-spaces/mamba-2.8b-hf", 11070278205)}
 TARGETS = {"weights": 0.01, "available_kv": 0.25 * GIB, "activation": 0.15 * GIB, "kv_tokens": 0.02}
 # (model, measured weights) -> {quantity: bound on |error| today}; see the closing notes of issue 4.
 KNOWN_MISSES = {
-    # FP8 block-quant on a small model: scales and the CUTLASS layout not yet read (docs/memory.md).
-    ("Qwen/Qwen3-0.6B-FP8", 794568949): {"weights": 0.04},
+    # FP8 block-quant on a small model on Ada: Marlin's expanded scales are counted (-3.9% -> -3.0%);
+    # the remaining ~23 MB is not found (docs/memory.md section 5).
+    ("Qwen/Qwen3-0.6B-FP8", 794568949): {"weights": 0.031},
     # Mamba's CUDA-graph estimate is 0.34-0.37 GiB below the dense fit; with its weights now exact
     # (out_proj's 2 MiB segment rounding) nothing offsets it in the KV budget.
     ("state-spaces/mamba-2.8b-hf", 5615669739): {"available_kv": 0.37 * GIB, "kv_tokens": 0.025},

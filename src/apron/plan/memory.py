@@ -37,6 +37,7 @@ class MemoryPlan:
     notes: tuple[str, ...] = ()
     extra_flags: tuple[str, ...] = ()
     details: dict[str, Any] = field(default_factory=dict)
+    weights: WeightsEstimate | None = None  # the estimate with the layers' construction-time buffers
 
 
 def requested_bytes(gpu: Gpu, utilization: float) -> int:
@@ -80,7 +81,11 @@ def plan_memory(
     )
     encoder = _encoder(checkpoint, config, settings, facts, gpu, traits.is_multimodal)
     moe_ws = overheads.moe_workspace_bytes(config, settings, mxfp4_backend=_mxfp4_backend(config, settings, gpu))
-    forward_buffers, persistent = family_buffers(layout, moe_ws)
+    forward_buffers, _ = family_buffers(layout, moe_ws)
+    # made at model construction, inside load_model: vLLM counts them with the weights, not the peak
+    weights = weights.with_buffers(
+        tuple((b.name, b.each_bytes, b.count) for b in layout.buffers if b.when == "persistent")
+    )
     activation = estimate_activation(
         config,
         settings,
@@ -92,7 +97,6 @@ def plan_memory(
         encoder_outputs=encoder.kept if encoder else (),
         encoder_unknown=encoder.unknown if encoder else None,
         layer_buffers=forward_buffers,
-        persistent_buffers=persistent,
     )
     non_torch = overheads.non_torch(
         config,
@@ -289,7 +293,9 @@ def _assemble(
         "cudagraphs": [c.__dict__ for c in budget.graphs.components],
         "kv": _kv_details(layout, kv),
     }
-    return MemoryPlan(q, verdict, tuple(problems), tuple(kv_unknown), tuple(notes), tuple(flags), details)
+    return MemoryPlan(
+        q, verdict, tuple(problems), tuple(kv_unknown), tuple(notes), tuple(flags), details, budget.weights
+    )
 
 
 def kv_quantities(

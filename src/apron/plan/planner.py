@@ -152,6 +152,7 @@ def _plan(
             is_tower_whole=is_tower_whole_on_every_rank(checkpoint.architecture, settings),
             vocab_padding_size=facts.defaults.get("vocab_padding_size", 64),
             has_caching_allocator=not gpu.is_cpu,
+            release=facts.version,
         ),
     )
     problems += list(settings.problems) + list(weights.problems)
@@ -160,6 +161,7 @@ def _plan(
     else:
         budget = memory.plan_memory(checkpoint, config, gpu, facts, settings, weights, group)
     problems += list(budget.problems)
+    weights = budget.weights or weights  # with the buffers the model's layers make at construction
     quantities = {"weights_bytes_per_gpu": weights_quantity(weights), **budget.quantities}
     parser_flag_list, parser_problems, parser_note = parser_flags(checkpoint, facts)
     problems += parser_problems

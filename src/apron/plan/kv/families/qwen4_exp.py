@@ -200,5 +200,5 @@ def qsa_topk_buffer(ctx: FamilyContext, ratio: int, layers: int) -> ProfilingBuf
     0.29.0:171-172), packed with a trailing row-count column from 0.30 (indexer_qsa.py 0.30.0:184-195)."""
     width = _positive(ctx, "indexer_budget") + ratio - (0 if ctx.facts.at_least("0.30.0") else 1)
     return ProfilingBuffer(
-        f"QSA top-k selections ({layers} layers)", (layers, ctx.settings.max_num_batched_tokens, width), 4, "persistent"
+        f"QSA top-k selections ({layers} layers)", (ctx.settings.max_num_batched_tokens, width), 4, "persistent", layers
     )
