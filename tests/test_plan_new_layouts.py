@@ -73,8 +73,33 @@ def test_deepseek_v41_mega_attention_on_blackwell_and_its_stride_from_033(apron_
     # NVFP4 compressed records (288 B) on both; 0.33 rounds the packed block up to lcm(528, 288).
     assert v032.quantities["kv_block_bytes"].value == 135_168
     assert v033.quantities["kv_block_bytes"].value == 136_224 == -(-135_168 // 3168) * 3168
-    older = plan(DSV41, "H200", 4, "0.31.0", language_model_only=True)
-    assert older.verdict == "unknown" and any("not modelled for vLLM 0.31.0" in u for u in older.unknowns)
+    # 0.31 brings mega attention; 0.30 keeps FlashMLA's 528-B records on Blackwell (nvidia/model.py).
+    assert plan(DSV41, "B200", 4, "0.31.0", language_model_only=True).quantities["kv_block_bytes"].value == 135_168
+    v030 = plan(DSV41, "B200", 4, "0.30.0", language_model_only=True)
+    assert v030.quantities["kv_block_bytes"].value == 211_968 and v030.details["kv"]["block_size"] == 128
+    assert plan(DSV41, "H200", 4, "0.30.0", language_model_only=True).quantities["kv_block_bytes"].value == 116_928
+
+
+def test_deepseek_v41_kv_dtypes_by_release(apron_home_with_facts):
+    # 0.30 packs every fp8* dtype as fp8_ds_mla; 0.31 takes auto and fp8 only (_resolve_dsv4_kv_cache_dtype).
+    v030 = plan(DSV41, "H200", 8, "0.30.0", language_model_only=True, kv_cache_dtype="fp8_e4m3")
+    assert v030.quantities["kv_block_bytes"].value == 116_928
+    v031 = plan(DSV41, "H200", 8, "0.31.0", language_model_only=True, kv_cache_dtype="fp8_e4m3")
+    assert v031.verdict == "does_not_fit"
+    assert any(p.kind == "kv_cache_dtype" and "only support fp8" in p.message for p in v031.problems)
+
+
+@pytest.mark.parametrize("model", (GLM_FLASH, QWEN, DSV41))
+@pytest.mark.parametrize("engine", ("0.30.0", "0.31.0"))
+@pytest.mark.parametrize("gpu,tp", [("H200", 4), ("B200", 2)])
+def test_the_new_models_plan_on_the_release_that_first_registered_them(model, engine, gpu, tp, apron_home_with_facts):
+    p = plan(model, gpu, tp, engine, language_model_only=True)
+    assert not p.unknowns, p.unknowns
+    assert p.verdict in ("fits", "tight", "does_not_fit")
+    for name in ("kv_tokens", "max_concurrency", "num_kv_blocks", "kv_block_bytes"):
+        assert p.quantities[name].label != "unknown", name
+    if p.verdict == "fits":
+        assert p.quantities["kv_tokens"].value > 0 and p.quantities["max_concurrency"].value > 0
 
 
 def test_n_gram_tables_live_in_host_ram(apron_home_with_facts):
@@ -105,8 +130,16 @@ def test_glm53_flash_hybrid_block_and_older_grouping_path(apron_home_with_facts)
     p = plan(GLM_FLASH, tp=1, engine="0.32.0", gpu="H200", language_model_only=True, max_model_len=8192)
     assert p.details["kv"]["block_size"] == 4352  # 128 x cdiv(KDA state, 128 x 1024 B)
     assert p.details["kv"]["mamba_cache_mode"] == "align"
-    old = plan(GLM_FLASH, engine="0.31.0", language_model_only=True)
-    assert old.verdict == "unknown" and any("not modelled for vLLM 0.31.0" in u for u in old.unknowns)
+    packed = p.quantities["kv_block_bytes"].value
+    for engine in ("0.30.0", "0.31.0"):
+        # _get_kv_cache_groups_glm5_next: MLA + indexer in one group, the tails, the KDA layers in
+        # cdiv(34, 11) = 4 groups; a block is the 11 MLA pages and the 11 indexer pages only.
+        old = plan(GLM_FLASH, tp=1, engine=engine, gpu="H200", language_model_only=True, max_model_len=8192)
+        assert old.details["kv"]["block_size"] == 4352 and not old.unknowns
+        assert sorted(old.details["kv"]["groups"]) == [8, 8, 9, 9, 11, 22]
+        assert old.quantities["kv_block_bytes"].value == 11 * 4352 * 1024 + 11 * (4352 // 4) * 132 == 50_600_704
+        assert packed != 50_600_704
+    assert plan(GLM_FLASH, engine="0.29.0", language_model_only=True).verdict == "unsupported"
 
 
 def test_qwen38_flash_next_ple_state_is_replicated(apron_home_with_facts):
@@ -134,11 +167,23 @@ def test_qwen38_flash_next_ple_state_is_replicated(apron_home_with_facts):
     assert "--reasoning-parser qwen3" in plan(QWEN, language_model_only=True).flags
 
 
-def test_minimax_m3_block_size_refusal_before_031(apron_home_with_facts):
-    old = plan(MINIMAX, engine="0.30.0", language_model_only=True)
+def test_qwen38_flash_next_fp8_kv_from_031(apron_home_with_facts):
+    old = plan(QWEN, "H200", 4, "0.30.0", language_model_only=True, kv_cache_dtype="fp8")
     assert old.verdict == "does_not_fit"
-    problem = next(p for p in old.problems if p.kind == "block_size")
-    assert "No common block size for 16" in problem.message and "--block-size 128" in problem.message
+    assert any(p.kind == "kv_cache_dtype" and "requires a BF16 main KV cache" in p.message for p in old.problems)
+    new = plan(QWEN, "H200", 4, "0.31.0", language_model_only=True, kv_cache_dtype="fp8")
+    assert not new.unknowns and new.verdict in ("fits", "tight", "does_not_fit")
+    bf16 = plan(QWEN, "H200", 4, "0.31.0", language_model_only=True)
+    # one-byte keys and values: the block that holds a delta-net state doubles
+    assert new.details["kv"]["block_size"] == 2 * bf16.details["kv"]["block_size"] == 1568
+
+
+def test_minimax_m3_block_size_refusal_before_031(apron_home_with_facts):
+    for engine in ("0.29.0", "0.30.0"):
+        old = plan(MINIMAX, engine=engine, language_model_only=True)
+        assert old.verdict == "does_not_fit"
+        problem = next(p for p in old.problems if p.kind == "block_size")
+        assert "No common block size for 16" in problem.message and "--block-size 128" in problem.message
     new = plan(MINIMAX, engine="0.31.0", language_model_only=True)
     assert new.details["kv"]["block_size"] == 128 and new.details["kv"]["groups"] == [117]
 
@@ -251,3 +296,16 @@ def test_a_multimodal_plan_that_fits_no_length_at_its_budget_names_a_shorter_one
 
     # the advice fits at the low end of the range; twice the length does not (or only above it)
     assert verdict(length) == "fits" and verdict(2 * length) in ("tight", "does_not_fit")
+
+
+def test_buffers_made_at_construction_count_with_the_weights(apron_home_with_facts):
+    """Qwen3.8-Flash-Next's 12 QSA layers each register an int32 [T, budget + ratio] selection buffer
+    when the model is built (nvidia/qsa.py): inside load_model, so vLLM's "Model loading took" holds
+    them, and the profiling peak (measured above what is allocated after loading) does not."""
+    p = plan(QWEN, "H200", 4, "0.30.0", language_model_only=True)
+    tokens = p.settings.max_num_batched_tokens
+    one = tokens * (2048 + 4) * 4
+    line = next(g for g in p.details["weights"]["groups"] if g["group"] == "buffers made at construction")
+    assert line["bytes_per_gpu"] == 12 * (-(-one // 2**21) * 2**21)  # each 2 MiB-rounded (over 20 MiB)
+    names = {b["name"] for m in p.details["activation"]["moments"] for b in m.get("buffers", [])}
+    assert not any("QSA top-k" in n for n in names)

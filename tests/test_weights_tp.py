@@ -150,3 +150,57 @@ def test_vision_towers_split_as_their_linear_classes():
     )
     # Qwen-VL-style qkv / proj / patch_embed / pos_embed (GLM-5.3-Flash's are in the contract corpus)
     assert not weights("Qwen/Qwen3.8-Flash-Next", 8).unknown_layout_tensors
+
+
+def expert_bytes(estimate) -> int:
+    return next(line.bytes_per_gpu for line in estimate.lines if line.group == "experts")
+
+
+@pytest.mark.parametrize(
+    "capability,release,inter",
+    [((9, 0), "0.30.0", 640), ((10, 0), "0.30.0", 640), ((10, 0), "0.32.0", 640), ((9, 0), "0.32.0", 576)],
+)
+def test_deepseek_v41_fp4_experts_pad_to_the_moe_backend(capability, release, inter):
+    """select_deepseek_v4_mxfp4_moe_backend: Marlin (Hopper, 0.30/0.31) and TRTLLM MXFP8 (SM100) round
+    the per-rank intermediate 2304 / 4 = 576 up to 640; Humming, first on SM90 from 0.32, to 64 (none)."""
+    name = "deepseek-ai/DeepSeek-V4.1-Flash"
+    estimate = weights(name, 4, capability=capability, release=release, has_caching_allocator=False)
+    layers, experts, hidden = 40, 384, 5120
+    per_expert = 2 * inter * hidden // 2 + 2 * inter * hidden // 32 + hidden * inter // 2 + hidden * inter // 32
+    assert expert_bytes(estimate) == layers * experts * per_expert
+    ckpt = load_snapshot(snapshot_path(name))
+    split = sum(t.num_bytes for t in ckpt.tensors if re.match(r"layers\.\d+\.ffn\.experts\.", t.name)) // 4
+    assert expert_bytes(estimate) == split * inter // 576  # the checkpoint's split, padded
+    at2 = weights(name, 2, capability=capability, release=release, has_caching_allocator=False)
+    assert expert_bytes(at2) == 2 * split  # 1152 per rank is already a multiple of 128
+
+
+def test_deepseek_v4_fp4_experts_need_no_padding_at_tp4():
+    name = "deepseek-ai/DeepSeek-V4-Flash-0731"
+    ckpt = load_snapshot(snapshot_path(name))
+    split = sum(t.num_bytes for t in ckpt.tensors if re.match(r"layers\.\d+\.ffn\.experts\.", t.name)) // 4
+    assert expert_bytes(weights(name, 4, has_caching_allocator=False, release="0.30.0")) == split  # 512 per rank
+
+
+def test_awq_zero_points_on_machete_become_activation_dtype():
+    """Hopper's Machete keeps AWQ's packed weight and scales and turns each int32 of 8 packed zero
+    points into 8 bf16 values (-scale x zero): 16 B where the checkpoint holds 4."""
+    name = "Qwen/Qwen3-8B-AWQ"
+    ckpt = load_snapshot(snapshot_path(name))
+    zeros = sum(t.num_bytes for t in ckpt.tensors if t.name.endswith(".qzeros"))
+    hopper = weights(name, 1, capability=(9, 0), has_caching_allocator=False).bytes_per_gpu
+    assert hopper - weights(name, 1, capability=(10, 0), has_caching_allocator=False).bytes_per_gpu == 3 * zeros
+
+
+def test_block_fp8_scales_expand_for_marlin_below_hopper():
+    """prepare_fp8_layer_for_marlin: each 128x128 block scale becomes 128 bf16 per-group scales."""
+    name = "Qwen/Qwen3-0.6B-FP8"
+    ckpt = load_snapshot(snapshot_path(name))
+    ada, hopper = (weights(name, 1, capability=c, has_caching_allocator=False) for c in ((8, 9), (9, 0)))
+    expanded = 0
+    for t in ckpt.tensors:
+        if t.name.endswith(".weight_scale_inv"):
+            n, k = ckpt.tensors_by_name[t.name.removesuffix("_scale_inv")].shape
+            expanded += k // 128 * n * 2 - t.num_elements * 4
+    assert ada.bytes_per_gpu - hopper.bytes_per_gpu == expanded > 6 * 2**20
+    assert any("Marlin" in note for note in ada.notes)

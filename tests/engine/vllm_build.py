@@ -30,11 +30,13 @@ STAND_INS = (
     "torch.cuda Stream/Event/get_device_properties and torch.accelerator device queries: inert objects",
     "the GPU's compute capability: the plan's GPU (current_platform.get_device_capability)",
     "platform config hook: none (CUDA's only names the worker class; the CPU platform's forces 128-token blocks and fp32 states)",
+    "0.30, 0.31: CUDA's kpool-indexer block alignment (platforms/cuda.py _get_indexer_block_alignment) on the base platform",
     "attention backend selection: the backend the plan names (platforms/cuda.py cannot import without CUDA)",
     "tensor-parallel world size: the plan's TP (get_tensor_model_parallel_world_size; rank 0)",
     "MoE experts, FP8 GEMM kernels, TileLang and Triton JIT helpers, the workspace manager: not built (weights and kernels only)",
     "pinned-host and UVA n-gram tables: allocated on the meta device",
     "DeepSeek-V4.1's Engram token map: built from the config's compressed vocab size (needs the tokenizer otherwise)",
+    "0.30, 0.31: the EngramConfig of a model with n-gram tables made as on CUDA (config/vllm.py makes it on CUDA only)",
     "kernel builds: FlashMLA's mega-attention, FlashKDA and FlashAttention 3/4 (fp8 KV on SM90/SM100) count as present",
 )
 
@@ -110,6 +112,11 @@ def install_stand_ins(capability: tuple[int, int]) -> None:
     torch.accelerator.empty_cache = lambda: None
     torch.accelerator.current_device_index = lambda: 0
     empty = torch.empty
+    # torch.device("meta") routes the constructors it listed on first use (an lru_cache of torch.empty
+    # and its kin): list them before torch.empty is wrapped, or every tensor lands on the CPU.
+    from torch.utils._device import _device_constructors
+
+    _device_constructors()
 
     def empty_without_pinning(*args, pin_memory=False, **kwargs):
         if pin_memory:
@@ -172,6 +179,10 @@ def install_stand_ins(capability: tuple[int, int]) -> None:
     platform.get_device_capability = classmethod(lambda cls, device_id=0: _CAPABILITY[0])
     platform.get_attn_backend_cls = classmethod(lambda cls, *a, **k: _chosen_backend(*a, **k))
     platform.check_and_update_config = classmethod(lambda cls, vllm_config: None)
+    from vllm.platforms.interface import Platform
+
+    if hasattr(Platform, "_get_indexer_block_alignment"):  # 0.30, 0.31
+        Platform._get_indexer_block_alignment = classmethod(lambda cls, vc: _cuda_indexer_block_alignment(vc))
     import vllm.model_executor.layers.fused_moe.layer as moe_layer
 
     real_factory = moe_layer.FusedMoEFactory
@@ -200,6 +211,19 @@ class _CudaPlatformView:
 
     def __getattr__(self, name):
         return getattr(self._platform, name)
+
+
+def _cuda_indexer_block_alignment(vllm_config) -> int | None:
+    """platforms/cuda.py _get_indexer_block_alignment (0.30, 0.31), which the base Platform leaves at
+    None: a kpool indexer's block is a multiple of index_kpool x the smallest DeepGEMM paged-MQA page
+    (the largest on SM120)."""
+    kpool = getattr(vllm_config.model_config.hf_text_config, "index_kpool", None)
+    if not kpool or kpool <= 1:
+        return None
+    from vllm.utils.deep_gemm import PAGED_MQA_PAGE_SIZES
+
+    pages = PAGED_MQA_PAGE_SIZES
+    return kpool * (max(pages) if _CAPABILITY[0].major == 12 else min(pages))
 
 
 def _cuda_kernels_present() -> None:
@@ -239,6 +263,9 @@ def _chosen_backend(selected_backend, attn_selector_config, num_heads=None):
 def _patch_module_functions(tp: int) -> None:
     """Functions modules imported by name before the case's values were known."""
     import vllm.utils.torch_utils as torch_utils
+
+    # the FlashAttention backend's fp8 probe is patched below: import it now, whichever case comes first
+    importlib.import_module("vllm.v1.attention.backends.flash_attn")
 
     for name, module in list(sys.modules.items()):
         namespace = getattr(module, "__dict__", None)
@@ -321,7 +348,20 @@ def vllm_config_for(case: dict, folder: Path):
         max_num_seqs=min(case.get("max_num_seqs", 256), case["max_num_batched_tokens"]),
         is_encoder_decoder=False,
     )
-    return VllmConfig(model_config=model_config, cache_config=cache_config, scheduler_config=scheduler)
+    vc = VllmConfig(model_config=model_config, cache_config=cache_config, scheduler_config=scheduler)
+    _engram_config_as_on_cuda(vc)
+    return vc
+
+
+def _engram_config_as_on_cuda(vc) -> None:
+    """config/vllm.py _resolve_and_verify_engram_config (0.30, 0.31) creates the EngramConfig of a
+    model with n-gram tables only on CUDA(-alike) platforms; 0.32 on every platform."""
+    try:
+        from vllm.config.engram import EngramConfig, model_has_engram_layers
+    except ImportError:  # 0.29: no n-gram table configuration
+        return
+    if vc.engram_config is None and model_has_engram_layers(vc.model_config):
+        vc.engram_config = EngramConfig()  # (its verify_model_config asks is_cuda(): not called)
 
 
 def build(case: dict) -> dict:
@@ -364,11 +404,17 @@ def _engine_view(vc) -> dict:
     from vllm.platforms.interface import Platform
     from vllm.v1.attention.backends.utils import get_supported_kv_cache_layouts, resolve_kv_cache_layout
     from vllm.v1.kv_cache_interface import AttentionSpec
-    from vllm.v1.worker.utils import customize_attention_spec
+
+    try:  # 0.32+: v1/worker/utils.py customize_attention_spec (the backend's spec, kernel-block stride)
+        from vllm.v1.worker.utils import customize_attention_spec
+    except ImportError:  # 0.29-0.31: gpu_model_runner.py get_kv_cache_spec calls customize_spec alone
+
+        def customize_attention_spec(backend, spec):
+            return backend.customize_spec(spec)
 
     with set_current_vllm_config(vc):
         Platform.update_block_size_for_backend.__func__(Platform, vc)
-        specs = {}
+        specs, layer_backends = {}, {}
         # v1/worker/gpu_model_runner.py get_kv_cache_spec
         for name, module in get_layers_from_vllm_config(vc, AttentionLayerBase).items():
             if isinstance(module, Attention) and module.kv_sharing_target_layer_name:
@@ -377,6 +423,7 @@ def _engine_view(vc) -> dict:
                 if isinstance(spec, AttentionSpec):
                     spec = customize_attention_spec(module.get_attn_backend(), spec)
                 specs[name] = spec
+                layer_backends[name] = module.get_attn_backend()
         backends = get_current_attn_backends(vc)
         layouts = [layout.name for layout in get_supported_kv_cache_layouts(backends)]
         layout = resolve_kv_cache_layout(vc, [layouts], specs.values())
@@ -387,7 +434,24 @@ def _engine_view(vc) -> dict:
         "mamba_page_size_padded": vc.cache_config.mamba_page_size_padded,
         "layout": layout.name,
         "backends": sorted({b.get_name() for b in backends}),
+        "layer_backends": layer_backends,
     }
+
+
+def kernel_block_sizes(config, specs: dict, layer_backends: dict) -> list[int]:
+    """v1/worker/utils.py prepare_kernel_block_sizes, as the runner calls it when it allocates the
+    cache: each group's kernel block common to its layers' backends, or the engine's ValueError.
+    The runner's attention groups are one per (backend, spec) within a KV cache group."""
+    from vllm.v1.worker.utils import prepare_kernel_block_sizes
+
+    groups = []
+    for group in config.kv_cache_groups:
+        seen: dict = {}
+        for name in group.layer_names:
+            backend = layer_backends[name]
+            seen.setdefault((backend, specs[name]), []).append(name)
+        groups.append([types.SimpleNamespace(backend=b, kv_cache_spec=s, layer_names=n) for (b, s), n in seen.items()])
+    return prepare_kernel_block_sizes(config, groups)
 
 
 def spec_wire(spec, vc) -> dict:
@@ -420,5 +484,6 @@ def spec_wire(spec, vc) -> dict:
     if hasattr(spec, "shapes"):
         out["shapes"] = [list(s) for s in spec.shapes]
         out["dtype_bytes"] = [torch.tensor([], dtype=d).element_size() for d in spec.dtypes]
-    out["block_stride_alignment"] = spec.get_block_stride_alignment()
+    if hasattr(spec, "get_block_stride_alignment"):  # 0.31+
+        out["block_stride_alignment"] = spec.get_block_stride_alignment()
     return out

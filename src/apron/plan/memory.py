@@ -7,7 +7,7 @@ available_kv = ceil(total x util) - weights - non-torch - activation peak - CUDA
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from apron.checkpoint import Checkpoint
@@ -24,7 +24,15 @@ from apron.plan.kv.specs import SchedulingContext
 from apron.plan.model_config import ModelConfig
 from apron.plan.quantity import Label, Problem, Quantity
 from apron.plan.settings import EngineSettings
-from apron.plan.weights import WeightLine, WeightsEstimate, is_host_table, is_tied, mxfp4_backend, pad_to
+from apron.plan.weights import (
+    WeightsEstimate,
+    dsv4_mxfp4_backend,
+    is_dsv4_fp4,
+    is_host_table,
+    is_tied,
+    mxfp4_backend,
+    pad_to,
+)
 
 GIB = 2**30
 
@@ -82,7 +90,7 @@ def plan_memory(
         is_attention_free=traits.is_attention_free,
     )
     encoder = _encoder(checkpoint, config, settings, facts, gpu, traits.is_multimodal)
-    moe_backend, moe_ws, moe_buffers = moe_terms(config, settings, gpu)
+    moe_backend, moe_ws, moe_buffers = moe_terms(config, settings, gpu, facts.version)
     kinds = ranges.layer_traits(
         is_moe=config.is_moe,
         is_mla=config.is_mla,
@@ -95,7 +103,7 @@ def plan_memory(
     workspace = max(workspace, triton_mla_reservation(config, settings, facts, layout.backend.backend.name))
     reserved, globals_ = sm100_mla_reservations(config, gpu)
     workspace = workspace_after_load(facts, reserved, workspace)
-    weights = with_construction_buffers(weights, construction + globals_ + reserved_buffer(reserved))
+    weights = weights.with_buffers(construction + globals_ + reserved_buffer(reserved))
     is_quantized = config.quant_method not in (None, "mxfp4", "gpt_oss_mxfp4")
     activation = estimate_activation(
         config,
@@ -198,15 +206,17 @@ def _encoder_details(encoder: EncoderProfile) -> dict[str, Any]:
     }
 
 
-def family_buffers(layout: KVLayout, moe_workspace: int) -> tuple[tuple[Buffer, ...], tuple[Buffer, ...], int]:
-    """The KV family's profiling buffers: (dummy-forward tensors, model-construction buffers, the
-    workspace manager's buffer). Construction buffers are allocated inside load_model, so vLLM
+def family_buffers(
+    layout: KVLayout, moe_workspace: int
+) -> tuple[tuple[Buffer, ...], tuple[tuple[str, int, int], ...], int]:
+    """The KV family's profiling buffers: (dummy-forward tensors, model-construction buffers as
+    (name, bytes of one, how many) for WeightsEstimate.with_buffers, the workspace manager's buffer). Construction buffers are allocated inside load_model, so vLLM
     counts them with the weights and they cancel out of the transient (peak less allocated after
     the run). vLLM's workspace manager keeps one buffer sized to its largest request
     (v1/worker/workspace.py), persistent past the run: the larger of the MoE workspace and the
     family's own requests, charged once in non-torch."""
     forward = tuple(Buffer(b.name, b.shape, b.dtype_bytes) for b in layout.buffers if b.when == "forward")
-    construction = tuple(Buffer(b.name, b.shape, b.dtype_bytes) for b in layout.buffers if b.when == "persistent")
+    construction = tuple((b.name, b.each_bytes, b.count) for b in layout.buffers if b.when == "persistent")
     workspace = max((b.num_bytes for b in layout.buffers if b.when == "workspace"), default=0)
     return forward, construction, max(workspace, moe_workspace)
 
@@ -217,7 +227,7 @@ MLA_PREFILL_RESERVATION_BYTES = 394 * 2**20
 CUTLASS_MLA_GLOBAL_BYTES = 128 * 2**20
 
 
-def sm100_mla_reservations(config: ModelConfig, gpu: Gpu) -> tuple[int, tuple[Buffer, ...]]:
+def sm100_mla_reservations(config: ModelConfig, gpu: Gpu) -> tuple[int, tuple[tuple[str, int, int], ...]]:
     """What MLA layers take at construction on SM100: (workspace-manager reservation, module globals).
     The prefill backend for GLM-4.7-style heads (qk_nope 192, rope 64, v 256) is TRT-LLM ragged, which
     reserves 394 MiB in the workspace manager in its __init__ (mla/prefill/trtllm_ragged.py
@@ -228,7 +238,7 @@ def sm100_mla_reservations(config: ModelConfig, gpu: Gpu) -> tuple[int, tuple[Bu
         return 0, ()
     dims = tuple(int(config.get(k) or 0) for k in ("qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"))
     reserved = MLA_PREFILL_RESERVATION_BYTES if dims == (192, 64, 256) else 0
-    return reserved, (Buffer("CUTLASS-MLA module workspace (import)", (CUTLASS_MLA_GLOBAL_BYTES,), 1),)
+    return reserved, (("CUTLASS-MLA module workspace (import)", CUTLASS_MLA_GLOBAL_BYTES, 1),)
 
 
 def triton_mla_reservation(config: ModelConfig, settings: EngineSettings, facts: EngineFacts, backend: str) -> int:
@@ -245,8 +255,8 @@ def triton_mla_reservation(config: ModelConfig, settings: EngineSettings, facts:
     return settings.max_num_seqs * heads * splits * ((config.kv_lora_rank or 0) + 1) * 4
 
 
-def reserved_buffer(reserved: int) -> tuple[Buffer, ...]:
-    return (Buffer("MLA prefill workspace reservation", (reserved,), 1),) if reserved else ()
+def reserved_buffer(reserved: int) -> tuple[tuple[str, int, int], ...]:
+    return (("MLA prefill workspace reservation", reserved, 1),) if reserved else ()
 
 
 def workspace_after_load(facts: EngineFacts, reserved: int, final: int) -> int:
@@ -258,21 +268,6 @@ def workspace_after_load(facts: EngineFacts, reserved: int, final: int) -> int:
     if not reserved or final <= reserved:
         return 0 if reserved else final
     return final if not facts.at_least("0.33.0") else final - reserved
-
-
-def with_construction_buffers(weights: WeightsEstimate, buffers: tuple[Buffer, ...]) -> WeightsEstimate:
-    """The weights as vLLM logs them ("Model loading took"): memory_allocated()'s growth over
-    load_model, which holds the buffers the model's layers register at construction."""
-    total = sum(b.num_bytes for b in buffers)
-    if not total:
-        return weights
-    names = ", ".join(b.name for b in buffers)
-    return replace(
-        weights,
-        bytes_per_gpu=weights.bytes_per_gpu + total,
-        lines=weights.lines + (WeightLine("model-construction buffers", 0, total),),
-        notes=weights.notes + (f"model-construction buffers {total / GIB:.2f} GiB ({names}), inside load_model",),
-    )
 
 
 def kept_allocations(
@@ -295,18 +290,22 @@ def kept_allocations(
 
 
 def moe_terms(
-    config: ModelConfig, settings: EngineSettings, gpu: Gpu
+    config: ModelConfig, settings: EngineSettings, gpu: Gpu, release: str = "0.33.0"
 ) -> tuple[moe.MoEBackend | None, int, tuple[Buffer, ...]]:
     """The fused-MoE kernel vLLM picks on this GPU (plan/moe.py), its workspace-manager bytes, and
     the intermediates a monolithic kernel allocates inside the forward."""
     if not config.is_moe:
         return None, 0, ()
-    backend = moe.choose_backend(config, gpu.compute_capability)
+    backend = moe.choose_backend(config, gpu.compute_capability, release)
     dims = None
+    aligns = None
     if config.quant_method in ("mxfp4", "gpt_oss_mxfp4"):
-        _, align_i, align_h = mxfp4_backend(gpu.compute_capability)
+        _, *aligns = mxfp4_backend(gpu.compute_capability)
+    elif is_dsv4_fp4(config):
+        _, *aligns = dsv4_mxfp4_backend(gpu.compute_capability, release)
+    if aligns:
         per_rank = config.moe_intermediate_size // settings.tensor_parallel_size
-        dims = (pad_to(per_rank, align_i), pad_to(config.hidden_size, align_h))
+        dims = (pad_to(per_rank, aligns[0]), pad_to(config.hidden_size, aligns[1]))
     workspace = moe.workspace_bytes(config, settings, backend, mxfp4_dims=dims)
     return backend, workspace, moe.monolithic_buffers(config, settings, backend)
 
@@ -386,7 +385,9 @@ def kv_at(layout: KVLayout, available_bytes: int, settings: EngineSettings) -> K
         max_num_batched_tokens=settings.max_num_batched_tokens,
         mamba_cache_mode=layout.mamba_cache_mode,
     )
-    return plan_kv(dict(layout.specs), available_bytes, ctx, block_outermost=layout.block_outermost)
+    return plan_kv(
+        dict(layout.specs), available_bytes, ctx, block_outermost=layout.block_outermost, grouping=layout.grouping
+    )
 
 
 @dataclass(frozen=True)
@@ -694,20 +695,25 @@ def _no_memory_problem(available: int, raise_util: float | None) -> Problem:
 def _state_block_flag(
     kv: KVPlan, low: KVPlan, settings: EngineSettings, problems: list[Problem], flags: list[str]
 ) -> None:
-    """config/compilation.py resolve_cudagraph_mode_and_sizes refuses FULL graph capture when a
-    hybrid's max_num_seqs exceeds its state blocks; the plan lowers max_num_seqs to fit at the low
-    end of the budget's range (LOW), so the flag holds wherever in the range the engine lands."""
-    ends = f" ({low.num_blocks} at the low end of the range)" if low.num_blocks != kv.num_blocks else ""
-    problems.append(
-        Problem(
-            "max_num_seqs_exceeds_state_blocks",
+    """config/compilation.py resolve_cudagraph_mode_and_sizes (0.29.0-0.32.0) refuses FULL graph
+    capture when a hybrid's max_num_seqs exceeds its KV cache blocks (each decoding sequence holds a
+    state block); the plan lowers max_num_seqs to the blocks at the low end of the budget's range
+    (LOW), so the flag holds wherever in the range the engine lands."""
+    if settings.max_num_seqs > kv.num_blocks:
+        ends = f" ({low.num_blocks} at the low end of the range)" if low.num_blocks != kv.num_blocks else ""
+        message = (
             f"max_num_seqs ({settings.max_num_seqs}) exceeds available Mamba cache blocks "
             f"({kv.num_blocks}). Each decode sequence requires one Mamba cache block, so CUDA "
             f"graph capture cannot proceed. Please lower max_num_seqs to at most {kv.num_blocks} "
-            f"or increase gpu_memory_utilization.{ends}",
-            "predicted",
+            f"or increase gpu_memory_utilization.{ends}"
         )
-    )
+    else:
+        message = (
+            f"max_num_seqs ({settings.max_num_seqs}) is within the {kv.num_blocks} Mamba cache blocks of the "
+            f"predicted KV budget but above the {low.num_blocks} at its low end: vLLM refuses CUDA graph capture "
+            "when the state blocks fall short (each decode sequence requires one)"
+        )
+    problems.append(Problem("max_num_seqs_exceeds_state_blocks", message, "predicted"))
     flags.append(f"--max-num-seqs {max(low.num_blocks, 1)}")
 
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from apron.plan.activation import Buffer
 from apron.plan.model_config import ModelConfig
 from apron.plan.settings import EngineSettings
-from apron.plan.weights import DTYPE_BYTES, pad_to
+from apron.plan.weights import DTYPE_BYTES, dsv4_mxfp4_backend, is_dsv4_fp4, pad_to
 
 # TRT-LLM MoE's token tile is autotuned at run time (flashinfer runner.h getMaxNumCtasInBatchDim); the
 # largest tile it may pick bounds the padded row count from above.
@@ -59,10 +59,16 @@ def is_gated(config: ModelConfig) -> bool:
     return act not in ("relu2", "relu2_no_mul", "gelu_no_mul", "silu_no_mul")
 
 
-def choose_backend(config: ModelConfig, capability: tuple[int, int]) -> MoEBackend:
+def choose_backend(config: ModelConfig, capability: tuple[int, int], release: str = "0.33.0") -> MoEBackend:
     """The oracle's pick at plain tensor parallelism (no EP, DP or LoRA)."""
     kind = scheme(config)
     sm100 = capability[0] == 10
+    if is_dsv4_fp4(config):
+        # DeepSeek-V4's fp4 experts take their own oracle (weights.py dsv4_mxfp4_backend); Humming's
+        # workspace is not read, so it is taken as Marlin's (the kernel it stands in for)
+        name, _, _ = dsv4_mxfp4_backend(capability, release)
+        monolithic = name.startswith("FLASHINFER_TRTLLM")
+        return MoEBackend(name, monolithic, "oracle/mxfp4.py select_deepseek_v4_mxfp4_moe_backend (weights.py)")
     if kind == "mxfp4":
         if sm100:
             return MoEBackend("FLASHINFER_TRTLLM_MXFP4", True, "oracle/mxfp4.py 0.29.0:321-342: TRT-LLM first on SM100")
@@ -105,7 +111,7 @@ def workspace_bytes(
     dsz = DTYPE_BYTES[settings.dtype]
     inter, hidden = mxfp4_dims or (config.moe_intermediate_size // settings.tensor_parallel_size, config.hidden_size)
     width = 2 * inter if is_gated(config) else inter  # N
-    if backend.name == "MARLIN":
+    if backend.name in ("MARLIN", "HUMMING"):
         ws13, ws2 = tokens * topk * max(inter, hidden), tokens * topk * max(2 * inter, hidden)
     elif backend.name == "FLASHINFER_CUTLASS":
         ws13, ws2 = tokens * hidden, 0
@@ -121,7 +127,7 @@ def monolithic_buffers(config: ModelConfig, settings: EngineSettings, backend: M
     (flashinfer-python 0.7.2.post1 trtllm_fused_moe_kernel_launcher.cu: Bf16MoeLauncher :1871-1885,
     Fp8BlockScaleStagedMoeLauncher :2685-2702): rows P = T k + min(E, T k) (tile - 1), padded to the tile,
     bounded here by the largest tile; routing tensors are int32 of T k rows."""
-    if backend.name != "FLASHINFER_TRTLLM" or not config.is_moe:
+    if not backend.name.startswith("FLASHINFER_TRTLLM") or not config.is_moe:
         return ()
     tokens, topk, experts = settings.max_num_batched_tokens, max(config.num_experts_per_tok, 1), config.num_experts
     tile = TRTLLM_MAX_TILE_TOKENS
@@ -129,7 +135,7 @@ def monolithic_buffers(config: ModelConfig, settings: EngineSettings, backend: M
     inter, hidden = config.moe_intermediate_size // settings.tensor_parallel_size, config.hidden_size
     gated = 2 if is_gated(config) else 1
     out = [Buffer("TRT-LLM MoE routing (expanded ids, permutation)", (3 * tokens * topk + 2 * rows,), 4)]
-    if scheme(config) == "fp8 block":
+    if scheme(config) == "fp8 block" and not is_dsv4_fp4(config):
         out += [
             Buffer("TRT-LLM MoE gemm1 output (fp8)", (rows, gated * inter), 1),
             Buffer("TRT-LLM MoE gemm1 scales", (gated * inter // 128, rows), 4),

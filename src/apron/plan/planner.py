@@ -164,6 +164,7 @@ def _plan(
             is_tower_whole=is_tower_whole_on_every_rank(checkpoint.architecture, settings),
             vocab_padding_size=facts.defaults.get("vocab_padding_size", 64),
             has_caching_allocator=not gpu.is_cpu,
+            release=facts.version,
         ),
     )
     problems += list(settings.problems) + list(weights.problems)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from apron.checkpoint import Checkpoint
@@ -193,6 +193,24 @@ class WeightsEstimate:
     problems: tuple[Problem, ...] = ()
     param_bytes: tuple[int, ...] = ()  # each parameter from the checkpoint, in construction order
 
+    def with_buffers(self, buffers: tuple[tuple[str, int, int], ...]) -> WeightsEstimate:
+        """The estimate with the buffers the model's layers allocate at construction (the KV
+        family's persistent buffers: top-k index buffers and the like). They are made inside
+        load_model, so vLLM's "Model loading took" counts them (DeviceMemoryProfiler's
+        memory_allocated growth, gpu/model_runner.py 0.29.0:379-410), each in its own 2 MiB-rounded
+        block where it is 20 MiB or more (allocator.load_block_bytes). BUFFERS: (name, bytes of one,
+        how many)."""
+        if not buffers:
+            return self
+        total = sum(load_block_bytes(n) * count for _, n, count in buffers)
+        line = WeightLine("buffers made at construction", 0, total)
+        note = "plus buffers the layers make at construction: " + ", ".join(
+            f"{name} {n * count / 2**20:.1f} MiB" for name, n, count in buffers
+        )
+        return replace(
+            self, bytes_per_gpu=self.bytes_per_gpu + total, lines=self.lines + (line,), notes=self.notes + (note,)
+        )
+
     @property
     def host_table_bytes(self) -> int:
         """Checkpoint tables vLLM keeps in pinned host memory instead of on the GPU (all ranks)."""
@@ -216,6 +234,7 @@ class WeightSettings:
     vocab_padding_size: int = 64  # DEFAULT_VOCAB_PADDING_SIZE (vocab_parallel_embedding.py)
     # The CUDA caching allocator's segment rounding (plan/allocator.py); the CPU platform has none.
     has_caching_allocator: bool = True
+    release: str = "0.33.0"  # the vLLM release (the MoE backend a layout is re-laid for depends on it)
 
 
 @dataclass
@@ -242,7 +261,7 @@ def estimate_weights(checkpoint: Checkpoint, config: ModelConfig, settings: Weig
             reason = None
         if reason:
             tally.skip(reason, entry.checkpoint_bytes)
-        elif entry.is_relayout or (entry.is_int4_part and quant.uses_marlin):
+        elif entry.is_relayout or (entry.is_int4_part and quant.uses_marlin) or quant.relays(entry):
             continue  # counted below from the engine's own layout
         else:
             tally.add(entry.group, entry.checkpoint_bytes, _entry_bytes(entry, config, settings, tally))
@@ -341,8 +360,12 @@ def _key(tensor: TensorInfo, config: ModelConfig, tied: bool, method: str | None
     role = "vocab" if vocab else _role(tensor, module, leaf, config)
     is_head = "lm_head" in name or name in ("output.weight", "head.weight")
     group = ("lm_head" if is_head else "embedding") if vocab else _group(name)
-    if method == "fp8" and name.endswith(("weight_scale_inv", "weight_scale", "input_scale")):
+    if method == "fp8" and name.endswith(".weight_scale_inv") and ".experts." not in name:
+        dtype_class = "fp8_block_scale"  # float32 (create_fp8_scale_parameter); Marlin re-lays it
+    elif method == "fp8" and name.endswith(("weight_scale_inv", "weight_scale", "input_scale")):
         dtype_class = "fp32"
+    elif method in _AWQ_METHODS and leaf == "qzeros":
+        dtype_class = "awq_zeros"  # int32, 8 zero points each; Machete re-lays them (machete_awq_zero_bytes)
     elif leaf == "A_log" and tensor.dtype in _FLOAT_DTYPES:
         dtype_class = "fp32"  # mamba_mixer*.py and the GDN layers create A / A_log in float32
     elif leaf == "tid2eid" and tensor.dtype == "I64":
@@ -350,6 +373,7 @@ def _key(tensor: TensorInfo, config: ModelConfig, tied: bool, method: str | None
     else:
         dtype_class = "float" if tensor.dtype in _FLOAT_DTYPES else "keep"
     relayout = method in ("mxfp4", "gpt_oss_mxfp4") and ".experts." in name and leaf in _MXFP4_LEAVES
+    relayout = relayout or (is_dsv4_fp4(config) and bool(_DSV4_EXPERT.search(name)))
     int4 = method in _INT4_METHODS and name.endswith(_INT4_LEAVES)
     return (group, skip, role, dtype_class, tensor.shape[0] if vocab else 0, relayout, int4)
 
@@ -373,8 +397,10 @@ def _skip_kind(name: str, config: ModelConfig, tied: bool) -> str | None:
 
 
 def _entry_bytes(entry: _Entry, config: ModelConfig, settings: WeightSettings, tally: _Tally) -> int:
-    if entry.dtype_class in ("fp32", "int32"):
+    if entry.dtype_class in ("fp32", "int32", "fp8_block_scale"):
         num_bytes = entry.elements * 4  # fp8_utils.create_fp8_scale_parameter defaults to float32
+    elif entry.dtype_class == "awq_zeros" and uses_machete(settings):
+        num_bytes = entry.elements * 8 * DTYPE_BYTES[settings.runtime_dtype]
     elif entry.dtype_class == "float":
         num_bytes = entry.elements * DTYPE_BYTES[settings.runtime_dtype]
     else:
@@ -444,7 +470,7 @@ def load_order_param_bytes(checkpoint: Checkpoint, config: ModelConfig, settings
         for parts in _params(checkpoint, config):
             if any(_is_skipped(e, settings) for e in parts):
                 continue
-            if any(e.is_relayout or (e.is_int4_part and quant.uses_marlin) for e in parts):
+            if any(e.is_relayout or (e.is_int4_part and quant.uses_marlin) or quant.relays(e) for e in parts):
                 continue
             sized.append(
                 (_build_order(parts[0].example), sum(_entry_bytes(e, config, settings, scratch) for e in parts))
@@ -609,12 +635,14 @@ class _Quant:
     method: str | None
     group_size: int
     capability: tuple[int, int]
+    block_n: int = 0  # fp8 weight_block_size[0], 0 without block quantization
 
     @classmethod
     def from_config(cls, config: ModelConfig, settings: WeightSettings) -> _Quant:
         q = config.quantization_config or {}
         group = q.get("group_size") or q.get("q_group_size") or -1
-        return cls(config.quant_method, int(group), settings.capability)
+        block = q.get("weight_block_size") or [0]
+        return cls(config.quant_method, int(group), settings.capability, int(block[0]))
 
     @property
     def is_int4(self) -> bool:
@@ -625,6 +653,16 @@ class _Quant:
         return self.method in ("mxfp4", "gpt_oss_mxfp4")
 
     @property
+    def uses_marlin_fp8(self) -> bool:
+        """kernels/linear/__init__.py 0.29.0:435-447 _POSSIBLE_FP8_BLOCK_KERNELS: DeepGEMM, CUTLASS
+        block FP8 and B12x need sm90+ / sm120; on 7.5 <= cc < 9.0 block FP8 linears take
+        MarlinFP8ScaledMMLinearKernel (scaled_mm/marlin.py 0.29.0:36-46)."""
+        return self.method == "fp8" and self.block_n > 0 and (7, 5) <= self.capability < (9, 0)
+
+    def relays(self, entry: _Entry) -> bool:
+        return entry.dtype_class == "fp8_block_scale" and self.uses_marlin_fp8
+
+    @property
     def uses_marlin(self) -> bool:
         # kernels/linear/__init__.py tries CutlassW4A8, Machete (Hopper only), then Marlin: below
         # cc 9.0 GPTQ/AWQ land on Marlin, which pads odd shapes (marlin_padded_nk).
@@ -633,10 +671,14 @@ class _Quant:
     def add_relayout(
         self, checkpoint: Checkpoint, config: ModelConfig, settings: WeightSettings, tally: _Tally
     ) -> list[str]:
+        if is_dsv4_fp4(config):
+            return _dsv4_fp4_experts(checkpoint, config, settings, tally)
         if self.is_mxfp4:
             return _mxfp4_experts(checkpoint, config, settings, tally)
         if self.is_int4 and self.uses_marlin:
             return _marlin_int4(checkpoint, config, settings, tally, self)
+        if self.uses_marlin_fp8:
+            return _marlin_fp8_scales(checkpoint, config, settings, tally, self)
         return []
 
 
@@ -650,6 +692,17 @@ _MXFP4_LEAVES = (
 )
 _INT4_LEAVES = (".qweight", ".qzeros", ".scales", ".g_idx")
 _INT4_METHODS = ("gptq", "awq", "gptq_marlin", "awq_marlin", "auto_gptq", "auto_awq")
+_AWQ_METHODS = ("awq", "awq_marlin", "auto_awq")
+
+
+def uses_machete(settings: WeightSettings) -> bool:
+    """kernels/linear/__init__.py 0.29.0:479-489 _POSSIBLE_KERNELS: on compute capability 9.0 the
+    int4 linears take MacheteLinearKernel (CutlassW4A8 needs fp8 activations; Machete takes uint4
+    with zero points and uint4b8 without: machete_utils.py 0.29.0:12-16). Its
+    process_weights_after_loading (mixed_precision/machete.py 0.29.0:70-124) keeps the packed weight
+    and the scales, and turns AWQ's int32-packed zero points into -scale x zero in the activation
+    dtype: [K/g, N] x 2 B instead of [K/g, N/8] x 4 B."""
+    return settings.capability == (9, 0)
 
 
 def mxfp4_backend(capability: tuple[int, int]) -> tuple[str, int, int]:
@@ -688,6 +741,69 @@ def _mxfp4_experts(checkpoint: Checkpoint, config: ModelConfig, settings: Weight
         f"MXFP4 experts re-laid for the {backend} MoE backend: intermediate {per_rank} -> {inter}, "
         f"hidden {hidden} -> {hid} per rank"
     ]
+
+
+# DeepSeek-V4 / V4.1 routed experts: layers.N.ffn.experts.E.w{1,2,3}.{weight,scale} (MTP layers are mtp.N).
+_DSV4_EXPERT = re.compile(r"^(model\.)?layers\.\d+\.ffn\.experts\.\d+\.w[123]\.(weight|scale)$")
+_DSV4_MODEL_TYPES = ("deepseek_v4", "deepseek_v41", "deepseek_v41_text")
+
+
+def is_dsv4_fp4(config: ModelConfig) -> bool:
+    """models/deepseek_v4/quant_config.py DeepseekV4FP8Config (0.29-0.33): an fp8 checkpoint of a
+    DeepSeek-V4 model whose expert_dtype is fp4 (the default) sends its routed experts to
+    Mxfp4MoEMethod."""
+    q = config.quantization_config or {}
+    return (
+        config.text_model_type in _DSV4_MODEL_TYPES
+        and config.quant_method == "fp8"
+        and q.get("expert_dtype", "fp4") == "fp4"
+    )
+
+
+def dsv4_mxfp4_backend(capability: tuple[int, int], release: str) -> tuple[str, int, int]:
+    """(backend, intermediate alignment, hidden alignment) of fused_moe/oracle/mxfp4.py
+    select_deepseek_v4_mxfp4_moe_backend on CUDA: FLASHINFER_TRTLLM_MXFP4_MXFP8 on SM100
+    (trtllm_mxfp4_moe.py 0.30.0:125), DEEPGEMM_MXFP4, then MARLIN (_get_priority_backends 0.29.0:344-357,
+    0.30.0:357-373, the same in 0.31); from 0.32 HUMMING is moved ahead of Marlin on SM90
+    (quantization/utils/humming/priority.py 0.32.0:11-48). Alignments from
+    mxfp4_round_up_hidden_size_and_intermediate_size (0.30.0:723-778): TRTLLM and Marlin round the
+    per-rank intermediate to 128 and the hidden size to 256; Humming falls to the last branch (the
+    intermediate to 64)."""
+    from apron.engine.facts import version_key
+
+    if capability[0] == 10:
+        return "FLASHINFER_TRTLLM_MXFP4_MXFP8", 128, 256
+    if capability == (9, 0) and version_key(release) >= version_key("0.32.0"):
+        return "HUMMING", 64, 1
+    return "MARLIN", 128, 256
+
+
+def _dsv4_fp4_experts(
+    checkpoint: Checkpoint, config: ModelConfig, settings: WeightSettings, tally: _Tally
+) -> list[str]:
+    """quantization/mxfp4.py Mxfp4MoEMethod.create_weights after maybe_roundup_sizes: per expert
+    w13 [2 I, H/2] and w2 [H, I/2] uint8 (two fp4 values a byte) with one e8m0 scale per 32 values,
+    at the backend's padded per-rank I and H. Marlin's repack and TRTLLM's shuffle keep those byte
+    counts (prepare_moe_mxfp4_layer_for_marlin keeps e8m0 scales: marlin_utils_fp4.py 0.30.0:578-675)."""
+    names = [t for t in checkpoint.tensors if _DSV4_EXPERT.search(t.name)]
+    layers = {int(m.group(1)) for t in names for m in [_LAYER_INDEX.search(t.name)] if m}
+    experts, hidden = config.num_experts, config.hidden_size
+    backend, align_i, align_h = dsv4_mxfp4_backend(settings.capability, settings.release)
+    per_rank = config.moe_intermediate_size // settings.tensor_parallel_size
+    inter, hid = pad_to(per_rank, align_i), pad_to(hidden, align_h)
+    stacked = (
+        experts * 2 * inter * hid // 2,  # w13
+        experts * 2 * inter * hid // 32,  # its scales
+        experts * hid * inter // 2,  # w2
+        experts * hid * inter // 32,
+    )
+    tally.add("experts", sum(t.num_bytes for t in names), sum(stacked) * len(layers))
+    if settings.has_caching_allocator:  # each stacked parameter keeps its 2 MiB-rounded segment
+        tally.add("allocator rounding", 0, sum(load_block_bytes(n) - n for n in stacked) * len(layers))
+    note = f"MXFP4 experts laid out for the {backend} MoE backend: intermediate {per_rank} -> {inter}, hidden {hidden} -> {hid} per rank"
+    if backend == "HUMMING":
+        note += " (Humming's own re-layout not read)"
+    return [note]
 
 
 def _hopper_triton_expert_bytes(inter: int, hidden: int) -> int:
@@ -758,6 +874,32 @@ def _marlin_layer_bytes(
     if quant.method in ("awq", "awq_marlin", "auto_awq"):
         total += groups * pn // 8 * 4  # awq_marlin keeps int32 zero points [groups, N/8]
     return total, int((pn, pk) != (n, k))
+
+
+def _marlin_fp8_scales(
+    checkpoint: Checkpoint, config: ModelConfig, settings: WeightSettings, tally: _Tally, quant: _Quant
+) -> list[str]:
+    """quantization/utils/marlin_utils_fp8.py prepare_fp8_layer_for_marlin (0.29.0:107-221): the
+    128x128 block scales become per-group scales in the model dtype, [K/128, N] per rank (each
+    block's scale repeated over its 128 output columns), padded like the weight by marlin_padded_nk;
+    the repacked fp8 weight keeps its bytes where no padding applies."""
+    scales = [t for t in checkpoint.tensors if t.name.endswith(".weight_scale_inv") and ".experts." not in t.name]
+    tp, dtype_bytes = settings.tensor_parallel_size, DTYPE_BYTES[settings.runtime_dtype]
+    for scale in scales:
+        weight = checkpoint.tensors_by_name.get(scale.name.removesuffix("_scale_inv"))
+        if weight is None or len(weight.shape) != 2:
+            continue
+        n, k = weight.shape
+        module = scale.name.rsplit(".", 2)[-2]
+        if module in _ROW:
+            k //= tp
+        elif module in _KV:
+            n //= min(tp, max(config.num_kv_heads, 1))
+        elif module not in _REPLICATED and tp > 1:
+            n //= tp
+        pn, pk = marlin_padded_nk(n, k, quant.block_n)
+        tally.add(_group(scale.name), scale.num_bytes, pk // quant.block_n * pn * dtype_bytes)
+    return [f"block FP8 on Marlin: weight scales expanded to per-group {settings.runtime_dtype} [K/128, N]"]
 
 
 def marlin_padded_nk(size_n: int, size_k: int, group_size: int = -1) -> tuple[int, int]:

@@ -225,6 +225,37 @@ def packed_groups(specs: dict[str, KVSpec]) -> list[Group]:
     return groups
 
 
+def glm5_next_groups(specs: dict[str, KVSpec]) -> tuple[list[Group], int]:
+    """v1/core/kv_cache_utils.py _get_kv_cache_groups_glm5_next (0.30.0:1195-1274, 0.31.0:1213-1292),
+    tried after the uniform paths: (groups, bytes per block). One group of every MLA and indexer
+    layer; one of the kpool tails, each padded to the indexer page; the state layers dealt
+    round-robin into cdiv(states, MLA layers) groups (one pipeline stage), padded to the MLA page.
+    A block holds the MLA and indexer pages only (0.30.0:1592-1594): the i-th state of every state
+    group and the i-th tail alias MLA layer i's and indexer i's regions (0.30.0:1682-1735)."""
+    states = {n: s for n, s in specs.items() if isinstance(s, MambaSpec)}
+    tails = {n: s for n, s in specs.items() if isinstance(s, CircularBufferSpec)}
+    attention = {n: s for n, s in specs.items() if n not in states and n not in tails}
+    latent = [n for n, s in attention.items() if s.tokens_per_state == 1]  # type: ignore[attr-defined]
+    pooled = [n for n, s in attention.items() if s.tokens_per_state > 1]  # type: ignore[attr-defined]
+    latent_pages = {attention[n].page_size_bytes() for n in latent}
+    pooled_pages = {attention[n].page_size_bytes() for n in pooled}
+    if not states or not pooled or len(latent_pages) != 1 or len(pooled_pages) != 1:
+        raise NotModelled("the GLM-5.3-Flash grouping needs one MLA page, one indexer page and state layers")
+    latent_page, pooled_page = latent_pages.pop(), pooled_pages.pop()
+    state = next(iter(states.values()))
+    if state.real_page_size_bytes() > latent_page:
+        raise NotModelled(f"the state page does not fit the MLA page ({latent_page} B): vLLM refuses")
+    groups = [Group(tuple(attention), next(iter(attention.values())), tuple(attention.values()))]
+    if tails:
+        padded = tuple(replace(s, page_size_padded=pooled_page) for s in tails.values())
+        groups.append(Group(tuple(tails), padded[0], padded))
+    num_state_groups = cdiv(len(states), len(latent))
+    spec = replace(state, page_size_padded=latent_page)
+    names = list(states)
+    groups += [Group(tuple(names[i::num_state_groups]), spec) for i in range(num_state_groups)]
+    return groups, len(latent) * latent_page + len(pooled) * pooled_page
+
+
 def pool_bytes_per_block(groups: list[Group], *, block_outermost: bool) -> int:
     """_get_kv_cache_bytes_per_block: the widest group's block; block-outermost blocks round up to
     every layer's block stride alignment (0.31+; 1 where a spec has none)."""
@@ -235,15 +266,25 @@ def pool_bytes_per_block(groups: list[Group], *, block_outermost: bool) -> int:
 
 
 def plan_kv(
-    specs: dict[str, KVSpec], available_bytes: int, ctx: SchedulingContext, *, block_outermost: bool = False
+    specs: dict[str, KVSpec],
+    available_bytes: int,
+    ctx: SchedulingContext,
+    *,
+    block_outermost: bool = False,
+    grouping: str = "generic",
 ) -> KVPlan:
-    groups, warnings = kv_cache_groups(specs, block_outermost=block_outermost)
-    if not groups:
-        raise NotModelled("the model has no KV cache layers")
-    bytes_per_block = pool_bytes_per_block(groups, block_outermost=block_outermost)
+    """GROUPING: the layout's grouping path (KVLayout.grouping)."""
+    if grouping == "glm5_next":
+        groups, bytes_per_block = glm5_next_groups(specs)
+        warnings: list[str] = []
+    else:
+        groups, warnings = kv_cache_groups(specs, block_outermost=block_outermost)
+        if not groups:
+            raise NotModelled("the model has no KV cache layers")
+        bytes_per_block = pool_bytes_per_block(groups, block_outermost=block_outermost)
     per_request = sum(g.blocks_per_request(ctx) for g in groups)
     refusal, estimate = _admission(groups, bytes_per_block, per_request, available_bytes, ctx)
-    num_blocks = max(available_bytes, 0) // bytes_per_block
+    num_blocks = num_blocks_for(bytes_per_block, available_bytes)
     concurrency = num_blocks / per_request
     return KVPlan(
         tuple(groups),
@@ -256,6 +297,13 @@ def plan_kv(
         estimate,
         tuple(warnings),
     )
+
+
+def num_blocks_for(bytes_per_block: int, available_bytes: int) -> int:
+    """get_kv_cache_config_from_groups: available // bytes per block - the block count, and so the
+    state blocks a hybrid's max_num_seqs must not exceed (config/compilation.py). One function, so a
+    plan can ask it at the low end of its available-bytes range as well as at the central value."""
+    return max(available_bytes, 0) // bytes_per_block
 
 
 def _admission(

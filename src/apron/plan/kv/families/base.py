@@ -56,7 +56,8 @@ class Layer:
 @dataclass(frozen=True)
 class ProfilingBuffer:
     """A tensor the family's layers add to the start-up profile. `when`: "persistent" (allocated
-    at model construction, present in every moment), "forward" (during the dummy forward only), or
+    at model construction, inside load_model: vLLM's "Model loading took" figure holds it, so the
+    plan counts it with the weights, not the profiling peak), "forward" (during the dummy forward only), or
     "workspace" (a request to vLLM's workspace manager, which keeps one buffer sized to the largest
     request: v1/worker/workspace.py)."""
 
@@ -64,10 +65,15 @@ class ProfilingBuffer:
     shape: tuple[int, ...]
     dtype_bytes: int
     when: str
+    count: int = 1  # identical buffers, one per layer (each its own allocation)
+
+    @property
+    def each_bytes(self) -> int:
+        return math.prod(self.shape) * self.dtype_bytes
 
     @property
     def num_bytes(self) -> int:
-        return math.prod(self.shape) * self.dtype_bytes
+        return self.each_bytes * self.count
 
 
 def sparse_indexer_buffers(ctx: FamilyContext, topk: int, min_ratio: int = 1) -> tuple[ProfilingBuffer, ...]:
@@ -110,6 +116,9 @@ class KVLayout:
     buffers: tuple[ProfilingBuffer, ...] = ()
     mamba_page_size_padded: int | None = None
     refusals: tuple[tuple[ProblemKind, str], ...] = ()  # (kind, the engine's message)
+    # The grouping path vLLM takes: "generic" (get_kv_cache_groups' standard paths) or a dedicated
+    # one ("glm5_next": v1/core/kv_cache_utils.py _get_kv_cache_groups_glm5_next, 0.30 and 0.31).
+    grouping: str = "generic"
 
     @property
     def has_state(self) -> bool:

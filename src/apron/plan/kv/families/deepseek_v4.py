@@ -50,11 +50,13 @@ IRRELEVANT = frozenset(
     }
 )
 SOURCES = {
+    "0.29.0": "as 0.30 (run by test_kv_conformance.py on 0.29's CPU build), but attention.py "
+    "_resolve_dsv4_kv_cache_dtype (0.29.0:90-120) asserts an fp8* --kv-cache-dtype: auto is refused",
     "0.30.0-0.33.0": "models/deepseek_v4/attention.py (get_kv_cache_spec, _resolve_dsv4_kv_cache_dtype), "
     "compressor.py (CompressorStateCache), v1/attention/backends/mla/sparse_swa.py (DeepseekV4SWACache)",
     "0.33.0": "ratios from layer_types + compress_rates (transformers' DeepseekV4Config)",
 }
-MIN_RELEASE = "0.30.0"
+MIN_RELEASE = "0.29.0"  # registry.py 0.29.0:98
 RECORD_BYTES = 584  # attention.py: 448 B NoPE fp8 + 128 B RoPE bf16 + 8 B scales
 RECORD_ALIGNMENT = 576
 SWA_BLOCK = 64  # sparse_swa.py DeepseekV4SWACache
@@ -90,6 +92,14 @@ def resolve_kv_dtype(ctx: FamilyContext) -> str:
     """_resolve_dsv4_kv_cache_dtype with the fp8_ds_mla layout (FlashMLA): auto and fp8* become
     fp8_ds_mla; anything else raises ValueError at start-up."""
     requested = ctx.settings.kv_cache_dtype
+    if not ctx.facts.at_least("0.30.0") and not requested.startswith("fp8"):
+        # 0.29.0 attention.py:105-108: an assert, before 0.30 turned auto into fp8
+        raise Refusal(
+            f"DeepseekV4 fp8_ds_mla layout only supports fp8 kv-cache, got {requested} "
+            "(vLLM 0.29 does not resolve auto to fp8: pass --kv-cache-dtype fp8)",
+            "kv_cache_dtype",
+            kind="kv_cache_dtype",
+        )
     if requested != "auto" and not requested.startswith("fp8"):
         raise Refusal(
             "DeepseekV4 fp8_ds_mla layout only supports fp8 kv-cache, got "

@@ -3,12 +3,22 @@
 index sources too) and, at ratio 2, a compressor ring; the other layers read their source's caches.
 
 Records: on Hopper the V4 record (584 B, pages aligned to 576 B) and 64-token MLA blocks; on
-Blackwell (SM100) the V4.1 MXFP8 record (528 B, 512-B pages) and 128-token blocks. Where the fused
-mega-attention kernel serves the topology (SM100, 8 heads per output group on each rank) it is the
-default, and an unspecific --kv-cache-dtype resolves to nvfp4_ds_mla: 288-B compressed
-records, the sliding window keeping the MXFP8 one, and a block stride aligned to lcm(528, 288).
-Every cache has one head and is the same on every TP rank; the backends declare block-outermost
-layouts.
+Blackwell (SM100) the V4.1 MXFP8 record (528 B, 512-B pages) and 128-token blocks. From 0.31, where
+the fused mega-attention kernel serves the topology (SM100, 8 heads per output group on each rank) it
+is the default, and an unspecific --kv-cache-dtype resolves to nvfp4_ds_mla: 288-B compressed
+records, the sliding window keeping the MXFP8 one (and, from 0.33, a block stride aligned to
+lcm(528, 288)). Every cache has one head and is the same on every TP rank; the backends declare
+block-outermost layouts.
+
+0.30 and 0.31 page it as 0.32 does, read in their own source: the records and alignments
+(attention.py 0.30.0:459-461, 0.31.0:502-507, 0.32.0:512-517), the 32-token sliding-window block
+(0.30.0:463-473, 0.31.0:547-558), the compressed and indexer specs on the kv-source layers only
+(0.30.0:947-973 and 1009-1030, 0.31.0:1100-1130 and 1164-1197), the kernel block [64 on SM90,
+else 128] (sparse_mla.py 0.30.0:89-90), the compressor ring (compressor.py); test_kv_conformance.py
+runs each release's own build. What differs: 0.30 has no mega attention (nvidia/model.py
+0.30.0:117-152 picks FlashMLA on SM90 and SM100 alike; it arrives in 0.31.0:234-236), and 0.30 takes
+every fp8* --kv-cache-dtype where 0.31 takes auto and fp8 only (_resolve_dsv4_kv_cache_dtype,
+attention.py 0.30.0:123-158, 0.31.0:129-170).
 """
 
 from __future__ import annotations
@@ -72,11 +82,16 @@ IRRELEVANT = frozenset(
     }
 )
 SOURCES = {
+    "0.30.0": "models/deepseek_v41/attention.py (get_kv_cache_spec, DeepseekV4IndexerCache, "
+    "_use_v41_mxfp8_kv_record, _resolve_dsv4_kv_cache_dtype), compressor.py, sparse_mla.py, "
+    "nvidia/model.py _select_dsv4_attn_cls (no mega attention)",
+    "0.31.0": "models/deepseek_v41/attention.py, compressor.py, sparse_mla.py, nvidia/model.py "
+    "_select_dsv4_attn_cls, nvidia/flash_mla_mega_attn.py is_available_for (0.31.0:149-170)",
     "0.32.0-0.33.0": "models/deepseek_v41/attention.py (get_kv_cache_spec, DeepseekV4IndexerCache, "
     "_use_v41_mxfp8_kv_record), compressor.py (CompressorStateCache ring), sparse_mla.py (kernel blocks), "
     "nvidia/model.py _select_dsv4_attn_cls, nvidia/flash_mla_mega_attn.py is_available_for",
 }
-MIN_RELEASE = "0.32.0"
+MIN_RELEASE = "0.30.0"  # registry.py 0.30.0:379 (0.29 registers no DeepseekV41)
 SWA_BLOCK = 32
 WV_GROUP_SIZE = 8  # common/ops/fused_layout.py
 
@@ -86,9 +101,9 @@ def matches(arch: str, config: ModelConfig) -> bool:
 
 
 def uses_mega_attention(ctx: FamilyContext) -> bool:
-    """nvidia/flash_mla_mega_attn.py is_available_for: SM100 and WV_GROUP_SIZE heads per output
-    group on each rank."""
-    if ctx.capability[0] != 10:
+    """nvidia/flash_mla_mega_attn.py is_available_for (0.31+): SM100 and WV_GROUP_SIZE heads per
+    output group on each rank."""
+    if ctx.capability[0] != 10 or not ctx.facts.at_least("0.31.0"):
         return False
     heads, groups = int(ctx.t["num_attention_heads"]), int(ctx.t.get("o_groups") or 0)
     if heads % ctx.tp or groups % ctx.tp:
@@ -102,7 +117,14 @@ def uses_mega_attention(ctx: FamilyContext) -> bool:
 def records(ctx: FamilyContext) -> tuple[int, int, int, int | None]:
     """(sliding-window record, compressed record, page alignment, SWA block stride alignment)."""
     kv = ctx.settings.kv_cache_dtype
-    if kv not in ("auto", "fp8"):
+    if not ctx.facts.at_least("0.31.0") and kv != "auto" and not kv.startswith("fp8"):
+        raise Refusal(
+            f"DeepseekV4 fp8_ds_mla layout only supports fp8 kv-cache, got {kv}. Please set "
+            "`--kv-cache-dtype fp8` or select a backend that supports bfloat16 KV cache.",
+            "kv_cache_dtype",
+            kind="kv_cache_dtype",
+        )
+    if ctx.facts.at_least("0.31.0") and kv not in ("auto", "fp8"):
         raise Refusal(
             "DeepseekV4 packed KV layouts only support fp8 kv-cache, got "
             f"{kv}. Please set `--kv-cache-dtype fp8` or select a backend that supports bfloat16 KV cache.",

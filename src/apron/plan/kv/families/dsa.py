@@ -39,10 +39,11 @@ IRRELEVANT = frozenset(
     {"index_share_for_mtp_iteration", "indexer_rope_interleave", "indexer_types", "mlp_layer_types", "qk_head_dim"}
 )
 SOURCES = {
+    "0.29.0": "as 0.30: the same indexer placement and caches (run by test_kv_conformance.py on 0.29's CPU build)",
     "0.30.0-0.33.0": "models/deepseek_v32/attention.py (indexer placement), model_executor/models/deepseek_v2.py "
-    "DeepseekV32IndexerCache, layers/attention/mla_attention.py MLAAttention.get_kv_cache_spec"
+    "DeepseekV32IndexerCache, layers/attention/mla_attention.py MLAAttention.get_kv_cache_spec",
 }
-MIN_RELEASE = "0.30.0"
+MIN_RELEASE = "0.29.0"  # registry.py 0.29.0:122
 BLOCK = 64  # mla/indexer.py: the CUDA indexer takes [64]; the sparse MLA backends take MultipleOf(64)
 FP8_DS_MLA_BYTES = 656  # mla_attention.py: 512 fp8 NoPE + 4 fp32 scales + 64 bf16 RoPE
 

@@ -3,9 +3,18 @@ request) on most layers, and NoPE MLA layers with a kpool sparse-attention index
 keeps one fp8 entry per `index_kpool` tokens, and a small ring holds the pool still being filled.
 
 A hybrid: the attention block grows until one MLA page holds a KDA state (a multiple of 128 tokens),
-and the KDA state is padded to that page. The kpool tail backend declares a block-outermost layout,
-so the MLA, indexer, ring and state caches pack side by side in one block (0.32+; 0.30 and 0.31 have a
-dedicated grouping path for this model, not modelled here).
+and the KDA state is padded to that page.
+
+0.32+: the kpool tail backend declares a block-outermost layout, so the MLA, indexer, ring and state
+caches pack side by side in one block (the generic packed grouping).
+
+0.30 and 0.31 page it differently (`legacy_layout`): the tail is a KpoolTailSpec on the inherited
+DeepSeek-V3.2 indexer backend, the layout stays layer-outer (no backend declares BL**), and
+v1/core/kv_cache_utils.py _get_kv_cache_groups_glm5_next (0.30.0:1195, 0.31.0:1213) groups it: one
+group of every MLA and indexer layer, one of the tails (each padded to the indexer page), and the KDA
+layers round-robin in cdiv(KDA layers, MLA layers) groups padded to the MLA page, each KDA group's
+i-th layer aliasing MLA layer i's region. A block is then the MLA and indexer pages only
+(_get_kv_cache_bytes_per_block, 0.30.0:1592-1594, 0.31.0:1610-1612).
 """
 
 from __future__ import annotations
@@ -58,11 +67,18 @@ IRRELEVANT = frozenset(
 # The layer kinds this layout understands in layer_types / layers_block_type; others are unknown.
 LAYER_KINDS = frozenset({"linear_attention", "deepseek_sparse_attention"})
 SOURCES = {
+    "0.30.0": "models/glm5next/nvidia/attention.py (Glm5NextIndexerCache, Glm5NextTailCache: KpoolTailSpec), "
+    "nvidia/kda.py, model_executor/layers/mamba/abstract.py (no prefill checkpoint blocks), platforms/interface.py "
+    "update_block_size_for_backend (first non-SSM backend), platforms/cuda.py _get_indexer_block_alignment, "
+    "v1/core/kv_cache_utils.py _get_kv_cache_groups_glm5_next",
+    "0.31.0": "models/glm5next/common/attention.py (the tail ring of 0.32, still a KpoolTailSpec), common/kda.py, "
+    "platforms/interface.py (every backend's common block), platforms/cuda.py _get_indexer_block_alignment, "
+    "v1/core/kv_cache_utils.py _get_kv_cache_groups_glm5_next",
     "0.32.0-0.33.0": "models/glm5next/common/attention.py (Glm5NextIndexerCache, Glm5NextTailCache), "
     "common/kda.py (KDA state, FlashKDA prefill checkpoints), v1/attention/backends/mla/indexer.py "
     "(Glm5NextIndexerBackend, KpoolTailBackend), platforms/interface.py _align_hybrid_block_size",
 }
-MIN_RELEASE = "0.32.0"
+MIN_RELEASE = "0.30.0"  # registry.py 0.30.0:123,429 (0.29 registers no Glm5Next)
 PAGED_MQA_PAGE_SIZES = (32, 64)  # DeepGEMM paged MQA pages in states (64 only on SM120)
 
 
@@ -143,6 +159,8 @@ def layer_specs(ctx: FamilyContext) -> KVLayout:
     head = int(ctx.t["kv_lora_rank"]) + int(ctx.t.get("qk_rope_head_dim") or 0)
     attn_1tok = head * ctx.model_bytes
     state_page = sum(math.prod(s) * d for s, d in zip(shapes, dtypes, strict=True))
+    if not ctx.facts.at_least("0.32.0"):
+        return legacy_layout(ctx, name, (shapes, dtypes), head, state_page, (kpool, index_dim))
     mla_min = 64 if name == "FLASHINFER_MLA_SPARSE_SM90" else 32
     index_kernels = [kpool * n for n in PAGED_MQA_PAGE_SIZES]
     # Phase 1 (0.31+): the smallest block every backend takes; the kpool indexer leads in layer order.
@@ -187,15 +205,90 @@ def layer_specs(ctx: FamilyContext) -> KVLayout:
     )
 
 
+def legacy_block(ctx: FamilyContext, attn_1tok: int, state_page: int, kpool: int) -> int:
+    """platforms/interface.py _align_hybrid_block_size (0.30.0:886-917, 0.31.0:~960-990): the first
+    non-SSM backend is layer 3's indexer (DEEPSEEK_V32_INDEXER, kernel block [64]: indexer.py
+    0.30.0:203-204), so the alignment is max(64, the phase-1 block, 128 for MLA) = 128; then CUDA's
+    _get_indexer_block_alignment (cuda.py 0.30.0:430-447, 0.31.0:418-435) rounds up to a multiple of
+    index_kpool x the smallest DeepGEMM paged-MQA page (32; 64 on SM120)."""
+    block = 128 * cdiv(state_page, 128 * attn_1tok)
+    pool_page = 64 if ctx.capability[0] == 12 else min(PAGED_MQA_PAGE_SIZES)
+    return kpool * pool_page * cdiv(block, kpool * pool_page)
+
+
+def legacy_layout(
+    ctx: FamilyContext,
+    name: str,
+    state: tuple[tuple[tuple[int, ...], ...], tuple[int, int]],
+    head: int,
+    state_page: int,
+    indexer: tuple[int, int],
+) -> KVLayout:
+    """0.30 and 0.31: the same caches as 0.32 (KDA state: mamba_utils.py kda_state_shape, fp32
+    recurrent; latent MLA head kv_lora_rank + qk_rope; fp8 indexer keys + fp32 scale per kpool), with
+    no FlashKDA prefill checkpoint block (mamba/abstract.py get_kv_cache_spec 0.30.0:67-86 sets
+    none), no block stride alignments (0.32's customize_attention_spec), and the tail a KpoolTailSpec
+    of `ring` entries: 0.30 index_kpool (nvidia/attention.py 0.30.0:186-196), 0.31 index_kpool x
+    next_power_of_2(cdiv(index_kpool + drafts, index_kpool)) = index_kpool without drafts
+    (common/attention.py 0.31.0:193-212). KpoolTailSpec.max_admission_blocks_per_request is 1
+    (kv_cache_interface.py 0.30.0:971-990): one block per request, as a ring. Grouped by
+    planning.glm5_next_groups."""
+    shapes, dtypes = state
+    kpool, index_dim = indexer
+    attn_1tok = head * ctx.model_bytes
+    block = legacy_block(ctx, attn_1tok, state_page, kpool)
+    kda = MambaSpec(shapes, dtypes, block, "kda", block * attn_1tok)
+    latent = MLAAttentionSpec(block, 1, head, ctx.model_bytes, role="NoPE latent records")
+    keys = MLAAttentionSpec(block, 1, index_dim + 4, 1, tokens_per_state=kpool, role="kpool indexer keys")
+    tail = CircularBufferSpec(kpool, 2, index_dim, 2, role="kpool tail, a KpoolTailSpec (raw keys and gate scores)")
+    specs: list[tuple[str, KVSpec]] = []
+    for i, kind in enumerate(ctx.t["layer_types"][: ctx.config.num_layers]):
+        if kind == "linear_attention":
+            specs.append((layer_name(i, "self_attn"), kda))
+            continue
+        specs += [
+            (layer_name(i, "self_attn.indexer.k_cache"), keys),
+            (layer_name(i, "self_attn.indexer.tail_cache"), tail),
+            (layer_name(i, "self_attn.attn"), latent),
+        ]
+    ctx.notes.append(
+        f"GLM-5.3-Flash (vLLM {ctx.facts.version}): hybrid block {block} tokens (one MLA page holds a KDA "
+        f"state, padded to {block * attn_1tok:,} B); kpool indexer keys every {kpool} tokens and a {kpool}-entry "
+        "tail; grouped by the release's dedicated GLM-5.3-Flash path (a block holds the MLA and indexer pages, "
+        "the KDA states and tails alias them)"
+    )
+    return KVLayout(
+        specs=tuple(specs),
+        block_size=block,
+        backend=BackendChoice(backend_from_facts(ctx.facts, name), "first sparse MLA backend for head 512"),
+        mamba_cache_mode="align",
+        is_hybrid=True,
+        is_attention_free=False,
+        notes=tuple(ctx.notes),
+        unknowns=tuple(ctx.unknowns),
+        family=NAME,
+        mamba_page_size_padded=block * attn_1tok,
+        buffers=kpool_buffers(ctx, kpool),
+        grouping="glm5_next",
+    )
+
+
 def kpool_buffers(ctx: FamilyContext, kpool: int) -> tuple[ProfilingBuffer, ...]:
-    """common/model.py: the top-k buffer is round_up(index_topk + kpool - 1, 128) wide;
-    nvidia/sparse_indexer.py: the profiling branch reserves the K-gather workspace and a logits
-    probe of max(min(max_num_seqs, T) x pooled length x 4 B, VLLM_SPARSE_INDEXER_MAX_LOGITS_MB).
-    The FlashKDA prefill workspace size comes from the compiled op and is not counted."""
-    tokens, seqs = ctx.settings.max_num_batched_tokens, ctx.settings.max_num_seqs
+    """The model's top-k buffer is round_up(index_topk + kpool - 1, 128) wide (nvidia/model.py
+    0.30.0:632-650, common/model.py 0.31+); the indexer op's profiling branch reserves the K-gather
+    workspace and a logits probe of max(min(max_num_seqs, T) x length x 4 B,
+    VLLM_SPARSE_INDEXER_MAX_LOGITS_MB). The length is max_model_len in 0.30
+    (sparse_attn_indexer_kpool.py 0.30.0:307-329, called with it: nvidia/attention.py 0.30.0:299-311)
+    and max_model_len // index_kpool from 0.31 (common/attention.py 0.31.0:311, 0.32.0:278). The
+    K-gather rows are get_max_prefill_buffer_size (40 x max_model_len) in 0.30 and 0.31, divided by
+    index_kpool from 0.32 (common/attention.py 0.32.0:282-284). The FlashKDA prefill workspace size
+    comes from the compiled op and is not counted."""
+    tokens, seqs, length = ctx.settings.max_num_batched_tokens, ctx.settings.max_num_seqs, ctx.settings.max_model_len
     width = cdiv(int(ctx.t["index_topk"]) + kpool - 1, 128) * 128
-    topk, workspace, probe = sparse_indexer_buffers(ctx, width, min_ratio=kpool)
-    decode = min(seqs, tokens) * cdiv(ctx.settings.max_model_len, kpool) * 4
+    is_pooled = ctx.facts.at_least("0.32.0")
+    topk, workspace, probe = sparse_indexer_buffers(ctx, width, min_ratio=kpool if is_pooled else 1)
+    pooled_length = length // kpool if ctx.facts.at_least("0.31.0") else length
+    decode = min(seqs, tokens) * pooled_length * 4
     probe = ProfilingBuffer(probe.name, (max(decode, probe.num_bytes),), 1, "forward")
     return topk, workspace, probe
 

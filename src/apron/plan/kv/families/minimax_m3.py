@@ -21,10 +21,12 @@ READS = frozenset(
 )
 IRRELEVANT = frozenset({"num_mtp_modules", "num_nextn_predict_layers"})
 SOURCES = {
+    "0.29.0": "as 0.30: model.py is unchanged and 0.29's platforms/interface.py also takes the first "
+    "backend's block size (run by test_kv_conformance.py on 0.29's CPU build)",
     "0.30.0-0.33.0": "models/minimax_m3/nvidia/model.py (MiniMaxM3SparseAttention), "
-    "common/indexer.py (MiniMaxM3IndexerCache), common/sparse_attention.py (kernel block 128)"
+    "common/indexer.py (MiniMaxM3IndexerCache), common/sparse_attention.py (kernel block 128)",
 }
-MIN_RELEASE = "0.30.0"
+MIN_RELEASE = "0.29.0"  # registry.py 0.29.0:166,493
 BLOCK = 128
 
 
@@ -51,7 +53,7 @@ def layer_specs(ctx: FamilyContext) -> KVLayout:
         # FLASH_ATTN layer 0: 16); v1/worker/utils.py select_common_block_size then finds no kernel
         # block the 128-only sparse backends share with it.
         raise Refusal(
-            "No common block size for 16. (vLLM 0.30 takes the block size from layer 0's dense backend; "
+            "No common block size for 16. (vLLM 0.29 and 0.30 take the block size from layer 0's dense backend; "
             "the sparse layers' kernels take only 128: pass --block-size 128)",
             "block size",
             kind="block_size",

@@ -7,6 +7,16 @@ tensor-parallel rank (tp_replicated).
 A hybrid: the attention block grows until one QSA page holds the largest state (delta-net or PLE),
 and the states are padded to that page. The QSA state backend declares block-outermost layouts, so the
 caches pack side by side in one block.
+
+0.29, 0.30 and 0.31 page it as 0.32 does, read in their own source: the delta-net and PLE states
+(nvidia/model.py get_mamba_specs_from_config 0.29.0:784-805, 0.30.0:814-835, 0.31.0:829-850,
+0.32.0:887-908: the PLE state tp_replicated), the raw-key ring of compress-ratio x cdiv(ratio +
+drafts, ratio) entries and the compressed keys one per ratio tokens (common/qsa_cache.py
+0.29.0:763-797, 0.30.0:841-875, 0.31.0:841-875), the hybrid block of the first QSA backend (16) and
+the packed grouping (QSAStateBackend BLNHC/BLHNC, all four); test_kv_conformance.py runs each
+release's own build. What differs is the main KV cache dtype: 0.29 and 0.30 refuse anything but
+bf16 (nvidia/qsa.py 0.29.0:113-114, 0.30.0:109-110 raise NotImplementedError), 0.31 and 0.32 also
+take fp8 and fp8_e4m3 (nvidia/qsa.py 0.31.0:72-77, 0.32.0:154-159: e4m3 bytes in a uint8 cache).
 """
 
 from __future__ import annotations
@@ -58,11 +68,14 @@ IRRELEVANT = frozenset(
 # The layer kinds this layout understands in layer_types / layers_block_type; others are unknown.
 LAYER_KINDS = frozenset({"full_attention", "linear_attention"})
 SOURCES = {
+    "0.29.0-0.31.0": "models/qwen4_exp/nvidia/model.py (get_mamba_specs_from_config), common/qsa_cache.py "
+    "(QSAKeyStateCache ring, QSACompressedKeyCache), nvidia/ple_layer.py (tp_replicated short conv), "
+    "nvidia/qsa.py (the main KV cache dtypes)",
     "0.32.0-0.33.0": "models/qwen4_exp/nvidia/model.py (get_mamba_specs_from_config), common/qsa_cache.py "
     "(QSAKeyStateCache ring, QSACompressedKeyCache), nvidia/ple_layer.py (tp_replicated short conv), "
     "model_executor/layers/mamba/gdn/qwen_gdn_linear_attn.py (0.33 prefill checkpoints)",
 }
-MIN_RELEASE = "0.32.0"
+MIN_RELEASE = "0.29.0"  # registry.py 0.29.0:114,580
 QSA_KERNEL_BLOCK = 16  # the QSA attention and state backends' smallest kernel block
 
 
@@ -101,14 +114,22 @@ def checkpoint_alignment(ctx: FamilyContext) -> int | None:
     return None
 
 
-def layer_specs(ctx: FamilyContext) -> KVLayout:
-    if ctx.settings.kv_cache_dtype not in ("auto", "bfloat16"):
+def check_kv_dtype(ctx: FamilyContext) -> None:
+    kv = ctx.settings.kv_cache_dtype
+    if kv in ("auto", "bfloat16"):
+        return
+    if not ctx.facts.at_least("0.31.0"):
+        raise Refusal("Qwen4Exp QSA requires a BF16 main KV cache", "kv_cache_dtype", kind="kv_cache_dtype")
+    if kv not in ("fp8", "fp8_e4m3"):
         raise Refusal(
-            f"Qwen3.8-Flash-Next with --kv-cache-dtype {ctx.settings.kv_cache_dtype} is not modelled "
-            "(vLLM 0.32 QSA takes bf16 only; 0.33 adds fp8_e4m3)",
+            f"Qwen3.8-Flash-Next with --kv-cache-dtype {kv} is not modelled (QSA takes bf16, fp8 and fp8_e4m3)",
             "kv_cache_dtype",
             kind="not_modelled",
         )
+
+
+def layer_specs(ctx: FamilyContext) -> KVLayout:
+    check_kv_dtype(ctx)
     ratio = _positive(ctx, "indexer_compress_ratio")
     index_dim = _positive(ctx, "indexer_head_dim")
     _positive(ctx, "indexer_n_heads")
@@ -174,9 +195,10 @@ def layer_specs(ctx: FamilyContext) -> KVLayout:
 
 
 def qsa_topk_buffer(ctx: FamilyContext, ratio: int, layers: int) -> ProfilingBuffer:
-    """nvidia/qsa.py: every QSA layer registers its own packed selection buffer, int32
-    [max_num_batched_tokens, indexer_budget + compress ratio] (the last column a row count)."""
-    width = _positive(ctx, "indexer_budget") + ratio
+    """nvidia/qsa.py: every QSA layer registers its own selection buffer, int32
+    [max_num_batched_tokens, indexer_budget + compress ratio - 1] (0.29.0:312-321, indexer_qsa.py
+    0.29.0:171-172), packed with a trailing row-count column from 0.30 (indexer_qsa.py 0.30.0:184-195)."""
+    width = _positive(ctx, "indexer_budget") + ratio - (0 if ctx.facts.at_least("0.30.0") else 1)
     return ProfilingBuffer(
-        f"QSA top-k selections ({layers} layers)", (layers, ctx.settings.max_num_batched_tokens, width), 4, "persistent"
+        f"QSA top-k selections ({layers} layers)", (ctx.settings.max_num_batched_tokens, width), 4, "persistent", layers
     )
