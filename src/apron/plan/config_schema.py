@@ -174,6 +174,9 @@ MODEL_KEYS: dict[str, Kind] = {
     "shared_expert_intermediate_size": DIM_OR_NONE,
     "first_k_dense_replace": LAYERS_OR_NONE,
     "final_logit_softcapping": NON_NEGATIVE,
+    # apron.plan.moe (gated or not: the experts' workspace widths)
+    "hidden_act": TEXT,
+    "mlp_hidden_act": TEXT,
     # apron.plan.memory (host tables)
     "ngram_vocab_size_ratio": NON_NEGATIVE,
     "hidden_size_per_layer_input": DIM_OR_NONE,
@@ -237,6 +240,7 @@ FAMILY_KEYS: dict[str, Kind] = {
     "sparse_attention_config": TABLE,
     "use_sparse_attention": FLAG,
     "hc_count": _integer(1, 64),
+    "hc_mult": _integer(1, 64),
     "indexer_budget": LENGTH,
     "indexer_compress_ratio": LENGTH,
     "indexer_head_dim": DIM,
@@ -286,6 +290,8 @@ QUANT_KEYS: dict[str, Kind] = {
     "group_size": _integer(-1, MAX_DIM),
     "q_group_size": _integer(-1, MAX_DIM),
     "weight_block_size": _int_list(1, MAX_DIM),  # apron.plan.parallel: block-FP8 shards
+    "expert_dtype": TEXT,  # apron.plan.weights is_dsv4_fp4: DeepSeek-V4's fp4 experts
+    "activation_scheme": TEXT,  # apron.plan.moe: static or dynamic FP8 activations
 }
 # apron.plan.encoder: the vision tower.
 VISION_KEYS: dict[str, Kind] = {
