@@ -142,8 +142,21 @@ def render_card(plan: Plan) -> str:
         lines += ["", "unknown:"] + [f"  - {u}" for u in plan.unknowns]
     if plan.notes:
         lines += ["", "notes:"] + [f"  - {n}" for n in plan.notes]
-    lines += ["", "command:", f"  {plan.command}"]
+    lines += ["", *command_lines(plan)]
     return "\n".join(lines)
+
+
+def command_lines(plan: Plan) -> list[str]:
+    """The command; a plan that does not fit shows the command as given and, where a fix of its
+    problems fits, the fixed command under it, each saying which it is."""
+    if plan.fixed is None:
+        return ["command:", f"  {plan.command}"]
+    return [
+        "command as given (does not fit):",
+        f"  {plan.command}",
+        f"fixed command (with {' '.join(plan.fixed.flags)}, the fix above, which fits):",
+        f"  {plan.fixed.command}",
+    ]
 
 
 def _shown(value: float | None, unit: str) -> str:
