@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from apron.plan.result import REQUIRED_QUANTITIES, Plan
+from apron.report.reading import reading_lines
 from apron.units import format_bytes, format_count
 
 
@@ -136,6 +137,7 @@ def render_card(plan: Plan) -> str:
             q = plan.quantities[extra]
             shown = f"  {format_range(q):<{span}}" if span else ""
             lines.append(f"  {title:<{width}}  {format_value(q, extra):>16}{shown}  [{q.label}]")
+    lines += reading_lines(plan)
     if plan.problems:
         lines += ["", "problems:"] + [f"  - [{p.label}] {p.message}" for p in plan.problems]
     if plan.unknowns:
