@@ -12,15 +12,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import mcp  # noqa: F401 - the SDK is a test dependency (requirements-dev-lock.txt): CI must run this file, never skip it
 import pytest
 
-mcp = pytest.importorskip("mcp", reason="the MCP SDK is in the test extra: pip install -e '.[test]'")
-
-from apron.cli.mcp import TOOLS, argument_name, command_of  # noqa: E402
-from apron.records.documents import BootRecord, EngineIdentity, HardwareIdentity, LogRef, PlanRecord  # noqa: E402
-from apron.records.store import RecordStore  # noqa: E402
-from conftest import FIXTURES  # noqa: E402
-from plan_helpers import a_plan  # noqa: E402
+from apron.cli.mcp import TOOLS, argument_name, command_of
+from apron.records.documents import BootRecord, EngineIdentity, HardwareIdentity, LogRef, PlanRecord
+from apron.records.store import RecordStore
+from conftest import FIXTURES
+from plan_helpers import a_plan
 
 LOG = FIXTURES / "logs" / "d_kv_too_small_fast_1048575.log"
 TEXT_ONLY = {"plan": {"explain", "html"}, "fit": {"top"}, "records_show": {"log", "html"}}
