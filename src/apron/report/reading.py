@@ -92,8 +92,8 @@ def _tower_lines(plan: Plan) -> list[str]:
         return ["multimodal model: its tower is not described in this plan"]
     family = encoder.get("family") or "unnamed"
     batch = encoder.get("batch")
-    if not isinstance(batch, dict):
-        why = encoder.get("skipped") or encoder.get("unknown") or "not modelled"
+    if not isinstance(batch, dict) or not isinstance(batch.get("tokens_per_item"), int):
+        why = encoder.get("skipped") or encoder.get("unknown") or "its profiling batch is not modelled"
         return [f"multimodal model, {family} tower: {why}"]
     moment = _moment_bytes(plan, "vision encoder")
     activation = plan.details.get("activation")
