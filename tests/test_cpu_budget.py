@@ -111,14 +111,14 @@ def apron(*args: str, env: dict) -> subprocess.CompletedProcess:
 
 @pytest.mark.parametrize(
     ("node_gib", "verdict", "exit_code"),
-    [(16, "FITS", 0), (3, "DOES NOT FIT", 1)],
+    [(16, "FITS", 0), (8.1, "TIGHT", 1), (3, "DOES NOT FIT", 1)],
 )
 def test_the_first_thing_a_laptop_user_types_gets_a_verdict(node_gib, verdict, exit_code, tmp_path):
     """`apron plan Qwen/Qwen3-0.6B --gpu cpu`, no other flag, on a machine of NODE_GIB GiB: the newest
     release with a CPU build (0.32.0, not 0.33.0), the worker's resident memory, a verdict."""
     import os
 
-    write_host(tmp_path / "host", FakeHost(node_bytes=node_gib * GIB))
+    write_host(tmp_path / "host", FakeHost(node_bytes=int(node_gib * GIB)))
     env = {**os.environ, "APRON_HOST_ROOT": str(tmp_path / "host"), "APRON_HOME": str(tmp_path / "home")}
     done = apron("plan", "Qwen/Qwen3-0.6B", "--gpu", "cpu", env=env)
     assert done.returncode == exit_code, done.stderr
@@ -128,12 +128,16 @@ def test_the_first_thing_a_laptop_user_types_gets_a_verdict(node_gib, verdict, e
     assert "vllm 0.33.0 has no CPU build" in done.stdout
     doc = json.loads(apron("plan", "Qwen/Qwen3-0.6B", "--gpu", "cpu", "--json", env=env).stdout)
     assert doc["engine"]["version"] == "0.32.0"
-    requested = math.ceil(node_gib * GIB * 0.92)
+    requested = math.ceil(int(node_gib * GIB) // 1024 * 1024 * 0.92)
     assert doc["quantities"]["requested_bytes"]["value"] == requested
     budget = doc["quantities"]["available_kv_bytes"]
     assert budget["value"] == requested - doc["quantities"]["non_kv_bytes"]["value"]
     if node_gib == 3:  # 0.15 GiB left: one request of 40,960 tokens needs 4.48 GiB
         assert any(p["kind"] == "kv_cache_too_small" for p in doc["problems"])
+    if verdict == "TIGHT":  # the central budget holds one request, its low end does not
+        assert budget["low"] < 4.39 * GIB < budget["value"]
+        (tight,) = (p["message"] for p in doc["problems"] if p["kind"] == "tight")
+        assert tight.endswith("--gpu-memory-utilization 0.95 holds it even at the low end")
     gpu = json.loads(apron("plan", "Qwen/Qwen3-0.6B", "--gpu", "H100", "--json", env=env).stdout)
     assert gpu["engine"]["version"] == "0.33.0"  # a GPU plan still takes the newest release
 

@@ -303,7 +303,7 @@ def _no_kv_memory(
 
 def _tight(budget: _Budget, kv: KVPlan, settings: EngineSettings, gpu: Gpu, resident: Resident) -> Problem:
     util = _util_that_fits(gpu, settings, resident, kv)
-    fix = f"--gpu-memory-utilization {util} holds it at the high end" if util else "give --kv-cache-memory-bytes"
+    fix = f"--gpu-memory-utilization {util} holds it even at the low end" if util else "give --kv-cache-memory-bytes"
     return Problem(
         "tight",
         f"one request at max_model_len needs {_gib(one_request_bytes(kv))} GiB of KV cache: the predicted "
