@@ -28,9 +28,7 @@ MAY_IMPORT = {
     "rules": {"records", "plan", "checkpoint", "engine", "hardware", "measure"},
     "report": {"rules", "records", "plan", "checkpoint", "engine", "hardware", "measure"},
     "boot": {"rules", "records", "plan", "deploy", "checkpoint", "engine", "hardware", "measure"},
-    "mcp": {"report", "rules", "records", "plan", "deploy", "checkpoint", "engine", "hardware", "measure"},
     "cli": {
-        "mcp",
         "boot",
         "report",
         "calibrate",

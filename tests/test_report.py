@@ -91,7 +91,8 @@ def test_report_of_plans_writes_page_charts_and_record_pages(catalog_plans, tmp_
         assert f">{layout}</text>" in kv
     assert kv.count("planned · ") == 0 and kv.count("<title>predicted · ") == len(CATALOG_PLANS)
     # No boots: charts 1 and 4 say so instead of drawing nothing.
-    assert "no boot comparable" in page and "no boot ran the serving test" in page
+    assert "no boot comparable" in page and "no serving test in these records" in page
+    assert "time to first token (s)" not in page  # no empty axis
     assert "<script" not in page and "http://" not in page.replace("http://www.w3.org/2000/svg", "")
 
 

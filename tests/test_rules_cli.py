@@ -47,11 +47,13 @@ def test_diagnose_json(apron_home):
     rule = document["rules"][0]
     assert rule["rule"] == "raise_gpu_memory_utilization"
     assert rule["changes"] == ["--gpu-memory-utilization 0.05 (was 0.04)"]
-    assert rule["corrected_flags"] == [
+    assert rule["corrected_flags"] == [  # every setting the log printed, the corrected one changed
         "--max-model-len 512",
         "--gpu-memory-utilization 0.05",
         "--dtype bfloat16",
         "--enforce-eager",
+        "--served-model-name tiny",
+        "--distributed-executor-backend uni",
     ]
     assert rule["status"]["status"] == "untested"
     assert document["could_have_known"]["basis"] == "no_plan"
@@ -149,3 +151,21 @@ def test_diagnose_shows_a_proven_status(apron_home):
     StatusStore(apron_home / "data" / "records" / "rules").promote("dtype_bfloat16", "0.32.0", "rec-a", "rec-b")
     result = run("diagnose", str(LOGS / "g_gemma2_float16.log"), home=apron_home)
     assert "proven on vllm 0.32.0: failed rec-a -> healthy rec-b" in result.stdout
+
+
+def test_diagnose_carries_every_setting_the_log_printed(apron_home):
+    """The log's non-default args hold --kv-cache-memory-bytes 1048575: `log parse` reads it, and so do
+    "ran with" and the corrected flags (a user who copies them keeps the KV size they chose)."""
+    log = LOGS / "d_kv_too_small_fast_1048575.log"
+    parsed = json.loads(run("log", "parse", str(log), "--json", home=apron_home).stdout)
+    assert parsed["settings"]["kv_cache_memory_bytes"] == 1048575
+    document = json.loads(run("diagnose", str(log), "--json", home=apron_home).stdout)
+    assert "--kv-cache-memory-bytes 1048575" in document["settings"]["flags"]
+    for rule in document["rules"]:
+        if rule["corrected_flags"] is not None:
+            assert "--kv-cache-memory-bytes 1048575" in rule["corrected_flags"] or any(
+                "--kv-cache-memory-bytes" in change for change in rule["changes"]
+            ), rule
+    text = run("diagnose", str(log), home=apron_home).stdout
+    ran = next(line for line in text.splitlines() if line.strip().startswith("ran with"))
+    assert "--kv-cache-memory-bytes 1048575" in ran and "--served-model-name tiny" in ran

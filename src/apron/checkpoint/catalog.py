@@ -25,22 +25,38 @@ def catalog_index() -> dict[str, dict[str, Any]]:
     return index
 
 
+@lru_cache(maxsize=1)
+def _folded() -> dict[str, str]:
+    return {repo_id.casefold(): repo_id for repo_id in catalog_index()}
+
+
+def catalog_id(repo_id: str) -> str | None:
+    """The catalog's id for REPO_ID, matched without regard to case as the Hub resolves repo ids
+    (Qwen/Qwen3-8b is Qwen/Qwen3-8B); None when the catalog has no such model."""
+    return repo_id if repo_id in catalog_index() else _folded().get(repo_id.casefold())
+
+
 def in_catalog(repo_id: str, revision: str | None = None) -> bool:
-    entry = catalog_index().get(repo_id)
-    return entry is not None and revision in (None, entry.get("revision"))
+    found = catalog_id(repo_id)
+    return found is not None and revision in (None, catalog_index()[found].get("revision"))
 
 
 def load_from_catalog(repo_id: str) -> Checkpoint:
     import gzip
 
-    entry = catalog_index()[repo_id]
+    found = catalog_id(repo_id)
+    if found is None:
+        raise KeyError(repo_id)
+    entry = catalog_index()[found]
     raw = (CATALOG / entry["file"]).read_bytes()
     document = cf.parse_json(gzip.decompress(raw), f"catalog/{entry['file']}")
-    checkpoint = load_snapshot(f"catalog:{repo_id}", source_kind="catalog", source=repo_id, document=document)
+    checkpoint = load_snapshot(f"catalog:{found}", source_kind="catalog", source=found, document=document)
     note = (
         f"read from Apron's bundled catalog (revision {entry.get('revision') or 'unrecorded'}"
         f"{'' if entry.get('exact') else ', byte totals not checked against the Hub'}), not the Hub"
     )
+    if found != repo_id:
+        note += f"; {repo_id} is {found} there (repo ids match without regard to case, as on the Hub)"
     return _with_notes(checkpoint, note)
 
 

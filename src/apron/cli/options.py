@@ -64,17 +64,26 @@ class GroupedGroup(click.Group):
     group_class = type
 
 
-class ByteSize(click.ParamType):
-    """A byte count as vLLM's human_readable_int reads it (vllm/utils/argparse_utils.py): 1k = 1,000,
-    1K = 1,024, 25.6k = 25,600; M, G, T likewise."""
+class HumanInt(click.ParamType):
+    """An integer as vLLM's argument parser reads it (apron.plan.settings.human_readable_int):
+    32768, 32k = 32,000, 32K = 32,768, 25.6k = 25,600; with `or_auto`, -1 and "auto" are its auto-fit;
+    with `optional`, "" and "None" are not given (arg_utils.py optional_type)."""
 
-    name = "bytes"
+    name = "integer"
 
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
-        from apron.plan.settings import parse_byte_size
+    def __init__(self, *, or_auto: bool = False, optional: bool = False) -> None:
+        self.or_auto, self.optional = or_auto, optional
 
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int | None:
+        from apron.plan.settings import human_readable_int, human_readable_int_or_auto
+
+        if isinstance(value, int):
+            return value
+        if self.optional and value in ("", "None"):
+            return None
         try:
-            return parse_byte_size(str(value))
+            parse = human_readable_int_or_auto if self.or_auto else human_readable_int
+            return parse(str(value))  # click names the option
         except BadInput as exc:
             self.fail(exc.message, param, ctx)
 
@@ -165,16 +174,16 @@ OPTIONS: tuple[OptionSpec, ...] = (
         ("--engine",), "engine", ENGINE, "vLLM release, e.g. vllm==0.33.0 (default: newest that supports the model)."
     ),
     OptionSpec(("--tp",), "tp", ENGINE, "Tensor-parallel size.", type=int, default=1, show_default=True),
-    OptionSpec(("--max-model-len",), "max_model_len", ENGINE, type=int),
+    OptionSpec(("--max-model-len",), "max_model_len", ENGINE, type=HumanInt(or_auto=True)),
     OptionSpec(("--gpu-memory-utilization",), "gpu_memory_utilization", ENGINE, type=float),
     OptionSpec(("--max-num-seqs",), "max_num_seqs", ENGINE, type=int),
-    OptionSpec(("--max-num-batched-tokens",), "max_num_batched_tokens", ENGINE, type=int),
+    OptionSpec(("--max-num-batched-tokens",), "max_num_batched_tokens", ENGINE, type=HumanInt()),
     OptionSpec(
         ("--kv-cache-memory-bytes",),
         "kv_cache_memory_bytes",
         ENGINE,
         "The KV cache size itself (vLLM's syntax: 67108864, 64M, 1G); the CPU platform's way.",
-        type=ByteSize(),
+        type=HumanInt(optional=True),
     ),
     OptionSpec(("--kv-cache-dtype",), "kv_cache_dtype", ENGINE, default="auto", show_default=True),
     OptionSpec(("--dtype",), "dtype", ENGINE, default="auto", show_default=True),
@@ -211,7 +220,7 @@ OPTIONS: tuple[OptionSpec, ...] = (
         ("--context", "--max-model-len"),
         "context",
         help="Tokens each request may hold (prompt + output): the plans' --max-model-len.",
-        type=int,
+        type=HumanInt(or_auto=True),
     ),
     OptionSpec(
         ("--users",), "users", help="Requests served at once, each up to --context tokens.", type=int, required=True

@@ -20,18 +20,23 @@ def records_group() -> None:
 
 @records_group.command("list")
 @option("--kind", group="Options", type=click.Choice(["plan", "boot", "fix", "probe"]))
+@option("--all", "show_all", group="Options", is_flag=True, help="Also the hypotheses a later fix record settled.")
 @records_option
 @json_option()
-def records_list_command(kind: str | None, records: str | None, as_json: bool) -> None:
+def records_list_command(kind: str | None, show_all: bool, records: str | None, as_json: bool) -> None:
     """Every record in the store, newest boots last."""
     from apron.records.report import render_list
     from apron.records.views import list_rows
 
-    rows = list_rows(record_store(records), kind)
+    store = record_store(records)
+    rows = list_rows(store, kind, with_settled=show_all or as_json)
     if as_json:
         emit_json(rows)
-    else:
-        click.echo(render_list(rows))
+        return
+    click.echo(render_list(rows))
+    hidden = len(list_rows(store, kind)) - len(rows)
+    if hidden:
+        say(f"{hidden} hypothesis record(s) a later fix record settled not shown (--all shows them)")
 
 
 @records_group.command("show")

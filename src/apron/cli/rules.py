@@ -144,12 +144,23 @@ def log_parse_command(file: str, as_json: bool) -> None:
 
 
 def _log_value(name: str, value: Any) -> str:
+    """A parsed field for people: sizes and times with units, the run's settings as the vllm serve
+    arguments they are, lists one item after another (--json has the values as data)."""
+    from apron.rules.diagnose import serve_argument
     from apron.units import format_bytes, format_count, format_seconds
 
     if name.endswith("_bytes") and isinstance(value, (int, float)):
         return f"{format_bytes(value)} ({int(value):,} B)"
     if name.endswith("_seconds") and isinstance(value, (int, float)):
         return format_seconds(value)
+    if name == "settings" and isinstance(value, dict):
+        model = value.get("model") or value.get("model_tag")
+        args = " ".join(serve_argument(k, v) for k, v in value.items() if k not in ("model", "model_tag"))
+        return f"{model} {args}".strip() if model else args
+    if isinstance(value, list | tuple):
+        return ", ".join(str(item) for item in value)
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {v}" for k, v in value.items())
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return str(value)
     return format_count(value)

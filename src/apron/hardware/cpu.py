@@ -8,6 +8,10 @@ machine's figures where the system has no per-node meminfo). Two CPU features ch
 builds: AVX-512 BF16 (the SSM state dtype reset in vllm/platforms/cpu.py check_and_update_config) and
 AMX tiles (the AMX MLA backend), read from /proc/cpuinfo as torch.cpu._is_avx512_bf16_supported and
 _is_amx_tile_supported read the CPU's own flags.
+
+APRON_HOST_ROOT=DIR reads DIR/sys and DIR/proc in place of /sys and /proc: the plan of another machine's
+CPU from a copy of its files, and the suite's proof that it passes on a machine of any NUMA size
+(tests/fake_host.py).
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from pathlib import Path
 CPU_NAMES = ("cpu",)
 # The flags of /proc/cpuinfo the CPU platform reads (the rest never change a plan).
 PLATFORM_FLAGS = ("avx512_bf16", "amx_tile")
-SYS = Path("/sys")
+HOST_ROOT_ENV = "APRON_HOST_ROOT"
 
 
 @dataclass(frozen=True)
@@ -29,29 +33,63 @@ class NodeMemory:
     basis: str
 
 
-def first_cpu() -> int:
-    """get_allowed_cpu_list()[0]: the lowest CPU this process may run on."""
-    allowed = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else {0}
+def sys_root() -> Path:
+    root = os.environ.get(HOST_ROOT_ENV)
+    return Path(root) / "sys" if root else Path("/sys")
+
+
+def proc_root() -> Path:
+    root = os.environ.get(HOST_ROOT_ENV)
+    return Path(root) / "proc" if root else Path("/proc")
+
+
+def first_cpu(procfs: Path | None = None) -> int:
+    """get_allowed_cpu_list()[0]: the lowest CPU this process may run on. /proc/self/status's
+    Cpus_allowed_list is the affinity mask os.sched_getaffinity(0) returns."""
+    procfs = procfs or proc_root()
+    allowed = _id_list(_status_field(procfs / "self/status", "Cpus_allowed_list"))
+    if not allowed and procfs == Path("/proc") and hasattr(os, "sched_getaffinity"):
+        allowed = sorted(os.sched_getaffinity(0))
     return min(allowed) if allowed else 0
 
 
-def node_of(cpu: int, sys_root: Path = SYS) -> int:
+def _status_field(path: Path, key: str) -> str:
+    try:
+        text = path.read_text()
+    except OSError:
+        return ""
+    match = re.search(rf"^{key}:\s*(\S*)", text, re.MULTILINE)
+    return match.group(1) if match else ""
+
+
+def _id_list(text: str) -> list[int]:
+    """ "0-3,8" -> [0, 1, 2, 3, 8] (cpu_resource_utils.py parse_id_list)."""
+    out: list[int] = []
+    for part in filter(None, text.split(",")):
+        low, _, high = part.partition("-")
+        if low.isdigit() and (not high or high.isdigit()):
+            out.extend(range(int(low), int(high or low) + 1))
+    return out
+
+
+def node_of(cpu: int, sysfs: Path) -> int:
     """The NUMA node a CPU belongs to (node0 where the system does not say)."""
-    for entry in sorted((sys_root / "devices/system/cpu" / f"cpu{cpu}").glob("node[0-9]*")):
+    for entry in sorted((sysfs / "devices/system/cpu" / f"cpu{cpu}").glob("node[0-9]*")):
         return int(entry.name[4:])
     return 0
 
 
-def node_memory(sys_root: Path = SYS, proc_root: Path = Path("/proc")) -> NodeMemory:
+def node_memory(sysfs: Path | None = None, procfs: Path | None = None) -> NodeMemory:
     """The worker's node MemTotal (cgroup-clamped), as get_memory_node_info computes it."""
-    node = node_of(first_cpu(), sys_root)
-    meminfo = sys_root / "devices/system/node" / f"node{node}" / "meminfo"
+    sysfs, procfs = sysfs or sys_root(), procfs or proc_root()
+    node = node_of(first_cpu(procfs), sysfs)
+    meminfo = sysfs / "devices/system/node" / f"node{node}" / "meminfo"
     total, where = _kib_field(meminfo, "MemTotal"), f"NUMA node {node} MemTotal ({meminfo})"
     if total is None:
-        total, where = _kib_field(proc_root / "meminfo", "MemTotal"), "the machine's MemTotal (no per-node meminfo)"
+        total, where = _kib_field(procfs / "meminfo", "MemTotal"), "the machine's MemTotal (no per-node meminfo)"
     if total is None:
         total, where = 0, "no meminfo readable"
-    limit = _cgroup_limit(sys_root)
+    limit = _cgroup_limit(sysfs)
     if limit is not None and limit < total:
         return NodeMemory(limit, f"the cgroup memory limit, below {where}")
     return NodeMemory(total, where)
@@ -66,11 +104,11 @@ def _kib_field(path: Path, key: str) -> int | None:
     return int(match.group(1)) * 1024 if match else None
 
 
-def _cgroup_limit(sys_root: Path) -> int | None:
+def _cgroup_limit(sysfs: Path) -> int | None:
     """cpu_resource_utils.py get_cgroup_memory_limit: cgroup v2 memory.max, else v1's limit."""
     for path in (
-        sys_root / "fs/cgroup/memory.max",
-        sys_root / "fs/cgroup/memory/memory.limit_in_bytes",
+        sysfs / "fs/cgroup/memory.max",
+        sysfs / "fs/cgroup/memory/memory.limit_in_bytes",
     ):
         try:
             text = path.read_text().strip()
@@ -81,10 +119,10 @@ def _cgroup_limit(sys_root: Path) -> int | None:
     return None
 
 
-def cpu_flags(proc_root: Path = Path("/proc")) -> frozenset[str]:
+def cpu_flags(procfs: Path | None = None) -> frozenset[str]:
     """The platform-relevant flags of the first CPU in /proc/cpuinfo."""
     try:
-        text = (proc_root / "cpuinfo").read_text()
+        text = ((procfs or proc_root()) / "cpuinfo").read_text()
     except OSError:
         return frozenset()
     match = re.search(r"^flags\s*:\s*(.*)$", text, re.MULTILINE)
@@ -92,9 +130,9 @@ def cpu_flags(proc_root: Path = Path("/proc")) -> frozenset[str]:
     return frozenset(flag for flag in PLATFORM_FLAGS if flag in found)
 
 
-def cpu_model(proc_root: Path = Path("/proc")) -> str | None:
+def cpu_model(procfs: Path | None = None) -> str | None:
     try:
-        text = (proc_root / "cpuinfo").read_text()
+        text = ((procfs or proc_root()) / "cpuinfo").read_text()
     except OSError:
         return None
     match = re.search(r"^model name\s*:\s*(.*)$", text, re.MULTILINE)

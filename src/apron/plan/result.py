@@ -79,6 +79,21 @@ class ModelIdentity:
 
 
 @dataclass(frozen=True)
+class FixedCommand:
+    """The command with a fix applied: `flags` are the settings the fix line names."""
+
+    flags: tuple[str, ...]
+    command: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"flags": list(self.flags), "command": self.command}
+
+    @classmethod
+    def from_json(cls, document: dict[str, Any]) -> FixedCommand:
+        return cls(tuple(str(f) for f in document["flags"]), str(document["command"]))
+
+
+@dataclass(frozen=True)
 class PlanSettings:
     """The engine settings the plan was made for, as the engine will run them (defaults resolved)."""
 
@@ -160,6 +175,9 @@ class Plan:
     # --explain material and the shapes rules read (free-form: it grows with the calculator)
     details: dict[str, Any] = field(default_factory=dict, compare=False)
     compute_capability: str | None = None
+    # A plan that does not fit, with the first fix of its problems that does: the flags the fix sets
+    # and the whole command with them (`command` stays the command as given).
+    fixed: FixedCommand | None = None
 
     def __post_init__(self) -> None:
         if self.verdict not in VERDICTS:
@@ -227,6 +245,7 @@ class Plan:
             "problems": [p.to_json() for p in self.problems],
             "unknowns": list(self.unknowns),
             "notes": list(self.notes),
+            "fixed_command": self.fixed.to_json() if self.fixed else None,
             "details": self.details,
         }
 
@@ -259,4 +278,5 @@ class Plan:
             notes=tuple(document.get("notes") or ()),
             details=dict(document.get("details") or {}),
             compute_capability=hardware.get("compute_capability"),
+            fixed=FixedCommand.from_json(document["fixed_command"]) if document.get("fixed_command") else None,
         )

@@ -105,23 +105,56 @@ class UserSettings:
 
 _DECIMAL = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
 _BINARY = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+# vLLM's arguments typed human_readable_int (engine/arg_utils.py _compute_kwargs: 0.29.0:400-411,
+# 0.30.0:372-383, 0.31.0:390-401, 0.32.0:391-402, 0.33.0:397-408 - the same set and the same function,
+# utils/argparse_utils.py human_readable_int, in every release), and max_model_len, typed
+# human_readable_int_or_auto. Every other integer flag is a plain int. An optional one (an `int | None`
+# field, arg_utils.py optional_type) reads "" and "None" as not given.
+HUMAN_READABLE_FLAGS = ("--max-num-batched-tokens", "--kv-cache-memory-bytes")
+HUMAN_READABLE_OR_AUTO_FLAGS = ("--max-model-len",)
+OPTIONAL_FLAGS = ("--kv-cache-memory-bytes",)
+
+
+def human_readable_int(text: str, flag: str = "") -> int:
+    """vllm/utils/argparse_utils.py human_readable_int (0.32.0:29-71), step by step: strip; a number
+    with one suffix (k/m/g/t decimal, K/M/G/T binary; decimals only with a decimal suffix, as
+    int(float(number) * multiplier)); else Python's int() of the text. BadInput where vLLM's parser
+    refuses the text."""
+    value = text.strip()
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)([kKmMgGtT])", value)
+    if match:
+        number, suffix = match.groups()
+        if suffix in _DECIMAL:
+            return int(float(number) * _DECIMAL[suffix])
+        try:
+            return int(number) * _BINARY[suffix]
+        except ValueError:
+            raise BadInput(
+                f"{flag} {text!r}: decimals are not allowed with binary suffixes like {suffix}; ".lstrip()
+                + f"did you mean {number}{suffix.lower()}?"
+            ) from None
+    try:
+        return int(value)
+    except ValueError:
+        raise BadInput(
+            f"{flag} {text!r} is not an integer as vLLM reads it (e.g. 32768, 32k = 32,000, 32K = 32,768)".lstrip()
+        ) from None
+
+
+def human_readable_int_or_auto(text: str, flag: str = "") -> int:
+    """utils/argparse_utils.py human_readable_int_or_auto (0.32.0:76-93): -1 or "auto" is vLLM's
+    auto-fit, which Apron does not plan (it picks the length from the memory left at start-up)."""
+    value = text.strip()
+    if value == "-1" or value.lower() == "auto":
+        raise BadInput(
+            f"{flag} {text!r}: vLLM's auto-fit length is not planned; give the length to plan (e.g. 32k)".lstrip()
+        )
+    return human_readable_int(text, flag)
 
 
 def parse_byte_size(text: str) -> int:
-    """vllm/utils/argparse_utils.py human_readable_int: 1k = 1,000, 1K = 1,024, 25.6k = 25,600; a
-    decimal with a binary suffix is refused, as vLLM refuses it."""
-    text = text.strip()
-    if text.isdigit():
-        return int(text)
-    match = re.fullmatch(r"(\d+(?:\.\d+)?)([kKmMgGtT])", text)
-    if match is None:
-        raise BadInput(f"'{text}' is not a byte count (67108864, 64M, 1G: K/M/G/T binary, k/m/g/t decimal)")
-    number, suffix = match.groups()
-    if suffix in _DECIMAL:
-        return int(float(number) * _DECIMAL[suffix])
-    if "." in number:
-        raise BadInput(f"'{text}': decimals are not allowed with binary suffixes like {suffix}")
-    return int(number) * _BINARY[suffix]
+    """--kv-cache-memory-bytes as vLLM reads it (human_readable_int)."""
+    return human_readable_int(text, "--kv-cache-memory-bytes")
 
 
 def user_flags(user: UserSettings) -> list[str]:

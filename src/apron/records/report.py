@@ -60,20 +60,36 @@ def summary_row(record: StoredRecord[RecordDocument]) -> dict[str, Any]:
     return row | {"model": None, "engine": None, "hardware": None, "outcome": None}
 
 
+LIST_COLUMNS = (("id", 12), ("kind", 5), ("outcome", 40), ("engine", 24), ("hardware", 48), ("model", 0))
+
+
 def render_list(rows: list[dict[str, Any]]) -> str:
+    """One record a line, each column as wide as its longest value (up to a limit, then shortened) and
+    two spaces between columns; the model last, whole."""
     if not rows:
         return "no records"
-    lines = [f"{'id':<12}  {'kind':<4}  {'outcome':<13} {'engine':<13} {'hardware':<40}  model", "-" * 100]
-    for r in rows:
-        engine = f"vllm {r['engine']}" if r["engine"] else NOT_REPORTED
-        lines.append(
-            f"{r['id'][:12]}  {r['kind']:<4}  {str(r['outcome'] or NOT_REPORTED):<13} {engine:<13} "
-            f"{shorten(r['hardware'] or NOT_REPORTED, 40):<40}  {r['model'] or NOT_REPORTED}"
-        )
-    return "\n".join(lines)
+    cells = [
+        {
+            "id": r["id"][:12],
+            "kind": r["kind"],
+            "outcome": str(r["outcome"] or NOT_REPORTED),
+            "engine": f"vllm {r['engine']}" if r["engine"] else NOT_REPORTED,
+            "hardware": r["hardware"] or NOT_REPORTED,
+            "model": r["model"] or NOT_REPORTED,
+        }
+        for r in rows
+    ]
+    widths = {name: min(max(len(name), *(len(c[name]) for c in cells)), limit) for name, limit in LIST_COLUMNS if limit}
+
+    def line(values: dict[str, str]) -> str:
+        shown = [shorten(values[name], widths[name]).ljust(widths[name]) for name, limit in LIST_COLUMNS if limit]
+        return "  ".join([*shown, values["model"]])
+
+    header = line({name: name for name, _ in LIST_COLUMNS})
+    return "\n".join([header, "-" * len(header), *(line(c) for c in cells)])
 
 
-TIMING_TITLES = {
+TIMING_TITLES = {  # the boot's order: download, start (cold start is the two together), checks, teardown
     "weights_download_seconds": "weights",
     "engine_start_seconds": "engine start",
     "cold_start_seconds": "cold start",
@@ -96,12 +112,14 @@ def render_boot(record_id: str, doc: BootRecord) -> str:
         lines.append(f"  evidence  {shorten(fault.evidence, 300)}")
     if doc.command:
         lines.append(f"  command   {doc.command.get('shell')}")
-    timings = [f"{TIMING_TITLES[k]} {format_seconds(v)}" for k, v in doc.timings.items() if k in TIMING_TITLES and v]
+    # In the order the boot went, whatever order the stored document keeps its keys in.
+    timings = [f"{title} {format_seconds(doc.timings[k])}" for k, title in TIMING_TITLES.items() if doc.timings.get(k)]
     if timings:
         lines.append("  timings   " + ", ".join(timings))
     lines.append("  measured" + ("" if doc.measured else "  nothing (the engine's log printed no accounting line)"))
     for name, q in doc.measured.items():
-        lines.append(f"    {name:<28} {format_quantity(q.value, q.unit)}")
+        note = _measured_note(doc, name)
+        lines.append(f"    {name:<28} {format_quantity(q.value, q.unit)}" + (f"  ({note})" if note else ""))
     lines += _answer_lines(doc)
     if doc.log is not None:
         lines.append(f"  log       {format_bytes(doc.log.bytes)}, sha256 {doc.log.sha256}")
@@ -114,13 +132,21 @@ def render_boot(record_id: str, doc: BootRecord) -> str:
     return "\n".join(lines)
 
 
+def _measured_note(doc: BootRecord, name: str) -> str | None:
+    """What a measured figure is where its name alone misleads: the CPU worker's total is its NUMA node's
+    memory (v1/worker/cpu_worker.py), not the host RAM of the hardware line."""
+    if name == "total_memory_bytes" and doc.hardware.platform == "cpu":
+        return "the NUMA node the CPU worker sizes its memory from, not the host RAM above"
+    return None
+
+
 def describe_hardware(doc: BootRecord) -> str:
     hardware = doc.hardware
     if hardware.gpu_name:
         return f"{hardware.gpu_count} x {hardware.gpu_name}"
     if hardware.platform == "cpu":
         cores = f", {hardware.cpu_cores} cores" if hardware.cpu_cores else ""
-        ram = f", {format_bytes(hardware.ram_bytes)} RAM" if hardware.ram_bytes else ""
+        ram = f", {format_bytes(hardware.ram_bytes)} host RAM" if hardware.ram_bytes else ""
         return f"CPU ({hardware.cpu_model or 'model ' + NOT_REPORTED}{cores}{ram})"
     return NOT_REPORTED
 

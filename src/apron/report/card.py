@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from apron.plan.result import REQUIRED_QUANTITIES, Plan
+from apron.report.reading import reading_lines
 from apron.units import format_bytes, format_count
 
 
@@ -33,6 +34,9 @@ QUANTITY_TITLES = {
     "max_concurrency": "max concurrency",
     "host_ram_bytes": "host RAM needed",
 }
+# Quantities beyond the required ones, shown after the named row where a plan has them: the CPU
+# worker's resident memory, which its automatic KV size subtracts (apron.plan.cpu_resident).
+EXTRA_ROWS = {"non_torch_bytes": ("non_kv_bytes", "worker memory (non-KV)")}
 _VERDICT = {
     "fits": "FITS",
     "tight": "TIGHT",
@@ -121,20 +125,40 @@ def render_card(plan: Plan) -> str:
     ]
     titles = dict(QUANTITY_TITLES, weights_bytes_per_gpu="weights") if plan.gpu_name == "cpu" else QUANTITY_TITLES
     width = max(len(t) for t in QUANTITY_TITLES.values())
-    ranges = {name: format_range(plan.quantities[name]) for name in REQUIRED_QUANTITIES}
+    shown_names = [*REQUIRED_QUANTITIES, *(extra for extra, _ in EXTRA_ROWS.values() if extra in plan.quantities)]
+    ranges = {name: format_range(plan.quantities[name]) for name in shown_names}
     span = max((len(r) for r in ranges.values()), default=0)
     for name in REQUIRED_QUANTITIES:
         q = plan.quantities[name]
         shown = f"  {ranges[name]:<{span}}" if span else ""
         lines.append(f"  {titles[name]:<{width}}  {format_value(q, name):>16}{shown}  [{q.label}]")
+        extra, title = EXTRA_ROWS.get(name, ("", ""))
+        if extra in plan.quantities:
+            q = plan.quantities[extra]
+            shown = f"  {format_range(q):<{span}}" if span else ""
+            lines.append(f"  {title:<{width}}  {format_value(q, extra):>16}{shown}  [{q.label}]")
+    lines += reading_lines(plan)
     if plan.problems:
         lines += ["", "problems:"] + [f"  - [{p.label}] {p.message}" for p in plan.problems]
     if plan.unknowns:
         lines += ["", "unknown:"] + [f"  - {u}" for u in plan.unknowns]
     if plan.notes:
         lines += ["", "notes:"] + [f"  - {n}" for n in plan.notes]
-    lines += ["", "command:", f"  {plan.command}"]
+    lines += ["", *command_lines(plan)]
     return "\n".join(lines)
+
+
+def command_lines(plan: Plan) -> list[str]:
+    """The command; a plan that does not fit shows the command as given and, where a fix of its
+    problems fits, the fixed command under it, each saying which it is."""
+    if plan.fixed is None:
+        return ["command:", f"  {plan.command}"]
+    return [
+        "command as given (does not fit):",
+        f"  {plan.command}",
+        f"fixed command (with {' '.join(plan.fixed.flags)}, the fix above, which fits):",
+        f"  {plan.fixed.command}",
+    ]
 
 
 def _shown(value: float | None, unit: str) -> str:

@@ -222,7 +222,12 @@ def kv_by_layout(points: list[KvPoint]) -> Chart:
 # ---- 4. time to first token ----------------------------------------------------------------------
 
 
+NO_SERVING_TEST = "no serving test in these records"
+
+
 def time_to_first_token(rows: list[LatencyRow]) -> Chart:
+    if not rows:
+        return _no_serving_test()
     left = _label_column_px([r.label for r in rows])
     top, right = 44, WIDTH_PX - 170
     bottom = top + ROW_PX * max(len(rows), 1) + 6
@@ -243,8 +248,6 @@ def time_to_first_token(rows: list[LatencyRow]) -> Chart:
             marks.append(Mark(r.record_id, text))
         speed = f"{r.tokens_per_second_per_user:,.1f} tokens/s" if r.tokens_per_second_per_user else "-"
         canvas.text(right + 14, y + 4, speed, size_px=10)
-    if not rows:
-        canvas.text((left + right) / 2, top + 16, "no boot ran the serving test", anchor="middle", fill=MUTED)
     return Chart(
         "time-to-first-token",
         "Time to first token",
@@ -252,4 +255,25 @@ def time_to_first_token(rows: list[LatencyRow]) -> Chart:
         "and each user's decode speed at the right. " + p99_sentence(rows),
         canvas.to_string(),
         tuple(marks),
+    )
+
+
+def _no_serving_test() -> Chart:
+    """No axis without a value on it: the chart says there is nothing to draw and how to get it."""
+    canvas = Canvas(WIDTH_PX, 90, "Time to first token: no serving test in these records")
+    canvas.text(WIDTH_PX / 2, 40, NO_SERVING_TEST, anchor="middle", fill=MUTED)
+    canvas.text(
+        WIDTH_PX / 2,
+        62,
+        "apron boot runs vLLM's serving benchmark unless --no-serve-test; apron serve-test runs it on an endpoint",
+        anchor="middle",
+        size_px=10,
+        fill=MUTED,
+    )
+    return Chart(
+        "time-to-first-token",
+        "Time to first token",
+        f"{NO_SERVING_TEST[0].upper()}{NO_SERVING_TEST[1:]}: no boot among them ran vLLM's serving benchmark.",
+        canvas.to_string(),
+        (),
     )

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import json
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,8 +33,12 @@ _ARG_FIELDS = (
     "dtype",
     "enforce_eager",
     "language_model_only",
+    "kv_cache_memory_bytes",
+    "mm_encoder_tp_mode",
 )
-_EXTRA_ARGS = {"tokenizer_mode": "--tokenizer-mode", "reasoning_parser": "--reasoning-parser"}
+# Arguments that are not settings of the deployment: the model (shown on its own), and the address
+# the runner served it on.
+_NOT_SETTINGS = {"model", "model_tag", "host", "port"}
 _FLAG_FIELDS = {
     "--tensor-parallel-size": ("tensor_parallel_size", int),
     "--max-model-len": ("max_model_len", int),
@@ -163,18 +169,47 @@ def _settings(given: UserSettings | None, plan: Plan | None, parsed: ParsedLog) 
 
 
 def settings_from_args(args: dict) -> UserSettings:
-    """The UserSettings of vLLM's `non-default args` line; values Apron does not model are left out."""
-    values = {}
-    for name in _ARG_FIELDS:
-        if args.get(name) is None:
+    """The UserSettings of vLLM's `non-default args` line, every setting it prints: the ones Apron
+    models in their fields, the rest (and values a field cannot hold, such as an "auto" length) as
+    the `vllm serve` arguments they were, so a corrected command keeps them."""
+    values: dict[str, Any] = {}
+    extra: list[str] = []
+    for name, value in args.items():
+        if name in _NOT_SETTINGS or value is None:
             continue
-        try:  # a value Apron cannot hold ("auto" lengths, other dtypes) stays the engine's business
-            UserSettings(**{name: args[name]})
-        except (BadInput, TypeError, ValueError):
-            continue
-        values[name] = args[name]
-    extra = tuple(f"{flag} {args[name]}" for name, flag in _EXTRA_ARGS.items() if args.get(name))
-    return UserSettings(**values, extra_flags=extra)
+        held = _field_value(name, value)
+        if held is not None:
+            values[name] = held
+        else:
+            extra.append(serve_argument(name, value))
+    return UserSettings(**values, extra_flags=tuple(extra))
+
+
+def _field_value(name: str, value: Any) -> Any:
+    if name == "limit_mm_per_prompt" and isinstance(value, dict):
+        value = tuple(sorted((str(k), v) for k, v in value.items() if isinstance(v, int)))
+    elif name not in _ARG_FIELDS:
+        return None
+    try:
+        UserSettings(**{name: value})
+    except (BadInput, TypeError, ValueError):
+        return None
+    return value
+
+
+def serve_argument(name: str, value: Any) -> str:
+    """A `non-default args` entry as the `vllm serve` argument that sets it: True as the bare flag, False
+    as its --no- form (vLLM's BooleanOptionalAction), lists as repeated values, dicts as JSON."""
+    flag = "--" + name.replace("_", "-")
+    if value is True:
+        return flag
+    if value is False:
+        return "--no-" + flag[2:]
+    if isinstance(value, list | tuple):
+        return " ".join([flag, *(shlex.quote(str(v)) for v in value)])
+    if isinstance(value, dict):
+        return f"{flag} {shlex.quote(json.dumps(value))}"
+    return f"{flag} {shlex.quote(str(value))}"
 
 
 def settings_from_plan(plan: Plan) -> UserSettings:
