@@ -281,6 +281,8 @@ def test_tight_when_one_request_fits_only_above_the_low_end():
     assert plan("Qwen/Qwen3-32B", "H100", max_model_len=fitting).verdict == "fits"
     card = render_card(result)
     assert "verdict: TIGHT" in card
+    assert "command as given (fits only above the low end of its range):" in card
+    assert result.fixed is not None and f"--max-model-len {fitting}" in result.fixed.command
     budget = next(line for line in card.splitlines() if "KV cache budget" in line)
     q = result.quantities["available_kv_bytes"]
     assert f"({q.low / GIB:.2f}-{q.high / GIB:.2f})" in budget

@@ -82,7 +82,7 @@ def plan_checkpoint(
             plan = replace(plan, problems=kept + (shorter,))
     if advice is not None:
         plan = replace(plan, problems=plan.problems + (advice,))
-    if advise and plan.verdict == "does_not_fit":
+    if advise and plan.verdict in ("does_not_fit", "tight"):
         plan = replace(plan, fixed=fixed_command(checkpoint, gpu, user, plan, calibration))
     return plan
 

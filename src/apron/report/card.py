@@ -149,12 +149,14 @@ def render_card(plan: Plan) -> str:
 
 
 def command_lines(plan: Plan) -> list[str]:
-    """The command; a plan that does not fit shows the command as given and, where a fix of its
-    problems fits, the fixed command under it, each saying which it is."""
+    """The command; a plan that does not fit (or fits only above the low end of its range) shows the
+    command as given and, where a fix of its problems fits, the fixed command under it, each saying
+    which it is."""
     if plan.fixed is None:
         return ["command:", f"  {plan.command}"]
+    given = "fits only above the low end of its range" if plan.verdict == "tight" else "does not fit"
     return [
-        "command as given (does not fit):",
+        f"command as given ({given}):",
         f"  {plan.command}",
         f"fixed command (with {' '.join(plan.fixed.flags)}, the fix above, which fits):",
         f"  {plan.fixed.command}",
