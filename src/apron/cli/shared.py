@@ -103,9 +103,11 @@ def record_store(records: str | None) -> RecordStore:
 
 
 def _limits(text: str | None) -> tuple[tuple[str, int], ...]:
-    from apron.plan.encoder import parse_limit_mm_per_prompt
+    if not text:
+        return ()
+    from apron.plan.encoder import parse_limit_mm_per_prompt  # the multimodal planner's: imported when asked
 
-    return parse_limit_mm_per_prompt(text) if text else ()
+    return parse_limit_mm_per_prompt(text)
 
 
 def resolve_gpu_option(gpu: str, settings: dict[str, Any]) -> Gpu:

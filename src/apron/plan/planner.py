@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import shlex
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from apron.checkpoint import Checkpoint, load_checkpoint
 from apron.engine.facts import (
@@ -20,9 +20,6 @@ from apron.engine.facts import (
 from apron.errors import BadInput
 from apron.hardware import Gpu
 from apron.plan import cpu, memory, parallel
-from apron.plan.calibration import Calibration
-from apron.plan.encoder import FAMILIES as TOWER_FAMILIES
-from apron.plan.encoder import is_tower_whole_on_every_rank
 from apron.plan.model_config import ModelConfig
 from apron.plan.parsers import parser_flags, tokenizer_note
 from apron.plan.quantity import Problem, Quantity, one_of
@@ -30,7 +27,11 @@ from apron.plan.ranges import Spread
 from apron.plan.refusals import in_start_up_order
 from apron.plan.result import VERDICTS, FixedCommand, ModelIdentity, Plan, Verdict
 from apron.plan.settings import EngineSettings, UserSettings, resolve_settings, user_flags
+from apron.plan.towers import is_tower_whole_on_every_rank, tower_family
 from apron.plan.weights import WeightsEstimate, WeightSettings, estimate_weights
+
+if TYPE_CHECKING:
+    from apron.plan.calibration import Calibration  # `--calibration FILE` only
 
 
 @dataclass(frozen=True)
@@ -288,10 +289,9 @@ def parallel_layout(
 ) -> tuple[parallel.ParallelShape, parallel.Layout]:
     """What vLLM's parallel-layout checks read (plan/parallel.py), and the plan's layout (TP only)."""
     architecture = checkpoint.architecture
-    tower = TOWER_FAMILIES.get(architecture)
     is_sharded = not settings.is_tower_off and not is_tower_whole_on_every_rank(architecture, settings)
     shape = parallel.parallel_shape(
-        checkpoint, config, facts, tower_family=tower[0] if tower else None, is_tower_sharded=is_sharded
+        checkpoint, config, facts, tower_family=tower_family(architecture), is_tower_sharded=is_sharded
     )
     return shape, parallel.Layout(settings.tensor_parallel_size)
 

@@ -10,7 +10,6 @@ and MODEL_TYPES, and that asking the candidates finds what asking every module f
 from __future__ import annotations
 
 import importlib
-import pkgutil
 from functools import lru_cache
 from types import ModuleType
 
@@ -73,6 +72,8 @@ def family_module(name: str) -> ModuleType:
 
 def module_names() -> list[str]:
     """Every family module in the package, in name order (the fallback included)."""
+    import pkgutil
+
     return sorted(m.name for m in pkgutil.iter_modules(__path__) if m.name not in _NOT_FAMILIES)
 
 
