@@ -58,6 +58,18 @@ def config_file(checkpoint: Checkpoint) -> str:
     return f"{checkpoint.source} (config.json)"
 
 
+def model_config(checkpoint: Checkpoint) -> ModelConfig:
+    """The checkpoint's config, read and checked once per checkpoint and config (fit plans one
+    checkpoint a hundred times); a config that fails its checks raises every time."""
+    file = config_file(checkpoint)
+    cached = checkpoint.extra.get("_model_config")
+    if cached is None or cached[0] is not checkpoint.config or cached[1] != file:
+        cached = (checkpoint.config, file, ModelConfig.from_config(checkpoint.config, file))
+        checkpoint.extra["_model_config"] = cached
+    config: ModelConfig = cached[2]
+    return config
+
+
 def plan_checkpoint(
     checkpoint: Checkpoint,
     gpu: Gpu,
@@ -208,7 +220,7 @@ def _plan(
     checkpoint: Checkpoint, gpu: Gpu, user: UserSettings, engine_version: str | None, calibration: Calibration | None
 ) -> Plan:
     architecture = checkpoint.architecture  # first: a config without one is not worth checking further
-    config = ModelConfig.from_config(checkpoint.config, config_file(checkpoint))
+    config = model_config(checkpoint)
     facts, engine_note = choose_engine(architecture, engine_version, is_cpu=gpu.is_cpu)
     group = calibration.for_plan(facts.version, gpu.name) if calibration is not None else None
     problems = registry_problems(checkpoint, config, gpu, facts)
