@@ -391,15 +391,21 @@ def _plan_kv(layout: KVLayout, budget: _Budget, settings: EngineSettings) -> tup
         return None, [f"KV grouping not modelled: {exc}"]
 
 
-def kv_at(layout: KVLayout, available_bytes: int, settings: EngineSettings) -> KVPlan:
-    """vLLM's block planner over AVAILABLE_BYTES (the central budget or an end of its range)."""
+def kv_at(layout: KVLayout, available_bytes: int, settings: EngineSettings, like: KVPlan | None = None) -> KVPlan:
+    """vLLM's block planner over AVAILABLE_BYTES (the central budget or an end of its range; LIKE, the
+    central plan, lends the ends its groups)."""
     ctx = SchedulingContext(
         max_model_len=settings.max_model_len,
         max_num_batched_tokens=settings.max_num_batched_tokens,
         mamba_cache_mode=layout.mamba_cache_mode,
     )
     return plan_kv(
-        dict(layout.specs), available_bytes, ctx, block_outermost=layout.block_outermost, grouping=layout.grouping
+        dict(layout.specs),
+        available_bytes,
+        ctx,
+        block_outermost=layout.block_outermost,
+        grouping=layout.grouping,
+        like=like,
     )
 
 
@@ -415,7 +421,7 @@ def _kv_range(layout: KVLayout, budget: _Budget, settings: EngineSettings, kv: K
     low, high = budget.available_low, budget.available_high
     if kv is None or low is None or high is None:
         return None
-    return KVRange(kv_at(layout, low, settings), kv_at(layout, high, settings))
+    return KVRange(kv_at(layout, low, settings, kv), kv_at(layout, high, settings, kv))
 
 
 def _assemble(
