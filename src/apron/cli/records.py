@@ -8,7 +8,8 @@ from typing import Any
 
 import click
 
-from apron.cli.options import GroupedCommand, GroupedGroup, json_option, option, records_option, shared
+from apron.cli.groups import GroupedCommand, GroupedGroup
+from apron.cli.options import json_option, option, records_option, shared
 from apron.cli.shared import emit_json, engine_option, record_store, say
 from apron.errors import BadInput, Failed
 
