@@ -4,7 +4,6 @@ turned into the planner's typed request."""
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import Callable
@@ -23,6 +22,8 @@ if TYPE_CHECKING:
 
 
 def emit_json(data: object) -> None:
+    import json  # here, not at the top: `apron --help` loads this module and prints no JSON
+
     click.echo(json.dumps(data, indent=2, sort_keys=False))
 
 
