@@ -19,7 +19,7 @@ from apron.engine.facts import (
 )
 from apron.errors import BadInput
 from apron.hardware import Gpu
-from apron.plan import cpu, memory, parallel
+from apron.plan import memory, parallel
 from apron.plan.model_config import ModelConfig
 from apron.plan.parsers import parser_flags, tokenizer_note
 from apron.plan.quantity import Problem, Quantity, one_of
@@ -243,6 +243,8 @@ def _plan(
     )
     problems += list(settings.problems) + list(weights.problems)
     if gpu.is_cpu:
+        from apron.plan import cpu  # vLLM's CPU platform's budget: a --gpu cpu plan's only
+
         budget = cpu.plan_cpu_memory(checkpoint, config, gpu, facts, settings, weights)
     else:
         budget = memory.plan_memory(checkpoint, config, gpu, facts, settings, weights, group)
