@@ -21,7 +21,9 @@ from apron.errors import BadInput
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-class HumanInt(click.ParamType):
+# click's ParamType takes type parameters only in releases newer than the oldest this package allows
+# (click>=8.1), where subscripting it would fail at import: the base stays unparameterized.
+class HumanInt(click.ParamType):  # type: ignore[type-arg]
     """An integer as vLLM's argument parser reads it (apron.plan.settings.human_readable_int):
     32768, 32k = 32,000, 32K = 32,768, 25.6k = 25,600; with `or_auto`, -1 and "auto" are its auto-fit;
     with `optional`, "" and "None" are not given (arg_utils.py optional_type)."""
