@@ -150,7 +150,10 @@ def test_a_command_imports_only_its_own_module(apron_home_with_facts):
         "print(sorted(m for m in sys.modules if m.startswith('apron.cli.')), file=sys.stderr)"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert done.stderr.strip().splitlines()[-1] == "['apron.cli.groups', 'apron.cli.options', 'apron.cli.plan', 'apron.cli.shared']"
+    assert (
+        done.stderr.strip().splitlines()[-1]
+        == "['apron.cli.groups', 'apron.cli.options', 'apron.cli.plan', 'apron.cli.shared']"
+    )
 
 
 def module_name(path: Path) -> str:
