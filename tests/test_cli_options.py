@@ -4,10 +4,13 @@ release (README, "Renamed options")."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import click
 import pytest
 
-from apron.cli import cli
+from apron.cli import COMMANDS, SUMMARIES, cli
 
 SERVING = ("--num-prompts", "--input-len", "--output-len", "--concurrency")
 RENAMED = {
@@ -63,3 +66,30 @@ def test_an_old_name_still_works_hidden_and_says_so(cmd, old, capsys):
     ctx = command(cmd).make_context(cmd, [*ARGS[cmd], old, "8"])
     assert str(ctx.params[dest]) == "8"
     assert f"{old} is now {new}" in capsys.readouterr().err
+
+
+def test_every_command_has_its_summary_and_the_summary_is_its_help():
+    assert sorted(SUMMARIES) == sorted(COMMANDS)
+    for name, summary in SUMMARIES.items():
+        assert summary == " ".join((command(name).help or "").partition("\n\n")[0].split()), name
+
+
+@pytest.mark.parametrize("width", [60, 80, 100])
+def test_the_command_list_is_the_one_click_writes(width):
+    """`apron --help` lists the commands from SUMMARIES; click's own listing (every command built)
+    writes the same lines at every width."""
+    fresh = type(cli)(name="apron", commands={})  # no command loaded yet: every line from SUMMARIES
+    ours, clicks = click.HelpFormatter(width=width), click.HelpFormatter(width=width)
+    fresh.format_commands(click.Context(fresh), ours)
+    click.Group.format_commands(cli, click.Context(cli), clicks)
+    assert ours.getvalue() == clicks.getvalue()
+    assert fresh.commands == {}  # and the listing imported none of them
+
+
+def test_help_imports_no_command_module():
+    code = (
+        "import sys, apron.cli; apron.cli.main(['--help']); "
+        "print(sorted(m for m in sys.modules if m.startswith('apron.cli.')), file=sys.stderr)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stderr.strip().splitlines()[-1] == "['apron.cli.groups', 'apron.cli.shared']"

@@ -120,6 +120,28 @@ def test_a_plan_and_a_check_load_no_heavy_module(apron_home_with_facts):
     assert done.stderr.strip().splitlines()[-1] == "[]"
 
 
+@pytest.mark.parametrize(
+    "model",
+    ["Qwen/Qwen3-0.6B", "openai/gpt-oss-20b", "state-spaces/mamba-2.8b-hf", "deepseek-ai/DeepSeek-V2-Lite-Chat"],
+)
+def test_a_plan_imports_only_the_kv_family_it_uses_and_no_tower(model, apron_home_with_facts):
+    """`apron plan` imports the KV family module of its layout and no other (plan/kv/families CLAIMS),
+    and for a text-only model neither the vision-tower planner nor the calibration reader."""
+    from apron.checkpoint import load_checkpoint
+    from apron.plan.kv.families import family_for
+    from apron.plan.model_config import ModelConfig
+
+    checkpoint = load_checkpoint(model)
+    family = family_for(checkpoint.architecture, ModelConfig.from_config(checkpoint.config)).NAME
+    code = (
+        f"import sys, apron.cli; apron.cli.main(['plan', {model!r}, '--gpu', 'H100', '--json']); "
+        "print(sorted(m.rsplit('.', 1)[1] for m in sys.modules if m.startswith('apron.plan.kv.families.')), "
+        "sorted(m for m in ('apron.plan.encoder', 'apron.plan.calibration') if m in sys.modules), file=sys.stderr)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stderr.strip().splitlines()[-1] == f"{sorted(['base', family])} []"
+
+
 def test_a_command_imports_only_its_own_module(apron_home_with_facts):
     """The CLI's command modules load lazily: `apron plan` imports apron.cli.plan and nothing of the
     other commands (boot, records, rules, ...), which is part of what keeps a plan's start-up short."""
@@ -128,7 +150,10 @@ def test_a_command_imports_only_its_own_module(apron_home_with_facts):
         "print(sorted(m for m in sys.modules if m.startswith('apron.cli.')), file=sys.stderr)"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert done.stderr.strip().splitlines()[-1] == "['apron.cli.options', 'apron.cli.plan', 'apron.cli.shared']"
+    assert (
+        done.stderr.strip().splitlines()[-1]
+        == "['apron.cli.groups', 'apron.cli.options', 'apron.cli.plan', 'apron.cli.shared']"
+    )
 
 
 def module_name(path: Path) -> str:

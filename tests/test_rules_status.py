@@ -82,6 +82,12 @@ def test_an_unreadable_file_is_bad_input(tmp_path):
         StatusStore(tmp_path).status("enforce_eager", "0.30.0")
 
 
+def test_a_file_that_is_not_an_object_is_bad_input(tmp_path):
+    (tmp_path / "enforce_eager.json").write_text("[]")
+    with pytest.raises(BadInput, match="enforce_eager.json: not a JSON object"):
+        StatusStore(tmp_path).status("enforce_eager", "0.30.0")
+
+
 def test_promote_checks_the_rule_exists(tmp_path):
     with pytest.raises(BadInput, match="no rule"):
         promote("no_such_rule", "0.30.0", "f", "h", store=StatusStore(tmp_path))

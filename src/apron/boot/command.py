@@ -8,6 +8,7 @@ import os
 import re
 import shlex
 from dataclasses import dataclass, field
+from typing import Any
 
 from apron.errors import BadInput
 from apron.units import shorten
@@ -40,7 +41,7 @@ class ServeCommand:
         assignments = [f"{k}={shlex.quote(v)}" for k, v in sorted(self.env.items())]
         return " ".join(assignments + [shlex.quote(a) for a in self.argv])
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "argv": list(self.argv),
             "env": dict(sorted(self.env.items())),

@@ -17,6 +17,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -72,14 +73,14 @@ class StreamFollower(LogFollower):
     """Drains a process's stdout in a thread (`ssh host tail -c +N -F file`) and restarts it from the
     current offset when the connection drops, a bounded number of times."""
 
-    def __init__(self, start, offset: int = 0, max_restarts: int = 5):
+    def __init__(self, start: Callable[[int], subprocess.Popen[bytes]], offset: int = 0, max_restarts: int = 5) -> None:
         self._start, self._offset, self._max_restarts = start, offset, max_restarts
         self._chunks: list[bytes] = []
         self._lock = threading.Lock()
         self._closed = False
         self.error: str | None = None
         self._thread = threading.Thread(target=self._pump, daemon=True)
-        self._proc: subprocess.Popen | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
         self._thread.start()
 
     @property
@@ -175,7 +176,7 @@ def _run(argv: list[str], timeout: float, stdin: bytes | None) -> Result:
     return Result(proc.returncode, out.decode(errors="replace"), err.decode(errors="replace"))
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
@@ -248,7 +249,7 @@ class SshHost(Host):
         self.target = target
         self.address = target.address
         self.connect_timeout_seconds = connect_timeout_seconds
-        self._forwards: list[subprocess.Popen] = []
+        self._forwards: list[subprocess.Popen[bytes]] = []
         self._followers: list[LogFollower] = []
 
     def base_argv(self) -> list[str]:
@@ -300,7 +301,7 @@ class SshHost(Host):
         raise HostFault(f"{self.address}: cannot connect: {message}")
 
     def follow(self, path: str, offset: int = 0) -> LogFollower:
-        def start(from_offset: int) -> subprocess.Popen:
+        def start(from_offset: int) -> subprocess.Popen[bytes]:
             script = f"exec tail -c +{from_offset + 1} -F {shlex.quote(path)} 2>/dev/null"
             return subprocess.Popen(
                 self._remote(script),
@@ -390,7 +391,7 @@ class SshHost(Host):
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        return int(s.getsockname()[1])
 
 
 def _pipe(stream: IO[bytes] | None) -> IO[bytes]:

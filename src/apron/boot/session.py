@@ -15,11 +15,12 @@ import signal
 import time
 import traceback
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from types import FrameType
+from typing import Any, NoReturn
 
 from apron.boot.command import ServeCommand, build_command
 from apron.boot.hosts import Host, LogFollower, Result
@@ -42,7 +43,7 @@ class BootOptions:
     venv: str | None = None  # or the venv that holds it
     profile: str | None = None  # None: "cpu" for a plan made for the CPU platform, else "gpu"
     extra_args: tuple[str, ...] = ()
-    extra_env: dict = field(default_factory=dict)
+    extra_env: dict[str, str] = field(default_factory=dict)
     log_level: str = "INFO"
     health_timeout_seconds: float = 1800.0
     workdir: str | None = None  # on the target; default ~/.cache/apron (local: Apron's cache)
@@ -87,7 +88,7 @@ class Stopwatch:
         self.marks: dict[str, float] = {}
 
     @contextmanager
-    def time(self, name: str):
+    def time(self, name: str) -> Iterator[None]:
         start = time.monotonic()
         try:
             yield
@@ -101,16 +102,16 @@ class Attempt:
 
     target: str
     started_at: str
-    identity: dict = field(default_factory=dict)
+    identity: dict[str, Any] = field(default_factory=dict)
     command: ServeCommand | None = None
     model_path: str | None = None
     timings: Stopwatch = field(default_factory=Stopwatch)
     log_path: Path | None = None
     fault: Fault | None = None
     healthy: bool = False
-    hook_result: dict | None = None
+    hook_result: dict[str, Any] | None = None
     notes: list[str] = field(default_factory=list)
-    probe_files: dict | None = None  # what the allocator hook wrote, read back before teardown
+    probe_files: dict[str, Any] | None = None  # what the allocator hook wrote, read back before teardown
 
 
 def now_iso() -> str:
@@ -243,7 +244,7 @@ class BootRun:
     def _resolve_tools(self) -> tuple[str, str, str]:
         return resolve_tools(self.host, self.options)
 
-    def _identity(self, python: str) -> dict:
+    def _identity(self, python: str) -> dict[str, Any]:
         return probe_identity(self.host, python, self.options)
 
     def _check_engine(self, vllm: str, python: str) -> None:
@@ -294,7 +295,10 @@ class BootRun:
         if result.exit_code == 3:
             message, is_unreachable = download_error(result.stdout, model.repo_id, revision)
             raise HubUnreachable(message) if is_unreachable else HarnessFault(message)
-        return json.loads(self._check(result, "download").stdout.strip().splitlines()[-1])["path"]
+        path = last_json_line(self._check(result, "download"), "download").get("path")
+        if not isinstance(path, str):
+            raise HarnessFault(f"download on {self.host.address} printed no path")
+        return path
 
     def _install_probe(self) -> dict[str, str]:
         """The allocator hook as the engine's sitecustomize (boot/probing.py), and its environment."""
@@ -541,13 +545,25 @@ def resolve_tools(host: Host, options: BootOptions) -> tuple[str, str, str]:
     return vllm_path, python, resolved
 
 
-def probe_identity(host: Host, python: str, options: BootOptions) -> dict:
+def probe_identity(host: Host, python: str, options: BootOptions) -> dict[str, Any]:
     """The engine and hardware identity (apron.boot.probe.IDENTITY) as the engine's Python sees it."""
     # The engine's --env values reach the probe too: APRON_IMAGE_DIGEST names a container image.
     env = " ".join(f"{k}={q(v)}" for k, v in sorted(options.extra_env.items()))
     script = f"env {env} {q(python)} -" if env else f"{q(python)} -"
     result = check_result(host, host.run(script, 120, stdin=IDENTITY.encode()), "identity")
-    return json.loads(result.stdout.strip().splitlines()[-1])
+    return last_json_line(result, "identity")
+
+
+def last_json_line(result: Result, stage: str) -> dict[str, Any]:
+    """The JSON object a helper script prints last on stdout (apron.boot.probe)."""
+    lines = result.stdout.strip().splitlines()
+    try:
+        document = json.loads(lines[-1]) if lines else None
+    except ValueError:
+        document = None
+    if not isinstance(document, dict):
+        raise HarnessFault(f"{stage} printed no JSON object last: {shorten(result.stdout.strip(), 300)!r}")
+    return document
 
 
 def check_result(host: Host, result: Result, stage: str) -> Result:
@@ -578,10 +594,10 @@ def _local_workdir() -> str:
 
 
 @contextmanager
-def _terminate_as_interrupt():
+def _terminate_as_interrupt() -> Iterator[None]:
     """SIGTERM (a CI timeout, `kill`) tears down like Ctrl-C does."""
 
-    def handler(signum, frame):
+    def handler(signum: int, frame: FrameType | None) -> NoReturn:
         raise KeyboardInterrupt
 
     try:

@@ -10,6 +10,7 @@ client calls return a request id, awaited with sky.stream_and_get.
 
 from __future__ import annotations
 
+import importlib
 import math
 import shlex
 import uuid
@@ -50,11 +51,10 @@ AUTOSTOP_MINUTES = 30
 
 
 def import_sky() -> ModuleType:
-    try:
-        import sky  # noqa: PLC0415 - optional, heavy: only when a sky target is used
+    try:  # optional, heavy: only when a sky target is used
+        return importlib.import_module("sky")
     except ImportError:
         raise BadInput("--on sky needs SkyPilot: pip install 'apron[sky]' (then `sky check`)") from None
-    return sky
 
 
 def accelerator_for(gpu_name: str) -> str:

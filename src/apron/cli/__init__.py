@@ -3,8 +3,8 @@
 Exit codes: 0 ok, 1 failed, 2 bad input. A traceback only with APRON_DEBUG=1 (cli/shared.py).
 Each command lives in the module of its group (plan/fit, boot/probe, records/report, rules/diagnose/log,
 engine, models/gpus/example, check/serve-test, mcp) and is imported only when it runs, so a plan does
-not pay for the other commands' imports; options shared between commands are declared once
-(cli/options.py).
+not pay for the other commands' imports, and `apron --help` lists them from SUMMARIES without importing
+any; options shared between commands are declared once (cli/options.py).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import sys
 
 import click
 
-from apron.cli.options import GroupedGroup
+from apron.cli.groups import GroupedGroup
 from apron.cli.shared import run
 
 # command name -> "module:attribute" of the click command, imported on first use
@@ -39,11 +39,50 @@ COMMANDS = {
 }
 
 
+# command name -> the first paragraph of its help: `apron --help` lists the commands from these and
+# imports none of their modules (tests/test_cli_options.py: each is the command's own first paragraph).
+SUMMARIES = {
+    "plan": "Will SOURCE fit, boot and answer on this GPU? SOURCE: a Hub repo id, a folder or a snapshot file.",
+    "fit": "The cheapest GPU x count that serves --users requests of --context tokens, with the flags it needs.",
+    "boot": "Boot a plan on a real engine, measure it, and record prediction beside measurement.",
+    "probe": "Boot a plan with the allocator probe: every block alive at the profiling peak, matched to the plan's "
+    "buffers.",
+    "records": "Plans, boots and fixes kept side by side (content-addressed JSON).",
+    "calibrate": "Fit the terms the planner labels observed to the boots in the store, per release and GPU class, "
+    "with the leave-one-out error of every quantity before and after (exit 1 when nothing is fitted).",
+    "report": "Charts and a self-contained HTML page (OUT/index.html) from the records; prints the page's path.",
+    "diagnose": "Find the decisive error in a failed boot's LOGFILE, the rule that corrects it, and whether the plan "
+    "knew.",
+    "rules": "Correction rules and their status (hypothesis or proven) per vLLM release.",
+    "log": "Read vLLM logs.",
+    "engine": "Engine facts: what each vLLM release supports and defaults to, read from its own source.",
+    "check": "Will the model at URL answer the way users ask? Exit 1 if a check fails.",
+    "serve-test": "How fast does the model at URL serve? vLLM's own `vllm bench serve`; exit 1 if requests fail.",
+    "gpus": "List the GPU catalog: PyTorch's total bytes, compute capability, memory bandwidth, interconnect, aliases.",
+    "models": "The bundled catalog: models `apron plan` reads with no network (id, architecture, layout, size).",
+    "example": "Example inputs to try Apron with, made on this machine.",
+    "mcp": "Serve Apron's tools (plan, fit, diagnose, records, engine list) to agents over MCP on stdio.",
+}
+
+
 class LazyGroup(GroupedGroup):
     """`apron`'s commands, each imported from its module the first time it is asked for."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*self.commands, *COMMANDS})
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The command list as click writes it, from SUMMARIES: `apron --help` imports no command module
+        (click's own listing builds every command to read one line of each)."""
+        listed = [
+            (name, self.commands.get(name) or click.Command(name, help=SUMMARIES[name]))
+            for name in self.list_commands(ctx)
+        ]
+        shown = [(name, command) for name, command in listed if not command.hidden]
+        limit = formatter.width - 6 - max(len(name) for name, _ in shown)
+        rows = [(name, command.get_short_help_str(limit)) for name, command in shown]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name not in self.commands and cmd_name in COMMANDS:

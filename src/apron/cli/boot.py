@@ -7,11 +7,11 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from apron.cli.groups import GroupedCommand
 from apron.cli.options import (
     GPU_OPTIONS,
     SERVING_OPTIONS,
     SETTINGS_OPTIONS,
-    GroupedCommand,
     json_option,
     option,
     records_option,

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from apron.cli.options import GroupedCommand, GroupedGroup, json_option, option
+from apron.cli.groups import GroupedCommand, GroupedGroup
+from apron.cli.options import json_option, option
 from apron.cli.shared import emit_json
 
 

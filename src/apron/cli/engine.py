@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from apron.cli.options import GroupedGroup, json_option
+from apron.cli.groups import GroupedGroup
+from apron.cli.options import json_option
 from apron.cli.shared import emit_json, say
 
 

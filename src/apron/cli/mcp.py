@@ -23,7 +23,8 @@ from typing import Any
 
 import click
 
-from apron.cli.options import GroupedCommand, HumanInt
+from apron.cli.groups import GroupedCommand
+from apron.cli.options import HumanInt
 from apron.errors import BadInput
 
 INSTRUCTIONS = (

@@ -15,56 +15,15 @@ from typing import Any, TypeVar
 
 import click
 
+from apron.cli.groups import GroupedOption
 from apron.errors import BadInput
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-class GroupedOption(click.Option):
-    """An option listed under a heading in --help; OLD names still work but are not shown."""
-
-    def __init__(self, *args: Any, group: str = "Options", old_names: tuple[str, ...] = (), **kwargs: Any):
-        super().__init__(*args, **kwargs)
-        self.group, self.old_names = group, old_names
-
-    def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
-        shown, self.opts = self.opts, [o for o in self.opts if o not in self.old_names]
-        try:
-            return super().get_help_record(ctx)
-        finally:
-            self.opts = shown
-
-
-class GroupedCommand(click.Command):
-    """Options in --help by group, in the order they are declared; a note on stderr for an old name."""
-
-    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        groups: dict[str, list[tuple[str, str]]] = {}
-        for param in self.get_params(ctx):
-            record = param.get_help_record(ctx) if isinstance(param, click.Option) else None
-            if record is not None:
-                groups.setdefault(getattr(param, "group", "Options"), []).append(record)
-        groups["Options"] = groups.pop("Options", [])  # --help and the ungrouped ones, last
-        for name, rows in groups.items():
-            with formatter.section(name):
-                formatter.write_dl(rows)
-
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        for param in self.params:
-            for old in getattr(param, "old_names", ()):
-                if any(arg == old or arg.startswith(old + "=") for arg in args):
-                    click.echo(f"apron: {old} is now {param.opts[0]}; the old name goes in the next release", err=True)
-        return super().parse_args(ctx, args)
-
-
-class GroupedGroup(click.Group):
-    """A sub-group of `apron` whose commands list their options by group."""
-
-    command_class = GroupedCommand
-    group_class = type
-
-
-class HumanInt(click.ParamType):
+# click's ParamType takes type parameters only in releases newer than the oldest this package allows
+# (click>=8.1), where subscripting it would fail at import: the base stays unparameterized.
+class HumanInt(click.ParamType):  # type: ignore[type-arg]
     """An integer as vLLM's argument parser reads it (apron.plan.settings.human_readable_int):
     32768, 32k = 32,000, 32K = 32,768, 25.6k = 25,600; with `or_auto`, -1 and "auto" are its auto-fit;
     with `optional`, "" and "None" are not given (arg_utils.py optional_type)."""

@@ -6,7 +6,8 @@ from typing import Any
 
 import click
 
-from apron.cli.options import GPU_OPTIONS, SETTINGS_OPTIONS, GroupedCommand, json_option, option, shared
+from apron.cli.groups import GroupedCommand
+from apron.cli.options import GPU_OPTIONS, SETTINGS_OPTIONS, json_option, option, shared
 from apron.cli.shared import (
     candidate_plans,
     emit_json,

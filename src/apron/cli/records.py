@@ -8,7 +8,8 @@ from typing import Any
 
 import click
 
-from apron.cli.options import GroupedCommand, GroupedGroup, json_option, option, records_option, shared
+from apron.cli.groups import GroupedCommand, GroupedGroup
+from apron.cli.options import json_option, option, records_option, shared
 from apron.cli.shared import emit_json, engine_option, record_store, say
 from apron.errors import BadInput, Failed
 
@@ -197,7 +198,9 @@ def records_compare_command(record_id: str | None, records: str | None, as_json:
 @click.option("--open", "open_page", is_flag=True, help="Open the page in the default browser.")
 @shared("records", group="Options")
 @shared("as_json", group="Options", help="Print what was written as JSON.")
-def report_command(record_ids, select_all, out_dir, open_page, records, as_json) -> None:
+def report_command(
+    record_ids: tuple[str, ...], select_all: bool, out_dir: str, open_page: bool, records: str | None, as_json: bool
+) -> None:
     """Charts and a self-contained HTML page (OUT/index.html) from the records; prints the page's path."""
     from pathlib import Path
 

@@ -6,7 +6,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from apron.cli.options import GroupedCommand, GroupedGroup, json_option, option, records_option
+from apron.cli.groups import GroupedCommand, GroupedGroup
+from apron.cli.options import json_option, option, records_option
 from apron.cli.shared import emit_json, engine_option, record_store
 from apron.errors import Failed
 

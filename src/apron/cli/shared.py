@@ -4,7 +4,6 @@ turned into the planner's typed request."""
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import Callable
@@ -23,6 +22,8 @@ if TYPE_CHECKING:
 
 
 def emit_json(data: object) -> None:
+    import json  # here, not at the top: `apron --help` loads this module and prints no JSON
+
     click.echo(json.dumps(data, indent=2, sort_keys=False))
 
 
@@ -103,9 +104,11 @@ def record_store(records: str | None) -> RecordStore:
 
 
 def _limits(text: str | None) -> tuple[tuple[str, int], ...]:
-    from apron.plan.encoder import parse_limit_mm_per_prompt
+    if not text:
+        return ()
+    from apron.plan.encoder import parse_limit_mm_per_prompt  # the multimodal planner's: imported when asked
 
-    return parse_limit_mm_per_prompt(text) if text else ()
+    return parse_limit_mm_per_prompt(text)
 
 
 def resolve_gpu_option(gpu: str, settings: dict[str, Any]) -> Gpu:

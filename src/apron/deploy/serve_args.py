@@ -300,7 +300,7 @@ def human_readable_int(text: str) -> int | None:
             return int(float(number) * 10 ** (3 * ("kmgt".index(suffix) + 1)))
         if "." in number:
             return None
-        return int(number) * 2 ** (10 * ("KMGT".index(suffix) + 1))
+        return int(number) << (10 * ("KMGT".index(suffix) + 1))
     return int(text) if re.fullmatch(r"\d+", text) and int(text) > 0 else None
 
 

@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from apron.errors import BadInput
 from apron.hardware.cpu import CPU_NAMES, cpu_flags, node_memory
@@ -78,7 +78,7 @@ def _normalize(name: str) -> str:
     return re.sub(r"[\s_\-]+", "", text)
 
 
-def _entry(raw: dict) -> Gpu:
+def _entry(raw: dict[str, Any]) -> Gpu:
     major, minor = (int(x) for x in raw["compute_capability"].split("."))
     if raw["is_total_exact"]:
         total = raw["total_bytes"]
@@ -103,7 +103,7 @@ def _entry(raw: dict) -> Gpu:
     )
 
 
-def _interconnect(raw: dict) -> Interconnect:
+def _interconnect(raw: dict[str, Any]) -> Interconnect:
     bridge = raw.get("bridge") or {}
     return Interconnect(
         raw["kind"],

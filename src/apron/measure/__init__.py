@@ -8,6 +8,7 @@ serving test until a boot is healthy.
 from __future__ import annotations
 
 import importlib
+from typing import Any
 
 _LAZY = {
     "CheckReport": "checks",
@@ -20,7 +21,7 @@ _LAZY = {
 __all__ = sorted(_LAZY)
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     if name in _LAZY:
         return getattr(importlib.import_module(f"apron.measure.{_LAZY[name]}"), name)
     raise AttributeError(f"module 'apron.measure' has no attribute {name!r}")

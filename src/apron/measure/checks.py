@@ -132,7 +132,7 @@ class CheckOptions:
         thinks = expect_thinking or bool(self.reasoning or self.reasoning_effort)
         return (answer_tokens or self.answer_budget_tokens) + (REASONING_ALLOWANCE_TOKENS if thinks else 0)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "multimodal": self.multimodal,
             "reasoning_effort": self.reasoning_effort,
@@ -151,14 +151,14 @@ class Outcome:
     status: str  # "pass" | "fail" | "skip"
     reason: str
     fix: str | None = None
-    details: dict = field(default_factory=dict)
+    details: dict[str, Any] = field(default_factory=dict)
 
 
-def _pass(reason: str, **details) -> Outcome:
+def _pass(reason: str, **details: Any) -> Outcome:
     return Outcome("pass", reason, None, details)
 
 
-def _fail(reason: str, fix: str | None = None, **details) -> Outcome:
+def _fail(reason: str, fix: str | None = None, **details: Any) -> Outcome:
     return Outcome("fail", reason, fix, details)
 
 
@@ -170,9 +170,9 @@ class CheckResult:
     fix: str | None
     latency_seconds: float | None
     excerpt: str
-    details: dict = field(default_factory=dict)
+    details: dict[str, Any] = field(default_factory=dict)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "name": self.name,
             "status": self.status,
@@ -203,7 +203,7 @@ class CheckReport:
         neither passes nor fails."""
         return "answered" if self.count("fail") == 0 and self.count("pass") > 0 else "not_answered"
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "schema": "apron.check/1",
             "url": self.url,
@@ -344,7 +344,7 @@ def score_reasoning(reply: Reply, question: Question, options: CheckOptions, bud
     )
 
 
-def _schema_error(instance, schema: dict) -> str | None:
+def _schema_error(instance: Any, schema: dict[str, Any]) -> str | None:
     import jsonschema
 
     error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(instance))
@@ -354,7 +354,7 @@ def _schema_error(instance, schema: dict) -> str | None:
     return f"{where}: {error.message}" if where else error.message
 
 
-def score_json(reply: Reply, schema: dict, options: CheckOptions, budget_tokens: int) -> Outcome:
+def score_json(reply: Reply, schema: dict[str, Any], options: CheckOptions, budget_tokens: int) -> Outcome:
     """The answer is a JSON document valid for the schema."""
     answer = _answer_in_its_channel(reply, options)
     if isinstance(answer, Outcome):
@@ -424,7 +424,7 @@ def _no_tool_call(answer: ChatAnswer, options: CheckOptions, budget_tokens: int)
     )
 
 
-def _score_arguments(raw, details: dict) -> Outcome:
+def _score_arguments(raw: Any, details: dict[str, Any]) -> Outcome:
     try:
         arguments = json.loads(raw) if isinstance(raw, str) else raw
     except ValueError:
@@ -461,14 +461,14 @@ class _Context:
             budget = min(budget, max(self.served.max_model_len_tokens - PROMPT_ROOM_TOKENS, 16))
         return budget
 
-    def chat(self, messages: list[dict], max_tokens: int, **extra) -> Reply:
+    def chat(self, messages: list[dict[str, Any]], max_tokens: int, **extra: Any) -> Reply:
         body = {"messages": messages, "max_tokens": max_tokens, "temperature": 0, **extra}
         if self.options.reasoning_effort:
             body["reasoning_effort"] = self.options.reasoning_effort
         return self.endpoint.chat(body)
 
 
-def _result(name: str, reply: Reply | None, outcome: Outcome, **details) -> CheckResult:
+def _result(name: str, reply: Reply | None, outcome: Outcome, **details: Any) -> CheckResult:
     return CheckResult(
         name,
         outcome.status,
@@ -513,7 +513,7 @@ def check_needle(context: _Context) -> CheckResult:
     )
 
 
-def tool_request(tool_choice: str) -> dict:
+def tool_request(tool_choice: str) -> dict[str, Any]:
     """The tool-call request body beside messages and max_tokens."""
     choice = {"type": "function", "function": {"name": "get_weather"}} if tool_choice == "named" else tool_choice
     return {"tools": [WEATHER_TOOL], "tool_choice": choice}
@@ -528,7 +528,7 @@ def check_tool_call(context: _Context) -> CheckResult:
     )
 
 
-def json_request() -> dict:
+def json_request() -> dict[str, Any]:
     return {
         "response_format": {
             "type": "json_schema",
@@ -543,7 +543,7 @@ def check_json_schema(context: _Context) -> CheckResult:
     return _result("json_schema", reply, score_json(reply, CITY_SCHEMA, context.options, budget))
 
 
-def image_messages(colour: str) -> list[dict]:
+def image_messages(colour: str) -> list[dict[str, Any]]:
     png = solid_png(COLOURS[colour])
     return [
         {
@@ -641,7 +641,13 @@ def _check_names(suite: str, only: tuple[str, ...] | None) -> tuple[str, ...]:
 
 
 def _options(
-    multimodal, reasoning_effort, reasoning, reasoning_parser, tool_parser, tool_choice, answer_budget_tokens
+    multimodal: bool,
+    reasoning_effort: str | None,
+    reasoning: bool | None,
+    reasoning_parser: str | None,
+    tool_parser: str | None,
+    tool_choice: str,
+    answer_budget_tokens: int,
 ) -> CheckOptions:
     if tool_choice not in TOOL_CHOICES:
         raise BadInput(f"unknown tool choice {tool_choice!r}: use one of {', '.join(TOOL_CHOICES)}")

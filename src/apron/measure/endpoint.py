@@ -21,7 +21,7 @@ class Reply:
     """One HTTP exchange: the status, the parsed body (or the error text) and the wall time."""
 
     status_code: int  # 0 when no HTTP answer came back (timeout)
-    body: dict
+    body: dict[str, Any]
     latency_seconds: float
     error: str | None = None  # set for non-2xx answers and timeouts
 
@@ -39,7 +39,7 @@ class ServedModel:
     max_model_len_tokens: int | None
 
 
-def reply_from_record(status_code: int, body: dict, latency_seconds: float = 0.0) -> Reply:
+def reply_from_record(status_code: int, body: dict[str, Any], latency_seconds: float = 0.0) -> Reply:
     """A Reply rebuilt from a recorded exchange (tests/fixtures/responses/)."""
     ok = 200 <= status_code < 300
     return Reply(status_code, body, latency_seconds, None if ok else error_message(body, f"HTTP {status_code}"))
@@ -57,7 +57,7 @@ def server_root(url: str) -> str:
     return base[: -len("/v1")]
 
 
-def error_message(body: dict, fallback: str) -> str:
+def error_message(body: dict[str, Any], fallback: str) -> str:
     error = body.get("error") if isinstance(body, dict) else None
     if isinstance(error, dict) and error.get("message"):
         return str(error["message"])

@@ -6,6 +6,7 @@ import math
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 FULL_HAYSTACK_TOKENS = 32_768
 CODE_ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"  # no 0/O or 1/I: a misread is not a right answer
@@ -67,7 +68,7 @@ _TAILS = (
 
 @dataclass(frozen=True)
 class Haystack:
-    messages: list[dict]
+    messages: list[dict[str, Any]]
     code: str
     prompt_tokens: int  # measured by the server's /tokenize, or estimated (is_estimate)
     is_estimate: bool
@@ -79,7 +80,7 @@ def _sentence(rng: random.Random) -> str:
     return f"{rng.choice(_SUBJECTS)} {rng.choice(_VERBS)} {rng.choice(_OBJECTS)} {rng.choice(_TAILS)}."
 
 
-def _messages(filler: list[str], depth_index: int, code: str) -> list[dict]:
+def _messages(filler: list[str], depth_index: int, code: str) -> list[dict[str, Any]]:
     needle = f"The secret code is {code}."
     text = " ".join(filler[:depth_index] + [needle] + filler[depth_index:])
     prompt = (
@@ -104,7 +105,7 @@ def target_tokens(max_model_len_tokens: int | None, answer_budget_tokens: int) -
 
 
 def build_haystack(
-    count_tokens: Callable[[list[dict]], int | None],
+    count_tokens: Callable[[list[dict[str, Any]]], int | None],
     *,
     max_model_len_tokens: int | None,
     answer_budget_tokens: int,
@@ -116,7 +117,7 @@ def build_haystack(
     depth = round(rng.uniform(0.2, 0.8), 2)
     filler = [_sentence(rng) for _ in range(SAMPLE_SENTENCES)]
 
-    def build(n: int) -> list[dict]:
+    def build(n: int) -> list[dict[str, Any]]:
         while len(filler) < n:
             filler.append(_sentence(rng))
         return _messages(filler[:n], int(n * depth), code)
@@ -148,7 +149,9 @@ def _fit(count: Callable[[int], int], n: int, target: int, per_sentence: float, 
     return best
 
 
-def _estimated(build, target: int, depth: float, code: str, note: str) -> Haystack:
+def _estimated(
+    build: Callable[[int], list[dict[str, Any]]], target: int, depth: float, code: str, note: str
+) -> Haystack:
     """Without /tokenize, size by characters; the check says so."""
     chars_per_sentence = len(build(SAMPLE_SENTENCES)[0]["content"]) / SAMPLE_SENTENCES
     n = max(int(target * ESTIMATED_CHARS_PER_TOKEN / max(chars_per_sentence, 1.0)), 0)

@@ -87,11 +87,11 @@ class ParsedLog:
     # Errors printed once shutdown had begun: noise after a healthy run (EngineDeadError), but the
     # only trace of a failure raised in the API server after it stopped the engine core.
     errors_after_shutdown: tuple[str, ...] = ()
-    per_rank: dict = field(default_factory=dict)  # field -> {process: value} where ranks differ
-    sources: dict = field(default_factory=dict)  # field -> the log line it came from (number: text)
+    per_rank: dict[str, dict[str, object]] = field(default_factory=dict)  # field -> {process: value} where ranks differ
+    sources: dict[str, str] = field(default_factory=dict)  # field -> the log line it came from (number: text)
     # The flags the run used, as vLLM printed them: `non-default args: {...}` (0.9 on) or
     # `args: Namespace(...)` (0.6-0.8, every argument); None when the log shows neither.
-    settings: dict | None = None
+    settings: dict[str, Any] | None = None
     settings_from: str | None = None  # "non-default args" | "args"
     processes: tuple[str, ...] = ()  # every process tag seen, in order ("EngineCore_DP0 pid=12")
     # The lines without vLLM's logger prefix that are vLLM's by their message alone (it matches one of
@@ -103,12 +103,12 @@ class ParsedLog:
     log_errors_after_shutdown: tuple[LogError, ...] = field(default=(), compare=False, repr=False)
 
     @property
-    def non_default_settings(self) -> dict | None:
+    def non_default_settings(self) -> dict[str, Any] | None:
         """The flags the run set beyond vLLM's defaults (`non-default args:`, 0.9 on); None where the log
         prints every argument (0.6-0.8's Namespace) or none."""
         return self.settings if self.settings_from == "non-default args" else None
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             f.name: (list(v) if isinstance(v := getattr(self, f.name), tuple) else v)
             for f in fields(self)
@@ -296,7 +296,7 @@ def message_processes(lines: list[LogLine]) -> Iterator[tuple[LogLine, str | Non
         yield line, line.process_key
 
 
-def extract(lines: list[LogLine]) -> tuple[dict, dict, set[int]]:
+def extract(lines: list[LogLine]) -> tuple[dict[str, dict[str, object]], dict[str, str], set[int]]:
     """field -> {process: value}, field -> source line, in the log's order, and the numbers of the
     lines a pattern read."""
     observed: dict[str, dict[str, object]] = {}
@@ -351,7 +351,7 @@ def combine(observed: dict[str, dict[str, object]]) -> tuple[dict[str, Any], dic
     return values, per_rank
 
 
-def kv_details(lines: list[LogLine], values: dict) -> dict:
+def kv_details(lines: list[LogLine], values: dict[str, Any]) -> dict[str, Any]:
     """Where the KV size came from, the platform, and the activation peak without the graph estimate."""
     text = "\n".join(line.message for line in lines if not line.is_frame)
     out = {}
@@ -390,7 +390,7 @@ _NAMESPACE_ARGS = re.compile(r"^args: Namespace\((?P<args>.*)\)\s*$")
 SETTINGS_WINDOW = 400  # the start-up banner and arguments come first
 
 
-def settings_in(lines: list[LogLine]) -> tuple[dict | None, str | None]:
+def settings_in(lines: list[LogLine]) -> tuple[dict[str, Any] | None, str | None]:
     """The flags the run used: 0.9 on logs the non-default ones as a dict, 0.6-0.8 every argument
     as an argparse Namespace. Values that are not Python literals are left out, never guessed."""
     for line in lines[:SETTINGS_WINDOW]:
@@ -405,7 +405,7 @@ def settings_in(lines: list[LogLine]) -> tuple[dict | None, str | None]:
     return None, None
 
 
-def _namespace(text: str) -> dict:
+def _namespace(text: str) -> dict[str, Any]:
     """`host=None, port=8000, ssl_cert_reqs=<VerifyMode.CERT_NONE: 0>` -> {"host": None, "port": 8000}."""
     out = {}
     for item in _top_level_items(text):

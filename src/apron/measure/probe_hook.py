@@ -31,6 +31,25 @@ import os
 import sys
 import time
 import traceback
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from importlib.machinery import ModuleSpec
+    from types import ModuleType
+    from typing import TypeAlias
+
+    # A frame of an allocation's stack: the profiler's text ("file.py(12): fn", an operator) or a
+    # frame of the CUDA allocator's history ({"filename", "line", "name", ...}).
+    Frame: TypeAlias = str | dict[str, Any]
+    Step: TypeAlias = tuple[bool, int, int, Sequence[Frame]]  # (is_alloc, addr, bytes, frames)
+    Made: TypeAlias = tuple[int, Sequence[Frame], int]  # (bytes, frames, alloc step)
+    Seen: TypeAlias = tuple[list[int], str, list[str]]  # (shape, dtype, the operators that read it)
+    # (time, ptr, signed bytes, counter total, parent chain) of one profiler allocation event
+    Allocation: TypeAlias = tuple[int, int, int, int, list[str]]
+    # The engine's torch objects (profiler events, tensors' metadata) are untyped here: torch is the
+    # engine's, not installed where Apron is type-checked.
+    TorchObject: TypeAlias = Any
 
 READING_SCHEMA = "apron.probe-reading/1"
 MAX_TRACE_ENTRIES = 2_000_000
@@ -94,7 +113,7 @@ def _targets() -> dict[str, list[str]]:
 _TARGETS = _targets()
 _WRAPPED_NAMES = {q.rpartition(".")[2] for names in _TARGETS.values() for q in names}
 _WRAPPED_LABEL = "the wrapped function itself"
-_ORIGINALS: dict = {}  # "module:Qualified.name" -> the function as the engine defined it
+_ORIGINALS: dict[str, Callable[..., Any]] = {}  # "module:Qualified.name" -> the function as the engine defined it
 
 
 # -- finding and wrapping the function -------------------------------------------------------------
@@ -103,22 +122,24 @@ _ORIGINALS: dict = {}  # "module:Qualified.name" -> the function as the engine d
 class _PatchingLoader(importlib.abc.Loader):
     """The module's own loader; after it has executed the module, the named functions are wrapped."""
 
-    def __init__(self, loader, name):
+    def __init__(self, loader: importlib.abc.Loader, name: str) -> None:
         self._loader, self._name = loader, name
 
-    def create_module(self, spec):
+    def create_module(self, spec: ModuleSpec) -> ModuleType | None:
         return self._loader.create_module(spec)
 
-    def exec_module(self, module):
+    def exec_module(self, module: ModuleType) -> None:
         self._loader.exec_module(module)
         _patch(module)
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> Any:
         return getattr(self._loader, name)
 
 
 class _Finder(importlib.abc.MetaPathFinder):
-    def find_spec(self, fullname, path, target=None):
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> ModuleSpec | None:
         if fullname not in _TARGETS:
             return None
         for finder in sys.meta_path:
@@ -132,12 +153,12 @@ class _Finder(importlib.abc.MetaPathFinder):
         return None
 
 
-def _patch(module) -> None:
+def _patch(module: ModuleType) -> None:
     patched = []
     for qualname in _TARGETS.get(module.__name__, ()):
         try:
             owner_path, _, attr = qualname.rpartition(".")
-            owner = module
+            owner: object = module
             for part in owner_path.split(".") if owner_path else ():
                 owner = getattr(owner, part)
             original = getattr(owner, attr)
@@ -151,11 +172,11 @@ def _patch(module) -> None:
         _write("patched", {"status": "patched", "functions": [f"{module.__name__}:{q}" for q in patched]})
 
 
-def _wrap(original, name):
+def _wrap(original: Callable[..., Any], name: str) -> Callable[..., Any]:
     _ORIGINALS[name] = original
 
     @functools.wraps(original)
-    def probed(*args, **kwargs):
+    def probed(*args: Any, **kwargs: Any) -> Any:
         if _STATE["active"] or _STATE["done"]:
             return original(*args, **kwargs)
         _STATE["active"] = True
@@ -177,9 +198,9 @@ def _wrap(original, name):
 
 
 class _Session:
-    def __init__(self, function, runner):
+    def __init__(self, function: str, runner: object) -> None:
         self.function, self.runner = function, runner
-        self.reading = {
+        self.reading: dict[str, Any] = {
             "schema": READING_SCHEMA,
             "function": function,
             "pid": os.getpid(),
@@ -188,12 +209,12 @@ class _Session:
             "raised": None,
             "called_from": _caller_frames(),
         }
-        self.raised = None
-        self.platform = None
-        self._markers: list = []
+        self.raised: str | None = None
+        self.platform: str | None = None
+        self._markers: list[str] = []
         self.started = 0.0
-        self._profiler = None
-        self._before: dict = {}
+        self._profiler: TorchObject = None
+        self._before: dict[str, int] = {}
 
     def start(self) -> None:
         self.started = time.monotonic()
@@ -228,19 +249,19 @@ class _Session:
         self.reading["analysis_seconds"] = round(time.monotonic() - self.started - self.reading["seconds"], 3)
         _write("probe", self.reading)
 
-    def _fail(self, stage, exc) -> None:
+    def _fail(self, stage: str, exc: BaseException) -> None:
         self.reading["status"] = "failed"
         self.reading["error"] = f"{stage}: {_text(exc)}"
         self.reading["traceback"] = traceback.format_exc()[-3000:]
 
     # -- CUDA: the caching allocator's own history ------------------------------------------------
-    def _start_cuda(self, torch) -> None:
+    def _start_cuda(self, torch: ModuleType) -> None:
         self._before = _cuda_state(torch)
         torch.cuda.memory._record_memory_history(
             enabled="all", context="alloc", stacks="python", max_entries=MAX_TRACE_ENTRIES
         )
 
-    def _finish_cuda(self, torch) -> None:
+    def _finish_cuda(self, torch: ModuleType) -> None:
         try:  # FX-generated frames then carry the model source they came from (torch 2.10+)
             snapshot = torch.cuda.memory._snapshot(augment_with_fx_traces=True)
         except TypeError:
@@ -273,7 +294,7 @@ class _Session:
         self.reading["retained_free_bytes"] = sum(s["free_bytes"] for s in self.reading["segments"])
 
     # -- CPU: the profiler's memory events --------------------------------------------------------
-    def _start_cpu(self, torch) -> None:
+    def _start_cpu(self, torch: ModuleType) -> None:
         from torch.profiler import ProfilerActivity, profile  # type: ignore[import-not-found]
 
         self._markers = _phase_markers(self.runner, self.function, torch)
@@ -283,7 +304,7 @@ class _Session:
         )
         self._profiler.__enter__()
 
-    def _finish_cpu(self, torch) -> None:
+    def _finish_cpu(self, torch: ModuleType) -> None:
         self._profiler.__exit__(None, None, None)
         for name in self._markers:
             vars(self.runner).pop(name, None)
@@ -293,7 +314,7 @@ class _Session:
         self.reading["tree_seconds"] = round(time.monotonic() - clock, 3)
         allocations, ops, num_events = _profiler_events(roots)
         allocations.sort(key=lambda a: a[0])
-        steps = [(size > 0, ptr, abs(size), chain) for _, ptr, size, _, chain in allocations]
+        steps: list[Step] = [(size > 0, ptr, abs(size), chain) for _, ptr, size, _, chain in allocations]
         self.reading.update(_analysis(steps, _what_ops_saw(allocations, ops)))
         counter_peak = 0
         if allocations:
@@ -322,16 +343,17 @@ class _Session:
 # -- reading the events ----------------------------------------------------------------------------
 
 
-def _analysis(steps, info=None):
+def _analysis(steps: list[Step], info: dict[int, Seen] | None = None) -> dict[str, Any]:
     """The peak over (is_alloc, addr, bytes, frames) steps, overall and per phase (the method of the
     runner the wrapped function was in when it allocated: _dummy_run, _dummy_sampler_run, an encoder):
     the blocks alive at each peak, and the largest blocks the phase allocated at all. Blocks from before
     the call are not part of its transient: their frees are skipped. `info` maps an allocation's step to
     what the recorder saw of it afterwards: (shape, dtype, the operators that read it)."""
     info = info or {}
-    live, running = {}, 0
-    peaks: dict = {}  # phase -> (bytes, step index)
-    made: dict = {}  # phase -> [(bytes, frames, alloc step)]
+    live: dict[int, int] = {}
+    running = 0
+    peaks: dict[str, tuple[int, int]] = {}  # phase -> (bytes, step index)
+    made: dict[str, list[Made]] = {}  # phase -> [(bytes, frames, alloc step)]
     for i, (is_alloc, addr, size, frames) in enumerate(steps):
         if is_alloc:
             live[addr] = size
@@ -342,7 +364,7 @@ def _analysis(steps, info=None):
                 peaks[phase] = (running, i)
         elif addr in live:
             running -= live.pop(addr)
-    phases = []
+    phases: list[dict[str, Any]] = []
     for phase, blocks in made.items():
         size, at = peaks[phase]
         alive = sorted(_live_at(steps, at).values(), key=lambda b: (-b[0], b[2]))
@@ -360,10 +382,10 @@ def _analysis(steps, info=None):
     }
 
 
-def _largest(blocks, info, limit=MAX_ALLOCATED):
+def _largest(blocks: list[Made], info: dict[int, Seen], limit: int = MAX_ALLOCATED) -> list[dict[str, Any]]:
     """The phase's largest allocations; alike ones (bytes, shape, producing and reading operators, first
     frame) are listed once with their count."""
-    groups: dict = {}
+    groups: dict[str, dict[str, Any]] = {}
     for size, frames, i in blocks:
         block = _block(size, frames, info.get(i))
         key = json.dumps([size, block.get("shape"), block["op"], block.get("used_by"), block["frames"][:1]])
@@ -375,7 +397,7 @@ def _largest(blocks, info, limit=MAX_ALLOCATED):
     return [{k: v for k, v in b.items() if k != "_order"} for b in ordered]
 
 
-def _phase(frames):
+def _phase(frames: Sequence[Frame]) -> str:
     """The method of the runner the wrapped call was in when this block was allocated: the outermost
     phase marker (CPU), else the frame just inside the wrapped function, library frames skipped."""
     markers = [f for f in frames if isinstance(f, str) and f.startswith(PHASE_PREFIX)]
@@ -385,14 +407,14 @@ def _phase(frames):
     for j, name in enumerate(names):
         if name in _WRAPPED_NAMES:
             for frame, inner in reversed(list(zip(frames[:j], names[:j], strict=True))):
-                path = frame.get("filename", "") if isinstance(frame, dict) else str(frame)
+                path = str(frame.get("filename", "")) if isinstance(frame, dict) else frame
                 if inner and not _is_library(path):
                     return inner
             return name
     return _WRAPPED_LABEL
 
 
-def _phase_markers(runner, function, torch):
+def _phase_markers(runner: object, function: str, torch: ModuleType) -> list[str]:
     """Mark the parts of the run for the profiler without its Python tracer: each method of the runner
     that the wrapped function names in its code is shadowed, on this instance and for this call only, by
     one that runs it inside torch.profiler.record_function("apron.phase:NAME"). The original runs
@@ -408,7 +430,9 @@ def _phase_markers(runner, function, torch):
             continue
         bound = getattr(runner, name)
 
-        def marked(*args, _bound=bound, _label=PHASE_PREFIX + name, **kwargs):
+        def marked(
+            *args: Any, _bound: Callable[..., Any] = bound, _label: str = PHASE_PREFIX + name, **kwargs: Any
+        ) -> Any:
             with torch.profiler.record_function(_label):
                 return _bound(*args, **kwargs)
 
@@ -420,16 +444,16 @@ def _phase_markers(runner, function, torch):
     return added
 
 
-def _function_name(frame):
+def _function_name(frame: Frame) -> str:
     if isinstance(frame, dict):
-        return frame.get("name") or ""
-    head, sep, name = str(frame).partition("): ")
+        return str(frame.get("name") or "")
+    head, sep, name = frame.partition("): ")
     return name if sep and "(" in head else ""
 
 
-def _live_at(steps, at):
+def _live_at(steps: list[Step], at: int) -> dict[int, Made]:
     """{addr: (bytes, frames, alloc step)} alive just after step `at`."""
-    live = {}
+    live: dict[int, Made] = {}
     for i, (is_alloc, addr, size, frames) in enumerate(steps):
         if i > at:
             break
@@ -440,9 +464,9 @@ def _live_at(steps, at):
     return live
 
 
-def _block(size, frames, seen):
+def _block(size: int, frames: Sequence[Frame], seen: Seen | None) -> dict[str, Any]:
     texts, op = _frames(frames)
-    block = {"bytes": size, "frames": texts, "op": op}
+    block: dict[str, Any] = {"bytes": size, "frames": texts, "op": op}
     source = _source_hint(frames)
     if source:
         block["source"] = source
@@ -451,9 +475,11 @@ def _block(size, frames, seen):
     return block
 
 
-def _frames(frames):
+def _frames(frames: Sequence[Frame]) -> tuple[list[str], str | None]:
     """Frame texts (innermost first, library frames left out) and the allocating operator."""
-    op, texts, in_ops = None, [], True
+    op: str | None = None
+    texts: list[str] = []
+    in_ops = True
     for frame in frames:
         if isinstance(frame, str):  # the profiler's names: operators, "file.py(12): fn", "nn.Module: X"
             is_op = "::" in frame and "(" not in frame
@@ -470,7 +496,7 @@ def _frames(frames):
     return texts[:MAX_FRAMES], op
 
 
-def _source_hint(frames):
+def _source_hint(frames: Sequence[Frame]) -> str | None:
     """The line that allocated (CUDA's history records the current line of each frame; the profiler's
     frames name only the function): for generated code (torch.fx, inductor) the comment above it that
     names the original source, `# File: .../gemma2.py:95 in forward, code: gate_up, _ = ...`."""
@@ -490,33 +516,34 @@ def _source_hint(frames):
     return None
 
 
-def _file_line(frame):
+def _file_line(frame: Frame) -> tuple[str | None, int]:
     if isinstance(frame, dict):
         return frame.get("filename"), int(frame.get("line") or 0)
-    head, sep, _ = str(frame).partition("): ")
+    head, sep, _ = frame.partition("): ")
     if not sep or "(" not in head:
         return None, 0
     filename, _, number = head.rpartition("(")
     return (filename, int(number)) if number.isdigit() else (None, 0)
 
 
-def _is_library(name):
+def _is_library(name: str) -> bool:
     return any(part in name for part in _LIBRARY_PARTS) or name.startswith("torch/")
 
 
-def _short(path):
+def _short(path: str) -> str:
     for marker in ("site-packages/", "dist-packages/"):
         if marker in path:
             return path.split(marker, 1)[1]
     return path
 
 
-def _profiler_events(roots):
+def _profiler_events(roots: list[TorchObject]) -> tuple[list[Allocation], list[tuple[int, TorchObject]], int]:
     """Allocation events (time, ptr, signed bytes, counter total, parent chain), and the operator
     events (start time, event) whose inputs say what shape a block had."""
     from torch._C._profiler import _EventType  # type: ignore[import-not-found]
 
-    allocations, ops = [], []
+    allocations: list[Allocation] = []
+    ops: list[tuple[int, TorchObject]] = []
     stack, count = list(roots), 0
     while stack:
         event = stack.pop()
@@ -535,22 +562,23 @@ def _profiler_events(roots):
     return allocations, ops, count
 
 
-def _chain(event, depth=64):
-    names, parent = [], event.parent
+def _chain(event: TorchObject, depth: int = 64) -> list[str]:
+    names: list[str] = []
+    parent = event.parent
     while parent is not None and len(names) < depth:
         names.append(parent.name)
         parent = parent.parent
     return names
 
 
-def _what_ops_saw(allocations, ops):
+def _what_ops_saw(allocations: list[Allocation], ops: list[tuple[int, TorchObject]]) -> dict[int, Seen]:
     """{alloc step: (shape, dtype, reading operators)} from one pass over the operators in time order:
     a block's shape is the first input on its storage, while it was alive, that spans all its bytes (else
     the first such input); its readers are the first MAX_READERS distinct operators that took it in."""
     from torch._C._profiler import _TensorMetadata
 
-    spans: dict = {}  # ptr -> [(alloc time, free time, step, bytes)]
-    open_at: dict = {}
+    spans: dict[int, list[tuple[int, float, int, int]]] = {}  # ptr -> [(alloc time, free time, step, bytes)]
+    open_at: dict[int, tuple[int, int, int]] = {}
     for i, (time_ns, ptr, size, _, _) in enumerate(allocations):
         if size > 0:
             open_at[ptr] = (time_ns, i, size)
@@ -559,7 +587,7 @@ def _what_ops_saw(allocations, ops):
             spans.setdefault(ptr, []).append((start, time_ns, step, nbytes))
     for ptr, (start, step, nbytes) in open_at.items():
         spans.setdefault(ptr, []).append((start, float("inf"), step, nbytes))
-    seen: dict = {}
+    seen: dict[int, list[Any]] = {}  # step -> [shape, dtype, whole, readers]
     for time_ns, event in ops:
         name = event.name
         for value in event.extra_fields.inputs:
@@ -573,7 +601,7 @@ def _what_ops_saw(allocations, ops):
     return {step: (shape, dtype, readers) for step, (shape, dtype, _, readers) in seen.items()}
 
 
-def _note_use(seen, step, nbytes, tensor, op_name):
+def _note_use(seen: dict[int, list[Any]], step: int, nbytes: int, tensor: TorchObject, op_name: str) -> None:
     sizes, dtype = list(tensor.sizes), tensor.dtype
     whole = _numel(sizes) * dtype.itemsize == nbytes
     entry = seen.get(step)
@@ -584,7 +612,7 @@ def _note_use(seen, step, nbytes, tensor, op_name):
         entry[3].append(op_name)
 
 
-def _numel(sizes):
+def _numel(sizes: list[int]) -> int:
     n = 1
     for s in sizes:
         n *= s
@@ -594,7 +622,7 @@ def _numel(sizes):
 # -- the machine ---------------------------------------------------------------------------------------
 
 
-def _cuda_state(torch):
+def _cuda_state(torch: ModuleType) -> dict[str, int]:
     stats = torch.cuda.memory_stats()
     free, total = torch.cuda.mem_get_info()
     reserved = torch.cuda.memory_reserved()
@@ -606,9 +634,9 @@ def _cuda_state(torch):
     }
 
 
-def _cuda_segments(segments, device):
+def _cuda_segments(segments: list[dict[str, Any]], device: int) -> list[dict[str, Any]]:
     """Segments holding a live block and free bytes: what empty_cache() cannot give back."""
-    out = []
+    out: list[dict[str, Any]] = []
     for segment in segments:
         if segment.get("device", device) != device or not segment.get("active_size"):
             continue
@@ -624,15 +652,15 @@ def _cuda_segments(segments, device):
     return sorted(out, key=lambda s: -s["free_bytes"])
 
 
-def _rank(torch):
+def _rank(torch: ModuleType) -> int | None:
     try:
         dist = torch.distributed
-        return dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
+        return int(dist.get_rank()) if dist.is_available() and dist.is_initialized() else 0
     except Exception:  # noqa: BLE001
         return None
 
 
-def _rss_bytes():
+def _rss_bytes() -> int:
     try:
         with open("/proc/self/statm") as handle:
             return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
@@ -640,16 +668,16 @@ def _rss_bytes():
         return 0
 
 
-def _caller_frames():
+def _caller_frames() -> list[str]:
     frames = traceback.extract_stack()[:-3]
     return [f"{_short(f.filename)}:{f.lineno} {f.name}" for f in frames if "vllm" in f.filename][-6:]
 
 
-def _text(exc):
+def _text(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"[:1000]
 
 
-def _write(kind, document):
+def _write(kind: str, document: dict[str, Any]) -> None:
     if not _OUT_DIR:
         return
     try:

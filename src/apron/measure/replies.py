@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import Any
 
 # Tags that mean reasoning text reached the answer channel unparsed: <think> families (Qwen3,
 # DeepSeek-R1, GLM), Seed-OSS, Kimi, Magistral, and gpt-oss harmony channels.
@@ -42,12 +43,12 @@ class ChatAnswer:
 
     content: str
     reasoning: str
-    tool_calls: tuple[dict, ...]
+    tool_calls: tuple[dict[str, Any], ...]
     finish_reason: str | None
     completion_tokens: int | None
 
 
-def read_answer(body: dict) -> ChatAnswer | None:
+def read_answer(body: dict[str, Any]) -> ChatAnswer | None:
     """None where the body is not a chat completion (no choices)."""
     choices = body.get("choices") if isinstance(body, dict) else None
     if not choices or not isinstance(choices[0], dict):
@@ -73,7 +74,7 @@ def tool_call_marker_in(text: str) -> str | None:
     return next((m for m in TOOL_CALL_MARKERS if m in text), None)
 
 
-def excerpt(body: dict) -> str:
+def excerpt(body: dict[str, Any]) -> str:
     """A short view of what the server sent: the message fields that matter, or the error."""
     answer = read_answer(body)
     if answer is None:

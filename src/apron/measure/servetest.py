@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import IO, Any
 
 from apron.errors import BadInput, Failed
 from apron.measure.endpoint import Endpoint, server_root
@@ -44,7 +45,7 @@ class ServeTestSettings:
                 )
         return self
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "num_prompts": self.num_prompts,
             "input_len_tokens": self.input_len_tokens,
@@ -63,7 +64,7 @@ class Latency:
     p90_seconds: float
     p99_seconds: float
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             k: round(v, 6)
             for k, v in (
@@ -103,7 +104,7 @@ class ServeFigures:
             return f"p99 over {self.completed} requests is the slowest one or two of them: read it beside p50"
         return f"p99 over {self.completed} requests"
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "completed": self.completed,
             "failed": self.failed,
@@ -165,7 +166,7 @@ class ServeReport:
             )
         return f"all {f.completed} requests completed"
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "schema": "apron.serve_test/1",
             "url": self.url,
@@ -184,7 +185,7 @@ class ServeReport:
 # ---- the result file ----------------------------------------------------------------------------
 
 
-def _number(document: dict, key: str) -> float:
+def _number(document: dict[str, Any], key: str) -> float:
     value = document.get(key)
     if not isinstance(value, (int, float)) or isinstance(value, bool):
         raise Failed(
@@ -194,7 +195,7 @@ def _number(document: dict, key: str) -> float:
     return float(value)
 
 
-def _latency(document: dict, metric: str) -> Latency:
+def _latency(document: dict[str, Any], metric: str) -> Latency:
     def seconds(key: str) -> float:
         return _number(document, key) / 1000.0
 
@@ -206,7 +207,7 @@ def _latency(document: dict, metric: str) -> Latency:
     )
 
 
-def parse_bench_result(document: dict) -> ServeFigures:
+def parse_bench_result(document: dict[str, Any]) -> ServeFigures:
     """The figures of one `vllm bench serve --save-result` JSON document."""
     if not isinstance(document, dict):
         raise Failed("the vllm bench serve result is not a JSON object")
@@ -235,7 +236,7 @@ def read_bench_result(path: Path) -> ServeFigures:
 # ---- running vllm bench serve -------------------------------------------------------------------
 
 
-def resolve_vllm(vllm_executable: str | os.PathLike | None) -> str:
+def resolve_vllm(vllm_executable: str | os.PathLike[str] | None) -> str:
     """The `vllm` to run: the one given (bad input if missing) or the one on PATH (failure if none)."""
     if vllm_executable is None:
         found = shutil.which("vllm")
@@ -304,7 +305,7 @@ def _default_tokenizer(url: str, model: str, api_key: str | None) -> str:
     return served.root or model
 
 
-def _pump(process: subprocess.Popen, log, progress: Callable[[str], None] | None) -> None:
+def _pump(process: subprocess.Popen[str], log: IO[str], progress: Callable[[str], None] | None) -> None:
     """Read the tool's output as it comes (a full pipe would stall it), into the log and to progress."""
     for line in process.stdout or ():
         log.write(line)
@@ -313,7 +314,7 @@ def _pump(process: subprocess.Popen, log, progress: Callable[[str], None] | None
             progress(line.rstrip())
 
 
-def _stop(process: subprocess.Popen) -> None:
+def _stop(process: subprocess.Popen[str]) -> None:
     for sig in (signal.SIGTERM, signal.SIGKILL):
         try:
             os.killpg(process.pid, sig)
@@ -330,7 +331,7 @@ def run_bench(
     log_path: Path,
     timeout_seconds: float,
     progress: Callable[[str], None] | None,
-    env: dict | None = None,
+    env: dict[str, str] | None = None,
 ) -> None:
     """Run the tool in its own process group; stop the whole group if it outlives the timeout."""
     with open(log_path, "w") as log:
@@ -380,14 +381,14 @@ def run_serve_test(
     base_url: str,
     model: str,
     *,
-    vllm_executable: str | os.PathLike | None,
+    vllm_executable: str | os.PathLike[str] | None,
     num_prompts: int = 50,
     input_len: int = 512,
     output_len: int = 128,
     concurrency: int = 4,
     seed: int = 0,
     tokenizer: str | None = None,
-    result_dir: str | os.PathLike | None = None,
+    result_dir: str | os.PathLike[str] | None = None,
     timeout_seconds: float = 1800,
     api_key: str | None = None,
     progress: Callable[[str], None] | None = None,

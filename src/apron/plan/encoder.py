@@ -28,6 +28,7 @@ from apron.errors import BadInput
 from apron.plan.activation import Buffer, Moment
 from apron.plan.model_config import ModelConfig
 from apron.plan.settings import EngineSettings
+from apron.plan.towers import TOWERS
 from apron.plan.weights import DTYPE_BYTES
 
 # config/multimodal.py get_limit_per_prompt: an unspecified modality is allowed 999 items.
@@ -96,15 +97,6 @@ def parse_limit_mm_per_prompt(text: str) -> tuple[tuple[str, int], ...]:
             raise BadInput(f"--limit-mm-per-prompt: the count for {modality!r} must be a whole number >= 0")
         limits.append((str(modality), count))
     return tuple(sorted(limits))
-
-
-def is_tower_whole_on_every_rank(architecture: str, settings: EngineSettings) -> bool:
-    """--mm-encoder-tp-mode data on a tower that supports it: the vision layers are built with
-    disable_tp (models/vision.py and the family's tower, e.g. qwen3_vl.py Qwen3_VisionTransformer
-    use_data_parallel), so every rank holds the whole tower; other towers fall back to weights
-    (config/model.py 0.33.0:836-843)."""
-    family = FAMILIES.get(architecture)
-    return bool(family and family[3]) and settings.user.mm_encoder_tp_mode == "data"
 
 
 def estimate_encoder(
@@ -701,26 +693,18 @@ FAMILY_SOURCES = {
 }
 CostsFn = Callable[[ModelConfig, EngineSettings, dict[str, Any], EngineFacts], list[ModalityCost]]
 TowerFn = Callable[[ModelConfig, str], "Tower | None"]
-# architecture -> (family, costs, tower, supports --mm-encoder-tp-mode data)
+# tower family -> (costs, tower)
+_FUNCTIONS: dict[str, tuple[CostsFn, TowerFn]] = {
+    "qwen3_vl": (qwen3_vl_costs, qwen3_vl_tower),
+    "gemma4": (gemma4_costs, gemma4_tower),
+    "idefics3": (idefics3_costs, idefics3_tower),
+    "muse_glimmer": (muse_glimmer_costs, muse_glimmer_tower),
+    "glm5next": (glm5_costs, glm5_tower),
+    "minimax_m3": (minimax_m3_costs, minimax_m3_tower),
+    "deepseek_v41": (deepseek_v41_costs, deepseek_v41_tower),
+}
+# architecture -> (family, costs, tower, supports --mm-encoder-tp-mode data): plan/towers.py TOWERS
+# with each family's functions.
 FAMILIES: dict[str, tuple[str, CostsFn, TowerFn, bool]] = {
-    **{
-        arch: ("qwen3_vl", qwen3_vl_costs, qwen3_vl_tower, True)
-        for arch in (
-            "Qwen3VLForConditionalGeneration",
-            "Qwen3VLMoeForConditionalGeneration",
-            "Qwen3_5ForConditionalGeneration",
-            "Qwen3_5MoeForConditionalGeneration",
-            "Qwen4ExpForConditionalGeneration",
-        )
-    },
-    "Gemma4ForConditionalGeneration": ("gemma4", gemma4_costs, gemma4_tower, False),
-    "Idefics3ForConditionalGeneration": ("idefics3", idefics3_costs, idefics3_tower, False),
-    "MuseGlimmerForConditionalGeneration": ("muse_glimmer", muse_glimmer_costs, muse_glimmer_tower, False),
-    "Glm5NextForConditionalGeneration": ("glm5next", glm5_costs, glm5_tower, False),
-    # models/minimax_m3/nvidia/model.py (0.33.0:1155, 1207-1256): --mm-encoder-tp-mode data runs
-    # run_dp_sharded_mrope_vision_model with a replicated tower.
-    "MiniMaxM3SparseForConditionalGeneration": ("minimax_m3", minimax_m3_costs, minimax_m3_tower, True),
-    # models/deepseek_v41/nvidia/vl_model.py (0.33.0:218-224): data mode runs run_dp_sharded_vision_tower
-    # (whole images per rank, replicated tower).
-    "DeepseekV41ForCausalLM": ("deepseek_v41", deepseek_v41_costs, deepseek_v41_tower, True),
+    arch: (family, *_FUNCTIONS[family], supports_data_mode) for arch, (family, supports_data_mode) in TOWERS.items()
 }

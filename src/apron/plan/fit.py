@@ -29,7 +29,7 @@ from apron.plan.candidate import candidate_engine, candidate_gpu, candidate_sett
 from apron.plan.decode import DecodeBound, decode_bound
 from apron.plan.memory import MARGIN_BYTES
 from apron.plan.model_config import ModelConfig
-from apron.plan.planner import choose_engine, config_file, plan_checkpoint, unsupported_summary
+from apron.plan.planner import choose_engine, model_config, plan_checkpoint, unsupported_summary
 from apron.plan.quantity import Quantity
 from apron.plan.result import Plan
 from apron.plan.settings import UserSettings
@@ -246,7 +246,7 @@ def counts(max_gpus: int) -> tuple[int, ...]:
 def fit(checkpoint: Checkpoint, request: FitRequest, prices: PriceTable) -> FitResult:
     """Plan every GPU x count in-process and rank the feasible ones by price, then KV headroom."""
     facts, engine_note = choose_engine(checkpoint.architecture, request.engine_version)
-    config = ModelConfig.from_config(checkpoint.config, config_file(checkpoint))
+    config = model_config(checkpoint)
     configs = [(gpu, n, False) for gpu in request.gpus for n in counts(request.max_gpus)]
     for gpu, n in request.extra:
         matches = [i for i, (g, m, _) in enumerate(configs) if g.name == gpu.name and m == n]

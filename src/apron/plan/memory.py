@@ -8,15 +8,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from apron.checkpoint import Checkpoint
 from apron.engine.facts import EngineFacts
 from apron.hardware import Gpu
 from apron.plan import moe, overheads, ranges
 from apron.plan.activation import ActivationEstimate, Buffer, KeptAllocation, estimate_activation
-from apron.plan.calibration import GroupCalibration, scale_components
-from apron.plan.encoder import RUNNER_BUFFER_SOURCES, EncoderProfile, estimate_encoder
 from apron.plan.graphs import cudagraph_estimate
 from apron.plan.kv.layouts import KVLayout, build_layout
 from apron.plan.kv.planning import KVPlan, NotModelled, bytes_per_token, plan_kv
@@ -33,6 +31,10 @@ from apron.plan.weights import (
     mxfp4_backend,
     pad_to,
 )
+
+if TYPE_CHECKING:  # a calibrated or a multimodal plan's only: imported where they are used
+    from apron.plan.calibration import GroupCalibration
+    from apron.plan.encoder import EncoderProfile
 
 GIB = 2**30
 
@@ -133,9 +135,7 @@ def plan_memory(
             traits=kinds,
             has_compile_copy=any(m.name == "compile transient" for m in activation.moments),
             param_bytes=weights.param_bytes,
-            multimodal_buffers=tuple(
-                (b.name, b.num_bytes, RUNNER_BUFFER_SOURCES[b.name]) for b in (encoder.persistent if encoder else ())
-            ),
+            multimodal_buffers=_multimodal_buffers(encoder),
         ),
     )
     graphs = cudagraph_estimate(
@@ -152,6 +152,8 @@ def plan_memory(
         ),
     )
     if calibration is not None:
+        from apron.plan.calibration import scale_components  # `--calibration FILE` only
+
         non_torch = overheads.Overhead(scale_components(non_torch.components, "non_torch_bytes", calibration))
         graphs = overheads.Overhead(scale_components(graphs.components, "cudagraph_bytes", calibration))
     peak_range = None
@@ -179,6 +181,8 @@ def _encoder(
 ) -> EncoderProfile | None:
     if not is_multimodal:
         return None
+    from apron.plan.encoder import estimate_encoder  # a multimodal model's only: most plans never import it
+
     return estimate_encoder(
         checkpoint.architecture,
         config,
@@ -187,6 +191,15 @@ def _encoder(
         checkpoint.processor_configs,
         gpu_total_bytes=gpu.total_bytes,
     )
+
+
+def _multimodal_buffers(encoder: EncoderProfile | None) -> tuple[tuple[str, int, str], ...]:
+    """The persistent buffers only a multimodal runner allocates, each with where it comes from."""
+    if encoder is None:
+        return ()
+    from apron.plan.encoder import RUNNER_BUFFER_SOURCES
+
+    return tuple((b.name, b.num_bytes, RUNNER_BUFFER_SOURCES[b.name]) for b in encoder.persistent)
 
 
 def _has_one_window_config(config: ModelConfig) -> bool:
@@ -378,15 +391,21 @@ def _plan_kv(layout: KVLayout, budget: _Budget, settings: EngineSettings) -> tup
         return None, [f"KV grouping not modelled: {exc}"]
 
 
-def kv_at(layout: KVLayout, available_bytes: int, settings: EngineSettings) -> KVPlan:
-    """vLLM's block planner over AVAILABLE_BYTES (the central budget or an end of its range)."""
+def kv_at(layout: KVLayout, available_bytes: int, settings: EngineSettings, like: KVPlan | None = None) -> KVPlan:
+    """vLLM's block planner over AVAILABLE_BYTES (the central budget or an end of its range; LIKE, the
+    central plan, lends the ends its groups)."""
     ctx = SchedulingContext(
         max_model_len=settings.max_model_len,
         max_num_batched_tokens=settings.max_num_batched_tokens,
         mamba_cache_mode=layout.mamba_cache_mode,
     )
     return plan_kv(
-        dict(layout.specs), available_bytes, ctx, block_outermost=layout.block_outermost, grouping=layout.grouping
+        dict(layout.specs),
+        available_bytes,
+        ctx,
+        block_outermost=layout.block_outermost,
+        grouping=layout.grouping,
+        like=like,
     )
 
 
@@ -402,7 +421,7 @@ def _kv_range(layout: KVLayout, budget: _Budget, settings: EngineSettings, kv: K
     low, high = budget.available_low, budget.available_high
     if kv is None or low is None or high is None:
         return None
-    return KVRange(kv_at(layout, low, settings), kv_at(layout, high, settings))
+    return KVRange(kv_at(layout, low, settings, kv), kv_at(layout, high, settings, kv))
 
 
 def _assemble(

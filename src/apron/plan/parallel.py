@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cache, lru_cache
 from typing import Any
 
 from apron.checkpoint import Checkpoint
@@ -118,6 +119,7 @@ LINES: dict[str, dict[str, int | None]] = {
 }
 
 
+@cache  # every plan cites every check (parallel_details): a few dozen (key, release) pairs in all
 def cite(key: str, version: str) -> str:
     """`file.py 0.33.0:1070`; for a release the table does not hold, the nearest older one it does."""
     source, lines = SOURCES[key], LINES[key]
@@ -383,6 +385,7 @@ def failures(shape: ParallelShape, layout: Layout) -> list[Failure]:
     return [Failure(check, reason) for check in CHECKS if (reason := check.failure(shape, layout)) is not None]
 
 
+@lru_cache(maxsize=64)  # fit plans one shape at many sizes and asks for every plan
 def passing_tensor_parallel_sizes(shape: ParallelShape, up_to: int = MAX_LISTED_TP) -> tuple[int, ...]:
     return tuple(tp for tp in range(1, up_to + 1) if not failures(shape, Layout(tp)))
 

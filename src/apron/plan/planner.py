@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import shlex
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from apron.checkpoint import Checkpoint, load_checkpoint
 from apron.engine.facts import (
@@ -19,10 +19,7 @@ from apron.engine.facts import (
 )
 from apron.errors import BadInput
 from apron.hardware import Gpu
-from apron.plan import cpu, memory, parallel
-from apron.plan.calibration import Calibration
-from apron.plan.encoder import FAMILIES as TOWER_FAMILIES
-from apron.plan.encoder import is_tower_whole_on_every_rank
+from apron.plan import memory, parallel
 from apron.plan.model_config import ModelConfig
 from apron.plan.parsers import parser_flags, tokenizer_note
 from apron.plan.quantity import Problem, Quantity, one_of
@@ -30,7 +27,11 @@ from apron.plan.ranges import Spread
 from apron.plan.refusals import in_start_up_order
 from apron.plan.result import VERDICTS, FixedCommand, ModelIdentity, Plan, Verdict
 from apron.plan.settings import EngineSettings, UserSettings, resolve_settings, user_flags
+from apron.plan.towers import is_tower_whole_on_every_rank, tower_family
 from apron.plan.weights import WeightsEstimate, WeightSettings, estimate_weights
+
+if TYPE_CHECKING:
+    from apron.plan.calibration import Calibration  # `--calibration FILE` only
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,18 @@ def config_file(checkpoint: Checkpoint) -> str:
     if checkpoint.source_kind in ("hub", "catalog") and checkpoint.repo_id:
         return f"{checkpoint.repo_id}/config.json"
     return f"{checkpoint.source} (config.json)"
+
+
+def model_config(checkpoint: Checkpoint) -> ModelConfig:
+    """The checkpoint's config, read and checked once per checkpoint and config (fit plans one
+    checkpoint a hundred times); a config that fails its checks raises every time."""
+    file = config_file(checkpoint)
+    cached = checkpoint.extra.get("_model_config")
+    if cached is None or cached[0] is not checkpoint.config or cached[1] != file:
+        cached = (checkpoint.config, file, ModelConfig.from_config(checkpoint.config, file))
+        checkpoint.extra["_model_config"] = cached
+    config: ModelConfig = cached[2]
+    return config
 
 
 def plan_checkpoint(
@@ -207,7 +220,7 @@ def _plan(
     checkpoint: Checkpoint, gpu: Gpu, user: UserSettings, engine_version: str | None, calibration: Calibration | None
 ) -> Plan:
     architecture = checkpoint.architecture  # first: a config without one is not worth checking further
-    config = ModelConfig.from_config(checkpoint.config, config_file(checkpoint))
+    config = model_config(checkpoint)
     facts, engine_note = choose_engine(architecture, engine_version, is_cpu=gpu.is_cpu)
     group = calibration.for_plan(facts.version, gpu.name) if calibration is not None else None
     problems = registry_problems(checkpoint, config, gpu, facts)
@@ -230,6 +243,8 @@ def _plan(
     )
     problems += list(settings.problems) + list(weights.problems)
     if gpu.is_cpu:
+        from apron.plan import cpu  # vLLM's CPU platform's budget: a --gpu cpu plan's only
+
         budget = cpu.plan_cpu_memory(checkpoint, config, gpu, facts, settings, weights)
     else:
         budget = memory.plan_memory(checkpoint, config, gpu, facts, settings, weights, group)
@@ -288,10 +303,9 @@ def parallel_layout(
 ) -> tuple[parallel.ParallelShape, parallel.Layout]:
     """What vLLM's parallel-layout checks read (plan/parallel.py), and the plan's layout (TP only)."""
     architecture = checkpoint.architecture
-    tower = TOWER_FAMILIES.get(architecture)
     is_sharded = not settings.is_tower_off and not is_tower_whole_on_every_rank(architecture, settings)
     shape = parallel.parallel_shape(
-        checkpoint, config, facts, tower_family=tower[0] if tower else None, is_tower_sharded=is_sharded
+        checkpoint, config, facts, tower_family=tower_family(architecture), is_tower_sharded=is_sharded
     )
     return shape, parallel.Layout(settings.tensor_parallel_size)
 

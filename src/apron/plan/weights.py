@@ -460,23 +460,38 @@ def _build_order(name: str) -> tuple[int, int, str]:
 def load_order_param_bytes(checkpoint: Checkpoint, config: ModelConfig, settings: WeightSettings) -> tuple[int, ...]:
     """Bytes per GPU of each parameter vLLM allocates from the checkpoint, in construction order
     (layers by index, attention before MLP before norms). Layouts rebuilt after loading (MXFP4
-    experts, Marlin int4) are left out: they are counted where they are built. Cached per checkpoint
-    and weight settings, so plans that vary only the serving settings reuse it."""
+    experts, Marlin int4) are left out: they are counted where they are built."""
+    return _load_order(checkpoint, config, settings)[0]
+
+
+def _load_order(checkpoint: Checkpoint, config: ModelConfig, settings: WeightSettings) -> tuple[tuple[int, ...], int]:
+    """The parameters' bytes in construction order and what the caching allocator adds to them; cached
+    per checkpoint and weight settings, so plans that vary only the serving settings (fit's sweep)
+    reuse both."""
     quant = _Quant.from_config(config, settings)
     key = (settings, quant.uses_marlin)
+    cache: dict[tuple[WeightSettings, bool], tuple[tuple[int, ...], int]]
     cache = checkpoint.extra.setdefault("_load_order_param_bytes", {})
     if key not in cache:
-        sized, scratch = [], _Tally()
-        for parts in _params(checkpoint, config):
-            if any(_is_skipped(e, settings) for e in parts):
-                continue
-            if any(e.is_relayout or (e.is_int4_part and quant.uses_marlin) or quant.relays(e) for e in parts):
-                continue
-            sized.append(
-                (_build_order(parts[0].example), sum(_entry_bytes(e, config, settings, scratch) for e in parts))
-            )
-        cache[key] = tuple(size for _, size in sorted(sized))
-    return tuple(cache[key])
+        scratch = _Tally()
+        sizes = tuple(
+            sum(_entry_bytes(e, config, settings, scratch) for e in parts)
+            for parts in _params_in_build_order(checkpoint, config)
+            if not any(_is_skipped(e, settings) for e in parts)
+            and not any(e.is_relayout or (e.is_int4_part and quant.uses_marlin) or quant.relays(e) for e in parts)
+        )
+        cache[key] = (sizes, sum(load_block_bytes(size) - size for size in sizes))
+    return cache[key]
+
+
+def _params_in_build_order(checkpoint: Checkpoint, config: ModelConfig) -> list[list[_Entry]]:
+    """_params sorted by _build_order of each parameter's first tensor (tensor names are unique, so
+    the order is total); sorted once per checkpoint."""
+    ordered: list[list[_Entry]] | None = checkpoint.extra.get("_weight_params_in_build_order")
+    if ordered is None:
+        ordered = sorted(_params(checkpoint, config), key=lambda parts: _build_order(parts[0].example))
+        checkpoint.extra["_weight_params_in_build_order"] = ordered
+    return ordered
 
 
 def _is_skipped(entry: _Entry, settings: WeightSettings) -> bool:
@@ -488,7 +503,7 @@ def _is_skipped(entry: _Entry, settings: WeightSettings) -> bool:
 def _allocator_rounding(checkpoint: Checkpoint, config: ModelConfig, settings: WeightSettings) -> int:
     """What the caching allocator adds to each parameter's bytes (allocator.load_block_bytes); the
     layouts rebuilt from the config (MXFP4 experts) add theirs where they are built."""
-    return sum(load_block_bytes(size) - size for size in load_order_param_bytes(checkpoint, config, settings))
+    return _load_order(checkpoint, config, settings)[1]
 
 
 def is_tied(checkpoint: Checkpoint, config: ModelConfig) -> bool:

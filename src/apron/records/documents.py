@@ -145,7 +145,7 @@ class Measured:
     unit: Unit
     basis: str
     resolution_bytes: int | None = None  # a GiB figure printed with two decimals is exact to this
-    per_rank: list[Any] | None = None  # where each tensor-parallel rank printed its own
+    per_rank: dict[str, Any] | None = None  # process -> value, where the tensor-parallel ranks printed their own
 
     def to_json(self) -> Json:
         out: Json = {"value": self.value, "unit": self.unit, "label": "measured", "basis": self.basis}

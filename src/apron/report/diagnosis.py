@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from apron.rules.diagnose import Diagnosis, settings_flags
 from apron.rules.families import family_summary
 from apron.rules.registry import Rule
@@ -106,7 +108,7 @@ def render_rule(rule: Rule, statuses: dict[str, RuleStatus]) -> str:
     return "\n".join(lines)
 
 
-def rule_json(rule: Rule, statuses: dict[str, RuleStatus]) -> dict:
+def rule_json(rule: Rule, statuses: dict[str, RuleStatus]) -> dict[str, Any]:
     return {
         "rule": rule.id,
         "summary": rule.summary,
@@ -117,7 +119,7 @@ def rule_json(rule: Rule, statuses: dict[str, RuleStatus]) -> dict:
     }
 
 
-def _value(value) -> str:
+def _value(value: object) -> str:
     if isinstance(value, float):
         return str(value)
     if isinstance(value, list):

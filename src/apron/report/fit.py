@@ -4,10 +4,12 @@ configuration that does not serve the load. Rendered from the apron.fit/1 docume
 
 from __future__ import annotations
 
+from typing import Any
+
 _REASON_WIDTH = 150
 
 
-def render_fit(doc: dict, top: int = 10) -> str:
+def render_fit(doc: dict[str, Any], top: int = 10) -> str:
     req = doc["request"]
     prices = doc["prices"]
     rows = doc["configurations"]
@@ -48,7 +50,7 @@ def render_fit(doc: dict, top: int = 10) -> str:
     return "\n".join(lines)
 
 
-def _table(rows: list[dict]) -> list[str]:
+def _table(rows: list[dict[str, Any]]) -> list[str]:
     header = ("#", "GPU x count", "TP", "$/hour", "provider", "link", "max conc.", "headroom", "tok/s/user <=", "flags")
     body = []
     for i, r in enumerate(rows, 1):
@@ -86,13 +88,13 @@ def _table(rows: list[dict]) -> list[str]:
     )
 
 
-def _speed(bound: dict | None) -> str:
+def _speed(bound: dict[str, Any] | None) -> str:
     if bound is None or bound["tokens_per_second_per_user"] is None:
         return "unknown"
     return f"{bound['tokens_per_second_per_user']:.1f}"
 
 
-def _decode_note(rows: list[dict]) -> list[str]:
+def _decode_note(rows: list[dict[str, Any]]) -> list[str]:
     if not any(r["decode_bound"] for r in rows):
         return []
     return [
@@ -101,11 +103,11 @@ def _decode_note(rows: list[dict]) -> list[str]:
     ]
 
 
-def _name(row: dict) -> str:
+def _name(row: dict[str, Any]) -> str:
     return f"{row['count']} x {row['gpu']}"
 
 
-def _reason(row: dict) -> str:
+def _reason(row: dict[str, Any]) -> str:
     reason = row["reason"] or ""
     if len(reason) > _REASON_WIDTH:
         reason = reason[: _REASON_WIDTH - 3] + "..."
@@ -124,7 +126,7 @@ def _reason(row: dict) -> str:
 _AGREES = {True: "Apron agrees it fits", False: "Apron says it does NOT fit", None: "Apron cannot tell (unknown)"}
 
 
-def render_candidate(section: dict) -> str:
+def render_candidate(section: dict[str, Any]) -> str:
     """Where a `--from` plan came from, whether Apron agrees and what that covers, every flag sorted,
     and how the printed command differs from the file's."""
     count = section["gpu_count"] or "?"
@@ -162,7 +164,7 @@ def render_candidate(section: dict) -> str:
     return "\n".join(lines)
 
 
-def _agreement(section: dict) -> str:
+def _agreement(section: dict[str, Any]) -> str:
     """The verdict on the file, and what it does not cover."""
     said = _AGREES[section["apron_agrees_it_fits"]]
     missing = section.get("not_planned") or []

@@ -6,9 +6,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import TYPE_CHECKING, Any
 
 from apron.rules.families import NAMED
 from apron.rules.pattern import PRINTF, TemplatePattern, anchor_of, compile_template, template_parts
+
+if TYPE_CHECKING:
+    from apron.engine.facts import EngineFacts
 
 
 @dataclass(frozen=True)
@@ -82,7 +86,7 @@ def _anchor(template: str) -> str | None:
     return anchor_of(template_parts(template))
 
 
-def _refusals(engine_version: str | None) -> list[tuple[str, list[dict]]]:
+def _refusals(engine_version: str | None) -> list[tuple[str, list[dict[str, Any]]]]:
     """(version, refusals) from the engine facts; empty when no facts are installed."""
     from apron.engine.facts import known_versions, load_facts
     from apron.errors import ApronError
@@ -102,9 +106,7 @@ def _refusals(engine_version: str | None) -> list[tuple[str, list[dict]]]:
     return out
 
 
-def facts_refusals(facts) -> list[dict]:
-    """The refusal templates of a facts file: the `refusals` table, which the loader may keep out of
-    the core data it reads for plans and load on first use."""
-    if hasattr(type(facts), "refusals"):
-        return list(facts.refusals)
-    return list(facts.data.get("refusals") or [])
+def facts_refusals(facts: EngineFacts) -> list[dict[str, Any]]:
+    """The refusal templates of a facts file: the `refusals` table, which the loader keeps out of
+    the core data it reads for plans and loads on first use."""
+    return list(facts.refusals)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from apron.measure.logerrors import EXCEPTION
 from apron.rules.catalog import CatalogEntry, catalog
@@ -29,6 +30,7 @@ from apron.rules.families import (
     OBSERVED,
     PROCESS_EXIT,
     WRAPPERS,
+    Fields,
     family_blame,
     typed_fields,
 )
@@ -39,7 +41,7 @@ from apron.rules.pattern import TemplateMatch, coerce
 class Classification:
     family: str
     blame: str
-    fields: dict = field(compare=False)
+    fields: Fields = field(compare=False)
     source: str  # where the family's text comes from: "vllm 0.33.0 file fn", "observed", "none"
     template: str | None = None
     exact: bool = True  # the whole template matched (False: the message was cut short)
@@ -51,7 +53,7 @@ class Classification:
     inner: tuple[str | None, str] | None = None  # (exception, message) inside the wrappers taken off
 
     @property
-    def matched(self) -> dict:
+    def matched(self) -> dict[str, Any]:
         """What decided the family, for the JSON: "unclassified" has every entry empty."""
         return {
             "template": self.source if self.template else None,
@@ -192,7 +194,7 @@ def _covers(found: Classification, message: str) -> bool:
 
 
 def _by_template(message: str, engine_version: str | None) -> Classification | None:
-    best: tuple[tuple, CatalogEntry, TemplateMatch] | None = None
+    best: tuple[tuple[bool, int, bool], CatalogEntry, TemplateMatch] | None = None
     for entry in catalog(engine_version):
         if entry.anchor not in message:
             continue

@@ -71,7 +71,7 @@ class Candidate:
         ]
         return changed + [f"without {flag}" for key, flag in old.items() if key not in new]
 
-    def to_json(self, before: UserSettings) -> dict:
+    def to_json(self, before: UserSettings) -> dict[str, Any]:
         return {
             **self.match.to_json(),
             "status": self.status.to_json() if self.status else None,
@@ -98,7 +98,7 @@ class Diagnosis:
         """Candidates whose correction produced new settings, in the order to try them."""
         return tuple(c for c in self.candidates if c.corrected is not None)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "schema": "apron.diagnosis/1",
             "log_id": self.log_id,
@@ -168,7 +168,7 @@ def _settings(given: UserSettings | None, plan: Plan | None, parsed: ParsedLog) 
     return UserSettings(), "engine defaults (the log names no settings)"
 
 
-def settings_from_args(args: dict) -> UserSettings:
+def settings_from_args(args: dict[str, Any]) -> UserSettings:
     """The UserSettings of vLLM's `non-default args` line, every setting it prints: the ones Apron
     models in their fields, the rest (and values a field cannot hold, such as an "auto" length) as
     the `vllm serve` arguments they were, so a corrected command keeps them."""

@@ -17,9 +17,14 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from apron.rules.pattern import coerce
+
+# A failure's fields as the rules and the records read them: JSON values by field name.
+Fields = dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -416,7 +421,7 @@ class Observed:
     name: str
     blame: str
     summary: str
-    regex: re.Pattern
+    regex: re.Pattern[str]
     check: str = ""  # what to look at, for a failure no flag change fixes
 
 
@@ -684,7 +689,7 @@ def known_family_names() -> list[str]:
 # ------------------------------------------------------------------ typed fields
 
 
-def typed_fields(family: str, raw: dict[str, str]) -> dict:
+def typed_fields(family: str, raw: dict[str, str]) -> Fields:
     renames = dict(_BY_NAME[family].renames) if family in _BY_NAME else {}
     fields = {renames.get(k, k): coerce(v) for k, v in raw.items()}
     extra = _TEMPLATE_FIELDS.get(family)
@@ -693,7 +698,7 @@ def typed_fields(family: str, raw: dict[str, str]) -> dict:
     return fields
 
 
-def _kv_fields(fields: dict) -> dict:
+def _kv_fields(fields: Fields) -> Fields:
     """`estimated_msg` is "Based on the available memory, the estimated maximum model length is N. "
     or empty (no block fits at all)."""
     estimate = fields.pop("estimated_msg", None)
@@ -702,7 +707,7 @@ def _kv_fields(fields: dict) -> dict:
     return fields
 
 
-def _max_len_fields(fields: dict) -> dict:
+def _max_len_fields(fields: Fields) -> Fields:
     """`msg`: "User-specified max_model_len (N) is greater than the derived max_model_len
     (key=D or model_max_length=M in model's config.json)."""
     msg = str(fields.pop("msg", ""))
@@ -721,15 +726,15 @@ def _max_len_fields(fields: dict) -> dict:
     return fields
 
 
-def _bf16_fields(fields: dict) -> dict:
+def _bf16_fields(fields: Fields) -> Fields:
     m = re.search(r"(\d+)\.(\d+)", str(fields.get("compute_str", "")))
     if m:
         fields["compute_capability"] = f"{m.group(1)}.{m.group(2)}"
     return fields
 
 
-def _list_field(name: str):
-    def parse(fields: dict) -> dict:
+def _list_field(name: str) -> Callable[[Fields], Fields]:
+    def parse(fields: Fields) -> Fields:
         value = fields.get(name)
         if isinstance(value, str):
             fields[name] = [v.strip(" '\"") for v in re.split(r"[,\s]+", value.strip("{}[]() ")) if v.strip(" '\"")]
@@ -738,7 +743,7 @@ def _list_field(name: str):
     return parse
 
 
-def _arch_fields(fields: dict) -> dict:
+def _arch_fields(fields: Fields) -> Fields:
     value = str(fields.get("architectures", fields.get("arch", "")))
     fields["architectures"] = re.findall(r"[A-Za-z_]\w*", value) if value else []
     fields.pop("arch", None)
@@ -747,7 +752,7 @@ def _arch_fields(fields: dict) -> dict:
     return fields
 
 
-_TEMPLATE_FIELDS = {
+_TEMPLATE_FIELDS: dict[str, Callable[[Fields], Fields]] = {
     "kv_cache_too_small": _kv_fields,
     "max_model_len_over_derived": _max_len_fields,
     "bfloat16_unsupported": _bf16_fields,
@@ -775,11 +780,11 @@ def _bytes(number: str, unit: str) -> int:
     return int(float(number) * _UNITS[unit])
 
 
-def _oom_fields(text: str) -> dict:
+def _oom_fields(text: str) -> Fields:
     """PyTorch's allocator message (c10/cuda/CUDACachingAllocator.cpp): "Tried to allocate 2.00 GiB.
     GPU 0 has a total capacity of 23.55 GiB of which 1.06 GiB is free. ... Of the allocated memory
     20.08 GiB is allocated by PyTorch, and 1.19 GiB is reserved by PyTorch but unallocated."""
-    fields: dict = {}
+    fields: Fields = {}
     for name, regex in (
         ("tried_bytes", r"Tried to allocate " + _SIZE),
         ("total_capacity_bytes", r"total capacity of " + _SIZE),
@@ -796,7 +801,7 @@ def _oom_fields(text: str) -> dict:
     return fields
 
 
-def _nccl_fields(text: str) -> dict:
+def _nccl_fields(text: str) -> Fields:
     m = re.search(
         r"(unhandled (?:cuda|system) error|internal error|invalid usage|remote process exited[^,.]*"
         r"|invalid argument|operation not supported)",

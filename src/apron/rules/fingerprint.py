@@ -15,12 +15,21 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from apron.measure.logerrors import LogError, is_code_line
 from apron.measure.loglines import QUIET_LEVELS, LogLine
 from apron.measure.logparse import ParsedLog, parse_log
 from apron.rules.classify import Classification, classify
-from apron.rules.families import CAUSE_NOT_IN_LOG, OBSERVED, PROCESS_EXIT, family_blame, family_check, is_wrapper
+from apron.rules.families import (
+    CAUSE_NOT_IN_LOG,
+    OBSERVED,
+    PROCESS_EXIT,
+    Fields,
+    family_blame,
+    family_check,
+    is_wrapper,
+)
 from apron.rules.formats import FORMATS
 from apron.rules.pattern import template_parts
 
@@ -116,7 +125,7 @@ class Fingerprint:
     exception: str | None
     message: str
     normalized: str
-    fields: dict = field(compare=False)
+    fields: Fields = field(compare=False)
     phase: str | None = None
     line_number: int | None = None
     process: str | None = None
@@ -126,14 +135,15 @@ class Fingerprint:
     template: str | None = None
     engine_version: str | None = None
     frames: tuple[str, ...] = ()
-    matched: dict = field(default_factory=dict, compare=False)  # what decided the family (Classification.matched)
+    # what decided the family (Classification.matched)
+    matched: dict[str, Any] = field(default_factory=dict, compare=False)
 
     @property
     def check(self) -> str | None:
         """What to look at when no flag change fixes it (the checkpoint's files, access, the network)."""
         return family_check(self.family)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "id": self.id,
             "family": self.family,
@@ -155,7 +165,7 @@ class Fingerprint:
             "check": self.check,
         }
 
-    def decisive_json(self) -> dict:
+    def decisive_json(self) -> dict[str, Any]:
         """The decisive error alone: what `apron log parse` prints beside the accounting."""
         error = f"{self.exception}: {self.message}" if self.exception else self.message
         keys = ("line_number", "process", "family", "blame")

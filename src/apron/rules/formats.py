@@ -17,10 +17,14 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 from functools import cache, lru_cache
+from typing import TYPE_CHECKING, Any
 
 from apron.measure.logerrors import EXCEPTION
 from apron.measure.logparse import Recognised
 from apron.rules.pattern import TemplatePattern, anchor_of, compile_template, template_parts
+
+if TYPE_CHECKING:
+    from apron.engine.templates import Field
 
 # Python's logging names, as vLLM's formatter prints them.
 _LEVELS = {"debug": "DEBUG", "info": "INFO", "warning": "WARNING", "error": "ERROR", "exception": "ERROR"}
@@ -107,11 +111,10 @@ class ReleaseFormats:
         return Recognised(refused.template, None) if refused is not None else None
 
 
-def _anchor_words(parts: list, anchor: str) -> tuple[str, ...]:
+def _anchor_words(parts: list[str | Field], anchor: str) -> tuple[str, ...]:
     """The words of the anchor that stay whole in every rendering: a word at the edge of its literal
     is glued to the field beside it ("{name}Config"), unless the edge is the template's own."""
-    index = next(i for i, p in enumerate(parts) if isinstance(p, str) and p.strip() == anchor)
-    literal = parts[index]
+    index, literal = next((i, p) for i, p in enumerate(parts) if isinstance(p, str) and p.strip() == anchor)
     words = []
     for m in _WORD.finditer(literal):
         glued = (m.start() == 0 and index > 0) or (m.end() == len(literal) and index < len(parts) - 1)
@@ -125,7 +128,7 @@ def _compiled(template: str) -> TemplatePattern | None:
     return compile_template(template)
 
 
-def _entries(items: list[dict], key: str, *, logged: bool) -> list[_Format]:
+def _entries(items: list[dict[str, Any]], key: str, *, logged: bool) -> list[_Format]:
     """One entry per line of each distinct format string; a format logged at several levels keeps none."""
     levels: dict[str, set[str | None]] = {}
     for item in items:
@@ -162,8 +165,8 @@ def release_formats(engine_version: str | None) -> ReleaseFormats:
         versions = []
     if engine_version in versions:
         versions = [engine_version]
-    log_formats: list[dict] = []
-    refusals: list[dict] = []
+    log_formats: list[dict[str, Any]] = []
+    refusals: list[dict[str, Any]] = []
     for version in versions:
         try:
             facts = load_facts(version)

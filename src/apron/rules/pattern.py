@@ -52,10 +52,10 @@ class TemplatePattern:
     """A compiled template: the strict regex, the truncated ones, and what to look for first."""
 
     template: str
-    regex: re.Pattern  # the whole template, typed fields
-    loose: re.Pattern  # the whole template, every field text (a count rendered as "auto", say)
-    suffixed: re.Pattern | None  # the whole template, then anything: None when it ends in a text field
-    truncated: tuple[re.Pattern, ...]  # longest first
+    regex: re.Pattern[str]  # the whole template, typed fields
+    loose: re.Pattern[str]  # the whole template, every field text (a count rendered as "auto", say)
+    suffixed: re.Pattern[str] | None  # the whole template, then anything: None when it ends in a text field
+    truncated: tuple[re.Pattern[str], ...]  # longest first
     groups: tuple[tuple[str, str], ...]  # (group name, field expression)
     anchor: str  # the longest literal run: a message without it cannot match
     literal_chars: int
@@ -166,7 +166,7 @@ def template_parts(template: str) -> list[str | Field]:
     return out
 
 
-def _cut_points(parts: list) -> list[int]:
+def _cut_points(parts: list[str | Field]) -> list[int]:
     """The fields after which a clipped message may end: enough of the template's own words before."""
     points, covered = [], 0
     for index, part in enumerate(parts[:-1]):
@@ -177,7 +177,7 @@ def _cut_points(parts: list) -> list[int]:
     return points
 
 
-def anchor_of(parts: list) -> str | None:
+def anchor_of(parts: list[str | Field]) -> str | None:
     """The longest literal run every match contains, clipped ones included: a message without it
     cannot match, so only templates whose anchor is in the message are tried. None: too bare."""
     cuts = _cut_points(parts)
@@ -187,7 +187,7 @@ def anchor_of(parts: list) -> str | None:
     return anchor if len(anchor) >= 8 else None
 
 
-def _pieces(parts: list, *, typed: bool) -> tuple[list[str], list[str | None]]:
+def _pieces(parts: list[str | Field], *, typed: bool) -> tuple[list[str], list[str | None]]:
     """The regex piece of each part, and the group name each field defines (None for a literal or
     a repeated expression, which becomes a back-reference: it renders the same text twice)."""
     pieces: list[str] = []
@@ -264,7 +264,7 @@ def _field_regex(part: Field) -> str:
     return r".*?"
 
 
-def coerce(raw: str | None):
+def coerce(raw: str | None) -> int | float | str | None:
     """A captured field as the type it was rendered from: int, float, str (quotes removed) or None."""
     if raw is None:
         return None

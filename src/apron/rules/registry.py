@@ -21,10 +21,12 @@ import pkgutil
 from dataclasses import dataclass, field
 from functools import lru_cache
 from types import ModuleType
+from typing import Any
 
 from apron.errors import ApronError, BadInput
 from apron.plan.result import Plan
 from apron.plan.settings import UserSettings
+from apron.rules.families import Fields
 from apron.rules.fingerprint import Fingerprint
 
 log = logging.getLogger("apron.rules")
@@ -53,7 +55,7 @@ class RuleMatch:
     rule_id: str
     family: str
     summary: str
-    fields: dict = field(compare=False)
+    fields: Fields = field(compare=False)
 
     def correction(self, settings: UserSettings) -> UserSettings:
         """The corrected settings; raises RuleFailed when the rule raises or changes nothing."""
@@ -70,7 +72,7 @@ class RuleMatch:
             raise RuleFailed(f"rule {self.rule_id}: the correction changes nothing for these settings")
         return corrected
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"rule": self.rule_id, "family": self.family, "summary": self.summary, "fields": self.fields}
 
 

@@ -16,8 +16,10 @@ import contextlib
 import datetime as _dt
 import fcntl
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from apron.errors import BadInput
 from apron.paths import write_atomic
@@ -32,7 +34,7 @@ class Proof:
     healthy_id: str
     proven_at: str
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"failed_id": self.failed_id, "healthy_id": self.healthy_id, "proven_at": self.proven_at}
 
 
@@ -48,7 +50,7 @@ class RuleStatus:
     def is_proven(self) -> bool:
         return self.status == "proven"
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "rule": self.rule_id,
             "engine_version": self.engine_version,
@@ -135,7 +137,7 @@ class StatusStore:
             raise BadInput(f"rule id {rule_id!r} is not valid")
         return self.root / f"{rule_id}.json"
 
-    def _read(self, rule_id: str) -> dict:
+    def _read(self, rule_id: str) -> dict[str, Any]:
         path = self.path(rule_id)
         try:
             document = json.loads(path.read_text())
@@ -143,12 +145,14 @@ class StatusStore:
             return {"schema": SCHEMA, "rule": rule_id, "versions": {}}
         except (OSError, ValueError) as exc:
             raise BadInput(f"rule status {path}: unreadable ({exc}); move it aside") from None
+        if not isinstance(document, dict):
+            raise BadInput(f"rule status {path}: not a JSON object; move it aside")
         if document.get("schema") != SCHEMA:
             raise BadInput(f"rule status {path}: schema {document.get('schema')!r} is not {SCHEMA}")
         return document
 
     @contextlib.contextmanager
-    def _update(self, rule_id: str):
+    def _update(self, rule_id: str) -> Iterator[dict[str, Any]]:
         self.root.mkdir(parents=True, exist_ok=True)
         with open(self.root / f".{rule_id}.lock", "a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
@@ -158,7 +162,7 @@ class StatusStore:
             _write(self.path(rule_id), document)
 
 
-def _from_entry(rule_id: str, version: str, entry: dict | None) -> RuleStatus:
+def _from_entry(rule_id: str, version: str, entry: dict[str, Any] | None) -> RuleStatus:
     if not entry:
         return RuleStatus(rule_id, version, "untested")
     proofs = tuple(Proof(p["failed_id"], p["healthy_id"], p.get("proven_at", "")) for p in entry.get("proofs", []))
@@ -168,7 +172,7 @@ def _from_entry(rule_id: str, version: str, entry: dict | None) -> RuleStatus:
     return RuleStatus(rule_id, version, status, tuple(entry.get("motivated_by", [])), proofs)
 
 
-def _write(path: Path, document: dict) -> None:
+def _write(path: Path, document: dict[str, Any]) -> None:
     write_atomic(path, (json.dumps(document, indent=2, sort_keys=True) + "\n").encode("utf-8"))
 
 

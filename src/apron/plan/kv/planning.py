@@ -272,11 +272,15 @@ def plan_kv(
     *,
     block_outermost: bool = False,
     grouping: str = "generic",
+    like: KVPlan | None = None,
 ) -> KVPlan:
-    """GROUPING: the layout's grouping path (KVLayout.grouping)."""
-    if grouping == "glm5_next":
+    """GROUPING: the layout's grouping path (KVLayout.grouping). LIKE: a plan of the same specs at
+    another budget (an end of the budget's range): its groups are reused, they do not depend on it."""
+    warnings: list[str] = []
+    if like is not None:
+        groups, bytes_per_block, warnings = list(like.groups), like.bytes_per_block, list(like.warnings)
+    elif grouping == "glm5_next":
         groups, bytes_per_block = glm5_next_groups(specs)
-        warnings: list[str] = []
     else:
         groups, warnings = kv_cache_groups(specs, block_outermost=block_outermost)
         if not groups:

@@ -77,7 +77,7 @@ def _deficit_bytes(fingerprint: Fingerprint, log_text: str) -> float | None:
     if fingerprint.family == "kv_cache_too_small":
         needed, available = fields.get("needed_gib"), fields.get("available_gib")
         if needed is not None and available is not None:
-            return max(needed - available, 0.0) * GIB
+            return max(float(needed) - float(available), 0.0) * GIB
     found = _AVAILABLE_KV.findall(log_text)
     if found and float(found[-1]) <= 0:
         return -float(found[-1]) * GIB

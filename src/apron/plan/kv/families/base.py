@@ -2,11 +2,12 @@
 describe, and the standard path from those layers to per-layer specs (backend, block size, hybrid
 alignment), as vLLM's Attention / MambaBase layers and Platform.update_block_size_for_backend build them.
 
-A family module (one per layout family, found by `apron.plan.kv.families`) defines
-    NAME       the family's name (shown in plans and the conformance table),
+A family module (one per layout family, listed in `apron.plan.kv.families` CLAIMS) defines
+    NAME       the family's name (shown in plans and the conformance table), the module's name,
     READS      the config keys (of the language model's config) it reads,
     SOURCES    {release: the vLLM file(s) it follows},
-    matches(arch, config) -> bool,
+    ARCHITECTURES or MODEL_TYPES  what it claims (CLAIMS repeats them: a plan imports the candidates only),
+    matches(arch, config) -> bool  true only for what it claims,
     layer_specs(ctx) -> KVLayout   every cache the model's layers keep, with block size and backend,
 and may set
     IRRELEVANT   keys of its configs that cannot change its cache (apron.plan.kv.unknowns: any key

@@ -24,6 +24,7 @@ from apron.plan.kv.specs import KVSpec, MLAAttentionSpec, SlidingWindowMLASpec
 from apron.plan.model_config import ModelConfig
 
 NAME = "deepseek_v4"
+ARCHITECTURES = frozenset({"DeepseekV4ForCausalLM"})
 READS = frozenset(
     {
         "num_hidden_layers",
@@ -67,7 +68,7 @@ LAYER_KINDS = frozenset({*_LAYER_TYPE_RATIOS})
 
 
 def matches(arch: str, config: ModelConfig) -> bool:
-    return arch == "DeepseekV4ForCausalLM"
+    return arch in ARCHITECTURES
 
 
 def compress_ratios(config: ModelConfig) -> list[int]:

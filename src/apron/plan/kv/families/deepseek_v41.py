@@ -41,6 +41,7 @@ from apron.plan.kv.specs import CircularBufferSpec, KVSpec, MLAAttentionSpec
 from apron.plan.model_config import ModelConfig
 
 NAME = "deepseek_v41"
+ARCHITECTURES = frozenset({"DeepseekV41ForCausalLM"})
 READS = frozenset(
     {
         "num_hidden_layers",
@@ -97,7 +98,7 @@ WV_GROUP_SIZE = 8  # common/ops/fused_layout.py
 
 
 def matches(arch: str, config: ModelConfig) -> bool:
-    return arch == "DeepseekV41ForCausalLM"
+    return arch in ARCHITECTURES
 
 
 def uses_mega_attention(ctx: FamilyContext) -> bool:

@@ -8,6 +8,7 @@ from apron.plan.kv.families.decoder import hf_layer_types, hf_sliding_window
 from apron.plan.model_config import ModelConfig
 
 NAME = "gemma4"
+ARCHITECTURES = frozenset({"Gemma4ForConditionalGeneration", "Gemma4ForCausalLM"})
 READS = frozenset(
     {
         "layer_types",
@@ -27,7 +28,7 @@ SOURCES = {"0.29.0-0.33.0": "model_executor/models/gemma4.py"}
 
 
 def matches(arch: str, config: ModelConfig) -> bool:
-    return arch in ("Gemma4ForConditionalGeneration", "Gemma4ForCausalLM")
+    return arch in ARCHITECTURES
 
 
 def layer_specs(ctx: FamilyContext) -> KVLayout:

@@ -36,6 +36,7 @@ from apron.plan.kv.specs import CircularBufferSpec, KVSpec, MambaSpec, MLAAttent
 from apron.plan.model_config import ModelConfig
 
 NAME = "glm5_next"
+ARCHITECTURES = frozenset({"Glm5NextForConditionalGeneration", "Glm5NextForCausalLM"})
 READS = frozenset(
     {
         "num_hidden_layers",
@@ -83,7 +84,7 @@ PAGED_MQA_PAGE_SIZES = (32, 64)  # DeepGEMM paged MQA pages in states (64 only o
 
 
 def matches(arch: str, config: ModelConfig) -> bool:
-    return arch in ("Glm5NextForConditionalGeneration", "Glm5NextForCausalLM")
+    return arch in ARCHITECTURES
 
 
 def linear_config(ctx: FamilyContext) -> dict[str, Any]:

@@ -6,12 +6,13 @@ from apron.plan.kv.families.base import FamilyContext, KVLayout, Layer, attentio
 from apron.plan.model_config import ModelConfig
 
 NAME = "gpt_oss"
+ARCHITECTURES = frozenset({"GptOssForCausalLM"})
 READS = frozenset({"sliding_window", "num_key_value_heads", "head_dim", "layer_types"})
 SOURCES = {"0.29.0-0.33.0": "model_executor/models/gpt_oss.py"}
 
 
 def matches(arch: str, config: ModelConfig) -> bool:
-    return arch == "GptOssForCausalLM"
+    return arch in ARCHITECTURES
 
 
 def layer_specs(ctx: FamilyContext) -> KVLayout:

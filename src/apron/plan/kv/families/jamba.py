@@ -7,6 +7,7 @@ from apron.plan.kv.families.mamba1 import mamba1_layer
 from apron.plan.model_config import ModelConfig
 
 NAME = "jamba"
+ARCHITECTURES = frozenset({"JambaForCausalLM"})
 READS = frozenset(
     {"attn_layer_period", "attn_layer_offset", "mamba_expand", "mamba_d_state", "mamba_d_conv", "num_key_value_heads"}
 )
@@ -14,7 +15,7 @@ SOURCES = {"0.29.0-0.33.0": "model_executor/models/jamba.py"}
 
 
 def matches(arch: str, config: ModelConfig) -> bool:
-    return arch == "JambaForCausalLM"
+    return arch in ARCHITECTURES
 
 
 def layer_specs(ctx: FamilyContext) -> KVLayout:

@@ -6,6 +6,7 @@ from apron.plan.kv.families.base import FamilyContext, KVLayout, Layer, attentio
 from apron.plan.model_config import ModelConfig
 
 NAME = "mamba2"
+ARCHITECTURES = frozenset({"Mamba2ForCausalLM"})
 READS = frozenset(
     {"num_hidden_layers", "hidden_size", "expand", "n_groups", "num_heads", "head_dim", "state_size", "conv_kernel"}
 )
@@ -13,7 +14,7 @@ SOURCES = {"0.29.0-0.33.0": "model_executor/models/mamba2.py, layers/mamba/mamba
 
 
 def matches(arch: str, config: ModelConfig) -> bool:
-    return arch == "Mamba2ForCausalLM"
+    return arch in ARCHITECTURES
 
 
 def mamba2_layer(

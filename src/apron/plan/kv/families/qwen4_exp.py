@@ -31,6 +31,7 @@ from apron.plan.kv.specs import CircularBufferSpec, FullAttentionSpec, KVSpec, M
 from apron.plan.model_config import ModelConfig
 
 NAME = "qwen4_exp"
+ARCHITECTURES = frozenset({"Qwen4ExpForConditionalGeneration", "Qwen4ExpForCausalLM"})
 READS = frozenset(
     {
         "num_hidden_layers",
@@ -80,7 +81,7 @@ QSA_KERNEL_BLOCK = 16  # the QSA attention and state backends' smallest kernel b
 
 
 def matches(arch: str, config: ModelConfig) -> bool:
-    return arch in ("Qwen4ExpForConditionalGeneration", "Qwen4ExpForCausalLM")
+    return arch in ARCHITECTURES
 
 
 def _positive(ctx: FamilyContext, key: str) -> int:

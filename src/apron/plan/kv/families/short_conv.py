@@ -6,6 +6,7 @@ from apron.plan.kv.families.base import FamilyContext, KVLayout, Layer, attentio
 from apron.plan.model_config import ModelConfig
 
 NAME = "short_conv"
+ARCHITECTURES = frozenset({"Lfm2ForCausalLM"})
 READS = frozenset({"conv_L_cache", "conv_dim", "layer_types", "num_key_value_heads", "head_dim"})
 # The layer kinds this layout understands in layer_types / layers_block_type; others are unknown.
 LAYER_KINDS = frozenset({"full_attention", "conv"})
@@ -13,7 +14,7 @@ SOURCES = {"0.29.0-0.33.0": "model_executor/models/lfm2.py; layers/mamba/mamba_u
 
 
 def matches(arch: str, config: ModelConfig) -> bool:
-    return arch == "Lfm2ForCausalLM"
+    return arch in ARCHITECTURES
 
 
 def layer_specs(ctx: FamilyContext) -> KVLayout:

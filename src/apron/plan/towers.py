@@ -1,0 +1,50 @@
+"""Which architectures have a vision tower Apron models: its family, and whether it runs whole on
+every rank under --mm-encoder-tp-mode data. Every plan reads this (the parallel-layout checks and the
+weights ask about the tower); plan/encoder.py, which models the tower's profiling batch, is imported
+only for a multimodal model."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from apron.plan.settings import EngineSettings
+
+# architecture -> (tower family, supports --mm-encoder-tp-mode data); plan/encoder.py FAMILIES adds
+# each family's cost and tower functions.
+TOWERS: dict[str, tuple[str, bool]] = {
+    **{
+        arch: ("qwen3_vl", True)
+        for arch in (
+            "Qwen3VLForConditionalGeneration",
+            "Qwen3VLMoeForConditionalGeneration",
+            "Qwen3_5ForConditionalGeneration",
+            "Qwen3_5MoeForConditionalGeneration",
+            "Qwen4ExpForConditionalGeneration",
+        )
+    },
+    "Gemma4ForConditionalGeneration": ("gemma4", False),
+    "Idefics3ForConditionalGeneration": ("idefics3", False),
+    "MuseGlimmerForConditionalGeneration": ("muse_glimmer", False),
+    "Glm5NextForConditionalGeneration": ("glm5next", False),
+    # models/minimax_m3/nvidia/model.py (0.33.0:1155, 1207-1256): --mm-encoder-tp-mode data runs
+    # run_dp_sharded_mrope_vision_model with a replicated tower.
+    "MiniMaxM3SparseForConditionalGeneration": ("minimax_m3", True),
+    # models/deepseek_v41/nvidia/vl_model.py (0.33.0:218-224): data mode runs run_dp_sharded_vision_tower
+    # (whole images per rank, replicated tower).
+    "DeepseekV41ForCausalLM": ("deepseek_v41", True),
+}
+
+
+def tower_family(architecture: str) -> str | None:
+    tower = TOWERS.get(architecture)
+    return tower[0] if tower else None
+
+
+def is_tower_whole_on_every_rank(architecture: str, settings: EngineSettings) -> bool:
+    """--mm-encoder-tp-mode data on a tower that supports it: the vision layers are built with
+    disable_tp (models/vision.py and the family's tower, e.g. qwen3_vl.py Qwen3_VisionTransformer
+    use_data_parallel), so every rank holds the whole tower; other towers fall back to weights
+    (config/model.py 0.33.0:836-843)."""
+    tower = TOWERS.get(architecture)
+    return bool(tower and tower[1]) and settings.user.mm_encoder_tp_mode == "data"
