@@ -176,16 +176,7 @@ def layer_specs(ctx: FamilyContext) -> KVLayout:
     keys = MLAAttentionSpec(block, 1, index_dim + 4, 1, tokens_per_state=kpool, role="kpool indexer keys")
     keys = _with_spec_stride(keys, stride_for_kernel(keys, max(index_kernels)))
     tail = CircularBufferSpec(ring, 2, index_dim, 2, role="kpool tail (raw keys and gate scores)")
-    specs: list[tuple[str, KVSpec]] = []
-    for i, kind in enumerate(ctx.t["layer_types"][: ctx.config.num_layers]):
-        if kind == "linear_attention":
-            specs.append((layer_name(i, "self_attn"), kda))
-            continue
-        specs += [
-            (layer_name(i, "self_attn.indexer.k_cache"), keys),
-            (layer_name(i, "self_attn.indexer.tail_cache"), tail),
-            (layer_name(i, "self_attn.attn"), latent),
-        ]
+    specs = _per_layer(ctx, kda, keys, tail, latent)
     ctx.notes.append(
         f"GLM-5.3-Flash: hybrid block {block} tokens (one MLA page holds a KDA state, padded to "
         f"{block * attn_1tok:,} B); kpool indexer keys every {kpool} tokens and a {ring}-entry tail ring"
@@ -242,16 +233,7 @@ def legacy_layout(
     latent = MLAAttentionSpec(block, 1, head, ctx.model_bytes, role="NoPE latent records")
     keys = MLAAttentionSpec(block, 1, index_dim + 4, 1, tokens_per_state=kpool, role="kpool indexer keys")
     tail = CircularBufferSpec(kpool, 2, index_dim, 2, role="kpool tail, a KpoolTailSpec (raw keys and gate scores)")
-    specs: list[tuple[str, KVSpec]] = []
-    for i, kind in enumerate(ctx.t["layer_types"][: ctx.config.num_layers]):
-        if kind == "linear_attention":
-            specs.append((layer_name(i, "self_attn"), kda))
-            continue
-        specs += [
-            (layer_name(i, "self_attn.indexer.k_cache"), keys),
-            (layer_name(i, "self_attn.indexer.tail_cache"), tail),
-            (layer_name(i, "self_attn.attn"), latent),
-        ]
+    specs = _per_layer(ctx, kda, keys, tail, latent)
     ctx.notes.append(
         f"GLM-5.3-Flash (vLLM {ctx.facts.version}): hybrid block {block} tokens (one MLA page holds a KDA "
         f"state, padded to {block * attn_1tok:,} B); kpool indexer keys every {kpool} tokens and a {kpool}-entry "
@@ -305,3 +287,19 @@ def _with_spec_stride(spec: MLAAttentionSpec, stride: int) -> MLAAttentionSpec:
     from dataclasses import replace
 
     return replace(spec, stride_alignment=stride)
+
+
+def _per_layer(ctx: FamilyContext, kda: KVSpec, keys: KVSpec, tail: KVSpec, latent: KVSpec) -> list[tuple[str, KVSpec]]:
+    """Every layer's caches as vLLM names them: a KDA state for a linear-attention layer, else the
+    indexer's keys and tail and the MLA latent records (the same in every release read)."""
+    specs: list[tuple[str, KVSpec]] = []
+    for i, kind in enumerate(ctx.t["layer_types"][: ctx.config.num_layers]):
+        if kind == "linear_attention":
+            specs.append((layer_name(i, "self_attn"), kda))
+            continue
+        specs += [
+            (layer_name(i, "self_attn.indexer.k_cache"), keys),
+            (layer_name(i, "self_attn.indexer.tail_cache"), tail),
+            (layer_name(i, "self_attn.attn"), latent),
+        ]
+    return specs
