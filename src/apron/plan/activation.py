@@ -94,14 +94,13 @@ def estimate_activation(
     encoder_outputs: tuple[Buffer, ...] = (),
     encoder_unknown: str | None = None,
     layer_buffers: tuple[Buffer, ...] = (),
-    persistent_buffers: tuple[Buffer, ...] = (),
     kept_later: tuple[KeptAllocation, ...] = (),
     block_size: int = 64,
 ) -> ActivationEstimate:
     """`encoder` is plan/encoder.py's moment (None where no encoder runs), `encoder_outputs` what it
     leaves in the encoder cache, `encoder_unknown` why it is not modelled (the plan says so).
-    `layer_buffers`: what the KV family's layers add to the dummy forward; `persistent_buffers`:
-    what they allocate at construction, present in every moment (plan/kv/families/base.py).
+    `layer_buffers`: what the KV family's layers add to the dummy forward (what they allocate at
+    construction is in the weights and cancels out of every moment: plan/memory.py family_buffers).
     `kept_later`: the run's persistent allocations and the moment each is first live at.
     `block_size`: the KV block size the backend settled on (MLA's context width is aligned to it)."""
     moments, skipped = [], []
@@ -119,8 +118,6 @@ def estimate_activation(
         moments.append(encoder)
     elif encoder_unknown is not None:
         moments.append(Moment("vision encoder", (), encoder_unknown, is_modelled=False))
-    if persistent_buffers:
-        moments = [Moment(m.name, m.buffers + persistent_buffers, m.basis, m.is_modelled) for m in moments]
     moments = [_less_kept(m, kept_later) for m in moments]
     return ActivationEstimate(tuple(moments), tuple(skipped))
 
