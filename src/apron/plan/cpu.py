@@ -14,7 +14,7 @@ FamilyContext.state_dtypes).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from apron.checkpoint import Checkpoint
@@ -24,9 +24,9 @@ from apron.plan.cpu_resident import WORKER, Resident, worker_resident
 from apron.plan.kv.layouts import KVLayout, build_layout
 from apron.plan.kv.planning import KVPlan, NotModelled, plan_kv
 from apron.plan.kv.specs import SchedulingContext
-from apron.plan.memory import GIB, MemoryPlan, kv_quantities, kv_refusal_problems, one_request_bytes
+from apron.plan.memory import GIB, KVRange, MemoryPlan, kv_quantities, kv_refusal_problems, one_request_bytes
 from apron.plan.model_config import ModelConfig
-from apron.plan.quantity import Problem, Quantity, Unit
+from apron.plan.quantity import Label, Problem, Quantity, Unit
 from apron.plan.result import VERDICTS
 from apron.plan.settings import EngineSettings
 from apron.plan.weights import WeightsEstimate
@@ -66,8 +66,10 @@ def plan_cpu_memory(
     budget = _budget(gpu, settings, resident)
     kv = _kv(layout, budget.value, settings) if budget.value > 0 and not unknowns else None
     kv_low = _kv(layout, budget.low, settings) if budget.low > 0 and kv is not None else None
+    kv_high = _kv(layout, budget.high, settings) if kv is not None else None
+    kv_range = KVRange(kv_low, kv_high) if kv_low is not None and kv_high is not None else None
     q = _budget_quantities(gpu, settings, resident, budget)
-    q.update(_kv_labels(kv_quantities(layout, kv, unknowns, settings), budget.is_given))
+    q.update(_kv_labels(kv_quantities(layout, kv, unknowns, settings, kv_range), budget.is_given))
     problems: list[Problem] = [Problem(kind, message, "proven_constraint") for kind, message in layout.refusals]
     q["host_ram_bytes"] = _host_ram(resident, settings, budget)
     verdict = _verdict(kv, kv_low, unknowns, budget, settings, gpu, resident, problems)
@@ -93,17 +95,14 @@ def plan_cpu_memory(
     return MemoryPlan(q, verdict, tuple(problems), tuple(unknowns), tuple(notes), (), details)
 
 
-def ranged(value: int, low: int, high: int, unit: Unit, label: str, basis: str) -> Quantity:
-    """A quantity with its stated range, said in its basis; set on the quantity too once Quantity
-    carries `low`/`high` (the budget ranges of issue 20)."""
+def ranged(value: int, low: int, high: int, unit: Unit, label: Label, basis: str) -> Quantity:
+    """A quantity with its stated range (docs/memory.md section 7), said in its basis too."""
     text = f"{basis}; range {_gib(low)} to {_gib(high)} GiB" if unit == "bytes" and low != high else basis
-    extra: dict[str, Any] = {"low": low, "high": high} if "low" in {f.name for f in fields(Quantity)} else {}
-    return Quantity(value, unit, label, text, **extra)  # type: ignore[arg-type]
+    return Quantity(value, unit, label, text, low, high)
 
 
 def range_of(q: Quantity) -> tuple[int | float | None, int | float | None]:
-    """(low, high) of a quantity: its own range where Quantity has one, else the value for both."""
-    return getattr(q, "low", q.value), getattr(q, "high", q.value)
+    return q.low, q.high
 
 
 @dataclass(frozen=True)
