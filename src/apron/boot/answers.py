@@ -9,12 +9,12 @@ record keeps all three with a verdict per part: booted / responded / answered / 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from apron.boot.session import AfterHealthy, Progress, ServedEngine
 from apron.errors import Failed
+from apron.frozen import frozen
 from apron.measure.endpoint import Endpoint
 from apron.plan.result import Plan
 
@@ -25,7 +25,7 @@ SMOKE_TOKENS = 8
 RANDOM_WEIGHTS_NOTE = "answers not checked: random weights"
 
 
-@dataclass(frozen=True)
+@frozen
 class AnswerSettings:
     suite: str | None = None  # short | deploy | none; None: short on one GPU, deploy on several
     serve_test: bool = True

@@ -7,10 +7,11 @@ from __future__ import annotations
 import os
 import re
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from apron.errors import BadInput
+from apron.frozen import frozen
 from apron.units import shorten
 
 LOG_LEVELS = ("INFO", "DEBUG")
@@ -29,7 +30,7 @@ PROFILES: dict[str, tuple[tuple[str, ...], dict[str, str]]] = {
 BASE_ENV = {"VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 
 
-@dataclass(frozen=True)
+@frozen
 class ServeCommand:
     argv: tuple[str, ...]
     env: dict[str, str] = field(default_factory=dict)

@@ -18,14 +18,14 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
 from apron.errors import BadInput, HostFault
+from apron.frozen import frozen
 
 
-@dataclass(frozen=True)
+@frozen
 class Result:
     exit_code: int
     stdout: str
@@ -204,7 +204,7 @@ class LocalHost(Host):
         return os.path.expanduser(path)
 
 
-@dataclass(frozen=True)
+@frozen
 class SshTarget:
     host: str
     user: str | None = None
@@ -223,7 +223,7 @@ class SshTarget:
         return f"ssh://{self.destination}{port}"
 
 
-@dataclass(frozen=True)
+@frozen
 class SshSettings:
     """How to reach any ssh target of a boot (--identity, --known-hosts, --ssh-option): given once, used
     for every ssh:// target and for a rented cluster's SSH entry."""

@@ -3,10 +3,11 @@ command, timings, and every number the engine's log printed (apron.records.docum
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from apron.boot.session import Attempt
+from apron.frozen import frozen
 from apron.measure.logparse import ParsedLog, parse_log
 from apron.plan.quantity import Unit
 from apron.records.documents import (
@@ -48,7 +49,7 @@ TIMING_FIELDS = (
 )
 
 
-@dataclass(frozen=True)
+@frozen
 class EngineLog:
     """The engine's log of one attempt, decoded and parsed once. The boot record is built from it and it
     travels with the boot's result to whoever reads it next (the --fix loop); the store keeps the bytes."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 
 from apron.boot.answers import AnswerSettings
 from apron.boot.fix import FixOutcome, boot_with_fix, replan_from_plan
@@ -17,6 +17,7 @@ from apron.boot.runner import BootResult, probe_engine
 from apron.boot.session import BootOptions, Progress
 from apron.boot.targets import parse_target
 from apron.errors import BadInput
+from apron.frozen import frozen
 from apron.plan.result import Plan
 from apron.records.saved import saved_plan
 from apron.records.store import RecordStore
@@ -27,7 +28,7 @@ from apron.units import shorten
 Planner = Callable[[str, str, str | None], Plan]
 
 
-@dataclass(frozen=True)
+@frozen
 class BootRequest:
     source_or_plan: str
     targets: tuple[str, ...]

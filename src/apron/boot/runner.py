@@ -4,7 +4,7 @@ bounded number of times), and write the boot record beside the plan record."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from apron.boot.hosts import NO_SSH, Host, LocalHost, SshHost, SshSettings
 from apron.boot.record import EngineLog, boot_record
@@ -21,13 +21,14 @@ from apron.boot.session import (
 )
 from apron.boot.targets import TargetSpec
 from apron.errors import BadInput, HostFault
+from apron.frozen import frozen
 from apron.plan.result import Plan
 from apron.records.documents import BootRecord, EarlierAttempt, PlanRecord, ProbeRecord
 from apron.records.store import RecordStore
 from apron.units import shorten
 
 
-@dataclass(frozen=True)
+@frozen
 class BootResult:
     record_id: str
     record: BootRecord
@@ -55,7 +56,7 @@ def open_host(
     return cluster.launch(ssh), cluster.down
 
 
-@dataclass(frozen=True)
+@frozen
 class EngineProbe:
     """What a target's engine is, asked before there is a plan (apron boot SOURCE without --engine/--gpu)."""
 

@@ -26,6 +26,7 @@ from apron.boot.command import ServeCommand, build_command
 from apron.boot.hosts import Host, LogFollower, Result
 from apron.boot.probe import DOWNLOAD, IDENTITY
 from apron.errors import ApronError, BadInput, HarnessFault, HostFault
+from apron.frozen import frozen
 from apron.measure import logparse
 from apron.measure.endpoint import Endpoint
 from apron.measure.loglines import read_line
@@ -37,7 +38,7 @@ from apron.units import shorten
 Progress = Callable[[str], None]
 
 
-@dataclass(frozen=True)
+@frozen
 class BootOptions:
     vllm: str | None = None  # the vllm executable on the target
     venv: str | None = None  # or the venv that holds it
@@ -58,7 +59,7 @@ class BootOptions:
     probe_functions: tuple[str, ...] = ()  # `apron probe`: what the allocator hook wraps (boot/probing.py)
 
 
-@dataclass(frozen=True)
+@frozen
 class ServedEngine:
     """What after_healthy gets: the engine's API from this machine, and a way to run on the target
     (`vllm bench serve` runs there, next to the engine)."""

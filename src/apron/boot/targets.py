@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from apron.errors import BadInput
+from apron.frozen import frozen
 
 SKY_CLOUDS = (
     "aws",
@@ -31,7 +31,7 @@ SKY_CLOUDS = (
 )
 
 
-@dataclass(frozen=True)
+@frozen
 class TargetSpec:
     kind: str  # "local" | "ssh" | "sky"
     host: str | None = None

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from apron.errors import Failed
+from apron.frozen import frozen
 from apron.plan.calibration import TERMS, Calibration, GroupCalibration, LooError, is_observed
 from apron.plan.result import Plan
 from apron.records.documents import BootRecord, PlanRecord
@@ -32,7 +33,7 @@ MAX_WEIGHTS_MISS = 0.10
 QUANTITIES = ("non_torch_bytes", "cudagraph_bytes", "available_kv_bytes")
 
 
-@dataclass(frozen=True)
+@frozen
 class Sample:
     """One boot beside its plan: the plan's value and observed part of each term, and what was measured."""
 
@@ -46,7 +47,7 @@ class Sample:
     measured: dict[str, float]
 
 
-@dataclass(frozen=True)
+@frozen
 class GroupReport:
     engine: str
     gpu: str
@@ -63,7 +64,7 @@ class GroupReport:
         return out | {"fitted": True, **self.calibration.to_json()}
 
 
-@dataclass(frozen=True)
+@frozen
 class CalibrationRun:
     groups: tuple[GroupReport, ...]
     skipped_boots: tuple[tuple[str, str], ...] = field(default=())  # (boot id, why it is not a sample)

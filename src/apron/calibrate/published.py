@@ -14,11 +14,11 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from apron.errors import BadInput
+from apron.frozen import frozen
 from apron.plan.quantity import Unit
 from apron.plan.result import Plan
 from apron.records.documents import (
@@ -51,7 +51,7 @@ REQUIRED = ("model_id", "gpu", "vllm_version", "boot_outcome")
 Planner = Callable[["PublishedBoot"], Plan]
 
 
-@dataclass(frozen=True)
+@frozen
 class PublishedBoot:
     index: int
     model_id: str
@@ -65,7 +65,7 @@ class PublishedBoot:
     failure: dict[str, Any] | None
 
 
-@dataclass(frozen=True)
+@frozen
 class Imported:
     boot_id: str
     plan_id: str

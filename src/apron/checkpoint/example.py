@@ -15,13 +15,14 @@ import random
 import statistics
 import struct
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from apron.checkpoint.model import RANDOM_WEIGHTS_KEY
 from apron.checkpoint.tiny_tokenizer import BOS, EOS, PAD, TinyTokenizer, build_tokenizer
 from apron.errors import BadInput
+from apron.frozen import frozen
 
 TRANSFORMERS_VERSION = "5.19.0"
 SCALE_FACTOR = 2  # Idefics3's pixel shuffle: (2 x 2) patches -> one image token
@@ -34,7 +35,7 @@ CHAT_TEMPLATE = (
 )
 
 
-@dataclass(frozen=True)
+@frozen
 class TinySpec:
     """What to build. The defaults: 8 layers of 128 wide, 2 query heads of 64 and 1 KV head, a 4,096
     token context; 2,048 KV bytes a token for the attention families."""
@@ -61,7 +62,7 @@ class TinySpec:
         return self.hidden_size // self.num_heads
 
 
-@dataclass(frozen=True)
+@frozen
 class Family:
     architecture: str
     model_type: str
@@ -71,7 +72,7 @@ class Family:
     is_multimodal: bool = False
 
 
-@dataclass(frozen=True)
+@frozen
 class TinyModel:
     folder: Path
     family: str
@@ -398,7 +399,8 @@ def write_safetensors(path: Path, shapes: dict[str, tuple[int, ...]], spec: Tiny
 # ---- the folder ----------------------------------------------------------------------------------
 
 
-def write_tiny_model(folder: Path, spec: TinySpec = TinySpec()) -> TinyModel:
+def write_tiny_model(folder: Path, spec: TinySpec | None = None) -> TinyModel:
+    spec = spec or TinySpec()
     family = FAMILIES.get(spec.family)
     if family is None:
         raise BadInput(f"--family {spec.family!r} is not one of {', '.join(FAMILIES)}")

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Any
 
 from apron.checkpoint.safetensors import TensorInfo
 from apron.errors import BadInput
+from apron.frozen import frozen
 
 CONFIG = "config.json"
 GENERATION_CONFIG = "generation_config.json"
@@ -59,7 +59,7 @@ def weight_files_from_index(index: dict[str, Any], label: str) -> list[str]:
     return list(files)
 
 
-@dataclass(frozen=True)
+@frozen
 class SmallFiles:
     """The parsed config files of a checkpoint, whatever the source."""
 

@@ -17,7 +17,6 @@ import re
 import sys
 import threading
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
-from dataclasses import dataclass
 from typing import Any
 
 from apron.checkpoint import files as cf
@@ -34,12 +33,13 @@ from apron.checkpoint.hub_http import (
 from apron.checkpoint.model import Checkpoint
 from apron.checkpoint.safetensors import LENGTH_PREFIX_BYTES, TensorInfo, header_length, parse_header
 from apron.errors import BadInput, Failed
+from apron.frozen import frozen
 
 COMMIT_SHA = re.compile(r"^[0-9a-f]{40}$")
 SMALL_FILES = (cf.CONFIG, *cf.OPTIONAL_FILES, cf.INDEX)
 
 
-@dataclass(frozen=True)
+@frozen
 class Listing:
     """What a repo held at one commit: file name -> size in bytes (None when the Hub did not say)."""
 

@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 
 from apron.checkpoint.safetensors import LENGTH_PREFIX_BYTES, header_length
 from apron.errors import ApronError, BadInput, Failed
+from apron.frozen import frozen
 
 # The statuses the Hub (or a CDN in front of it) uses for "not now": worth another try.
 TRANSIENT_STATUS = (408, 429, 500, 502, 503, 504)
@@ -33,7 +34,7 @@ TOKEN_HINT = "set HF_TOKEN or run `hf auth login`"
 T = TypeVar("T")
 
 
-@dataclass(frozen=True)
+@frozen
 class HubSettings:
     """How hard to try. Every request has a timeout; retries are bounded in count and in wait."""
 
@@ -81,7 +82,7 @@ def _env_number(name: str, default: float, minimum: float = 0.0) -> float:
     return value
 
 
-@dataclass(frozen=True)
+@frozen
 class Where:
     """What a request was for, so an error can name it."""
 
@@ -337,7 +338,7 @@ def _first_line(exc: BaseException) -> str:
 # --- Range reads --------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@frozen
 class ShardBytes:
     """The first 8 + N bytes of one safetensors file, and what the server said about the file."""
 
@@ -368,7 +369,7 @@ class _Body:
         return out
 
 
-@dataclass(frozen=True)
+@frozen
 class _Part:
     body: _Body
     is_whole_file: bool  # the server ignored Range and is sending the file from byte 0

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import cached_property
 from typing import Any, Literal, get_args
 
 from apron.checkpoint.safetensors import TensorInfo
 from apron.errors import BadInput
+from apron.frozen import frozen
 
 SourceKind = Literal["local", "hub", "snapshot", "catalog"]
 # safetensors __metadata__ key: "true" in a checkpoint whose weights are random (`apron example tiny`)
@@ -15,7 +16,7 @@ RANDOM_WEIGHTS_KEY = "apron.random_weights"
 SOURCE_KINDS: tuple[SourceKind, ...] = get_args(SourceKind)
 
 
-@dataclass(frozen=True)
+@frozen
 class Checkpoint:
     source: str  # what the user gave: a path, a repo id, a snapshot file
     source_kind: SourceKind

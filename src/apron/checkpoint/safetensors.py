@@ -10,10 +10,10 @@ from __future__ import annotations
 import json
 import math
 import struct
-from dataclasses import dataclass
 from typing import Any
 
 from apron.errors import BadInput
+from apron.frozen import frozen
 
 # The safetensors reader refuses headers above 100 MB (MAX_HEADER_SIZE in the safetensors crate).
 MAX_HEADER_BYTES = 100_000_000
@@ -44,7 +44,7 @@ DTYPE_BITS: dict[str, int] = {
 }
 
 
-@dataclass(frozen=True)
+@frozen
 class TensorInfo:
     """One tensor as a safetensors header describes it."""
 

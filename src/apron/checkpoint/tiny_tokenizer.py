@@ -10,8 +10,9 @@ holds by construction.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
+
+from apron.frozen import frozen
 
 SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|pad|>")
 BOS, EOS, PAD = "<|endoftext|>", "<|im_end|>", "<|pad|>"
@@ -57,7 +58,7 @@ def _symbols(text: str, table: dict[int, str]) -> list[str]:
     return [table[b] for b in text.encode("utf-8")]
 
 
-@dataclass(frozen=True)
+@frozen
 class TinyTokenizer:
     vocab: dict[str, int]
     merges: tuple[tuple[str, str], ...]

@@ -18,7 +18,7 @@ import os
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager, redirect_stderr, redirect_stdout
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 import click
@@ -26,6 +26,7 @@ import click
 from apron.cli.groups import GroupedCommand
 from apron.cli.options import HumanInt
 from apron.errors import BadInput
+from apron.frozen import frozen
 
 INSTRUCTIONS = (
     "Apron answers, before anyone rents a GPU, whether an exact LLM checkpoint fits, boots and answers on a "
@@ -37,7 +38,7 @@ INSTRUCTIONS = (
 ERROR_PREFIX = "apron: error: "
 
 
-@dataclass(frozen=True)
+@frozen
 class ToolSpec:
     """A tool: the CLI words of its command, the parameters left out (text output only), and inputs
     a tool takes as text where the command reads a file (the text is written to a temporary file)."""

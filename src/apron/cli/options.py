@@ -10,13 +10,14 @@ the flags, keyword and type stay those of the one definition.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, TypeVar
 
 import click
 
 from apron.cli.groups import GroupedOption
 from apron.errors import BadInput
+from apron.frozen import frozen
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -47,7 +48,7 @@ class HumanInt(click.ParamType):  # type: ignore[type-arg]
             self.fail(exc.message, param, ctx)
 
 
-@dataclass(frozen=True)
+@frozen
 class OptionSpec:
     """One option as data: its flags, the keyword the command receives, its heading and help in --help,
     and click's type (a Python type, or a click type that names its choices, range or path kind)."""

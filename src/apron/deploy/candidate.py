@@ -9,9 +9,10 @@ from typing import Any
 from apron.deploy.env import EnvVar, classify, planned_settings
 from apron.deploy.options import release_options
 from apron.deploy.serve_args import Arg, ServeArgs, parse_serve_args
+from apron.frozen import frozen
 
 
-@dataclass(frozen=True)
+@frozen
 class Sourced:
     """A value and where in the file it came from ("line 7", "resources.accelerators")."""
 
@@ -39,7 +40,7 @@ class Found:
     is_default: bool = True  # planned without --name (a recipe's non-default variants are not)
 
 
-@dataclass(frozen=True)
+@frozen
 class Candidate:
     file: str
     sha256: str

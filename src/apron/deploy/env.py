@@ -11,10 +11,10 @@ kernels, no effect where it only names paths, tokens, logging or ports.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Any
 
 from apron.deploy.options import ReleaseOptions
+from apron.frozen import frozen
 
 PLANNED = {"VLLM_ALLOW_LONG_MAX_MODEL_LEN", "VLLM_CPU_KVCACHE_SPACE"}
 _WHY = {
@@ -32,7 +32,7 @@ _NO_EFFECT = re.compile(
 _SECRET = re.compile(r"TOKEN|SECRET|PASSWORD|API_KEY|ACCESS_KEY|CREDENTIAL", re.I)
 
 
-@dataclass(frozen=True)
+@frozen
 class EnvVar:
     name: str
     value: str

@@ -7,17 +7,18 @@ from __future__ import annotations
 
 import gzip
 import json
-from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
+from apron.frozen import frozen
+
 _TABLE = Path(__file__).parent / "data" / "serve-options.json.gz"
 
 
-@dataclass(frozen=True)
+@frozen
 class Option:
     text: str  # as the parser registers it: --max-model-len, -tp, --no-enforce-eager
     dest: str  # the EngineArgs / frontend field it sets
@@ -31,7 +32,7 @@ class Option:
         return self.nargs == 0 and self.default is not None and self.sets == self.default
 
 
-@dataclass(frozen=True)
+@frozen
 class ReleaseOptions:
     version: str  # the release the table was written from
     options: dict[str, Option]

@@ -16,10 +16,11 @@ from __future__ import annotations
 import json
 import re
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from apron.deploy.options import Option, ReleaseOptions
+from apron.frozen import frozen
 
 # EngineArgs field -> (UserSettings field, how the value reads)
 PLANNED = {
@@ -108,7 +109,7 @@ WHY_NOT_PLANNED = {
 }
 
 
-@dataclass(frozen=True)
+@frozen
 class Arg:
     """One word of the argument list and where in the file it came from."""
 
@@ -118,7 +119,7 @@ class Arg:
     written: str | None = None  # as the file wrote it, where the parser reads it otherwise ('' : no word)
 
 
-@dataclass(frozen=True)
+@frozen
 class Flag:
     words: tuple[str, ...]  # as written (after the file's own substitutions)
     where: str
@@ -139,7 +140,7 @@ class Flag:
         return {"flag": self.text, "where": self.where, "use": self.use, "field": self.dest, "why": self.why}
 
 
-@dataclass(frozen=True)
+@frozen
 class ServeArgs:
     model: Arg | None
     revision: Arg | None

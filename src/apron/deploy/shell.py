@@ -22,26 +22,27 @@ import re
 from dataclasses import dataclass, field
 
 from apron.errors import BadInput
+from apron.frozen import frozen
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _ASSIGNMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(.*)", re.S)
 
 
-@dataclass(frozen=True)
+@frozen
 class Word:
     text: str
     line: int  # 1-based, in the script
     unresolved: tuple[str, ...] = ()  # the variables (or substitutions) left as written
 
 
-@dataclass(frozen=True)
+@frozen
 class Variable:
     value: str
     line: int  # where the script sets it; 0: given by the caller (SkyPilot envs, a container's env)
     unresolved: tuple[str, ...] = ()  # what its value left unexpanded
 
 
-@dataclass(frozen=True)
+@frozen
 class Command:
     """One simple command: its environment prefix and its words (redirections dropped)."""
 

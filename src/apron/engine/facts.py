@@ -11,7 +11,6 @@ from __future__ import annotations
 import gzip
 import json
 import re
-from dataclasses import dataclass
 from functools import cache, cached_property, lru_cache
 from pathlib import Path
 from typing import Any, cast
@@ -20,6 +19,7 @@ from packaging.version import InvalidVersion, Version
 
 from apron.engine import templates
 from apron.errors import BadInput
+from apron.frozen import frozen
 
 FACTS_SCHEMA = "apron.engine-facts/1"
 # Shipped facts sit beside the code (importlib.resources costs ~13 ms of start-up for the same files).
@@ -52,7 +52,7 @@ def capability_int(capability: Capability) -> int:
     return int(capability)
 
 
-@dataclass(frozen=True)
+@frozen
 class Refusal:
     """A message the engine would raise, rendered from the release's own template."""
 
@@ -63,7 +63,7 @@ class Refusal:
     is_exact: bool  # every field of the template was filled from known values
 
 
-@dataclass(frozen=True)
+@frozen
 class BatchDefaults:
     max_num_seqs: int
     max_num_batched_tokens: int
@@ -71,7 +71,7 @@ class BatchDefaults:
     basis: str
 
 
-@dataclass(frozen=True)
+@frozen
 class VersionChoice:
     version: str | None
     reason: str
@@ -82,7 +82,7 @@ class VersionChoice:
 MESSAGE_KEYS = ("log_formats", "refusals")
 
 
-@dataclass(frozen=True)
+@frozen
 class EngineFacts:
     data: dict[str, Any]
     full_path: str | None = None  # where the full file is, when `data` is the core companion
@@ -448,7 +448,7 @@ def _absence(facts: EngineFacts, arch: str) -> str:
 # ------------------------------------------------------------------ releases the tests cover
 
 
-@dataclass(frozen=True)
+@frozen
 class EngineChange:
     """The mirrored engine functions of a release that differ from every release Apron is validated on."""
 

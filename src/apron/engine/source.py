@@ -13,11 +13,11 @@ import subprocess
 import sys
 import zipfile
 from collections.abc import Callable
-from dataclasses import dataclass
 from email.parser import HeaderParser
 from pathlib import Path
 
 from apron.errors import BadInput, Failed
+from apron.frozen import frozen
 
 _SPEC = re.compile(r"vllm\s*==\s*v?(\d+(?:\.\d+)*(?:[.+\-\w]*)?)")
 # The abi3 wheel's Python files are the same on every platform; asking for this one explicitly
@@ -25,7 +25,7 @@ _SPEC = re.compile(r"vllm\s*==\s*v?(\d+(?:\.\d+)*(?:[.+\-\w]*)?)")
 _PIP_PLATFORM = "manylinux_2_28_x86_64"
 
 
-@dataclass(frozen=True)
+@frozen
 class EngineSource:
     """A readable vLLM source: `kind` is "wheel" or "tree"; `root` is the wheel file or the folder
     that holds the `vllm/` package."""

@@ -7,17 +7,17 @@ import io
 import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from apron.engine.extract import extract_facts
 from apron.engine.facts import core_bytes, core_path
 from apron.engine.source import EngineSource, download_wheel, open_local, parse_spec
+from apron.frozen import frozen
 from apron.paths import write_atomic
 
 
-@dataclass(frozen=True)
+@frozen
 class SyncResult:
     version: str
     path: Path

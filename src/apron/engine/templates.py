@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+
+from apron.frozen import frozen
 
 _CONVERSIONS: dict[str, Callable[[object], str]] = {"r": repr, "s": str, "a": ascii}
 _BRACE = re.compile(r"[{}]")
@@ -18,7 +19,7 @@ _OPEN = "([{"
 _CLOSE = ")]}"
 
 
-@dataclass(frozen=True)
+@frozen
 class Field:
     text: str  # the whole `{...}` as written
     expr: str

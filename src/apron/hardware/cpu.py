@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
 from pathlib import Path
+
+from apron.frozen import frozen
 
 CPU_NAMES = ("cpu",)
 # The flags of /proc/cpuinfo the CPU platform reads (the rest never change a plan).
@@ -27,7 +28,7 @@ PLATFORM_FLAGS = ("avx512_bf16", "amx_tile")
 HOST_ROOT_ENV = "APRON_HOST_ROOT"
 
 
-@dataclass(frozen=True)
+@frozen
 class NodeMemory:
     total_bytes: int
     basis: str

@@ -5,12 +5,13 @@ from __future__ import annotations
 import difflib
 import json
 import re
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
 from apron.errors import BadInput
+from apron.frozen import frozen
 from apron.hardware.cpu import CPU_NAMES, cpu_flags, node_memory
 
 MIB = 2**20
@@ -24,7 +25,7 @@ INTERCONNECT_NAMES = {
 }
 
 
-@dataclass(frozen=True)
+@frozen
 class Interconnect:
     """How the GPUs of one rented machine of this class reach each other (the all-reduce's links)."""
 
@@ -42,7 +43,7 @@ class Interconnect:
         return INTERCONNECT_NAMES[self.kind], self.link_bytes_per_second
 
 
-@dataclass(frozen=True)
+@frozen
 class Gpu:
     name: str  # PyTorch's device name, e.g. "NVIDIA H100 80GB HBM3"
     total_bytes: int  # as torch.cuda.mem_get_info() reports it

@@ -10,11 +10,11 @@ from __future__ import annotations
 import datetime
 import hashlib
 import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from apron.errors import BadInput
+from apron.frozen import frozen
 from apron.hardware.gpus import resolve_gpu
 
 SCHEMA = "apron.prices/1"
@@ -23,7 +23,7 @@ BUNDLED = Path(__file__).parent / "prices.json"
 _ROW_FIELDS = {"gpu", "tier", "usd_per_gpu_hour", "provider", "source", "date"}
 
 
-@dataclass(frozen=True)
+@frozen
 class Price:
     gpu_name: str  # the catalog's name (PyTorch's device name)
     tier: str
@@ -42,7 +42,7 @@ class Price:
         }
 
 
-@dataclass(frozen=True)
+@frozen
 class PriceTable:
     path: str  # "bundled" or the user's file
     sha256: str

@@ -16,10 +16,11 @@ import random
 import re
 import secrets
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import Any
 
 from apron.errors import BadInput
+from apron.frozen import frozen
 from apron.measure.endpoint import Endpoint, Reply, ServedModel
 from apron.measure.haystack import build_haystack
 from apron.measure.png import COLOURS, data_url, solid_png
@@ -45,7 +46,7 @@ REASONING_ALLOWANCE_TOKENS = 1024
 PROMPT_ROOM_TOKENS = 256
 
 
-@dataclass(frozen=True)
+@frozen
 class Question:
     """A prompt with one exact, checkable answer."""
 
@@ -115,7 +116,7 @@ JSON_PROMPT = (
 )
 
 
-@dataclass(frozen=True)
+@frozen
 class CheckOptions:
     """How to ask: what the caller knows about the model and its server."""
 
@@ -144,7 +145,7 @@ class CheckOptions:
         }
 
 
-@dataclass(frozen=True)
+@frozen
 class Outcome:
     """What scoring a reply decides."""
 
@@ -162,7 +163,7 @@ def _fail(reason: str, fix: str | None = None, **details: Any) -> Outcome:
     return Outcome("fail", reason, fix, details)
 
 
-@dataclass(frozen=True)
+@frozen
 class CheckResult:
     name: str
     status: str
@@ -184,7 +185,7 @@ class CheckResult:
         }
 
 
-@dataclass(frozen=True)
+@frozen
 class CheckReport:
     url: str
     model: str
@@ -447,7 +448,7 @@ def _score_arguments(raw: Any, details: dict[str, Any]) -> Outcome:
 # ---- running the checks -------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@frozen
 class _Context:
     endpoint: Endpoint
     served: ServedModel

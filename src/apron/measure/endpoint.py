@@ -10,13 +10,13 @@ from __future__ import annotations
 import json
 import os
 import time
-from dataclasses import dataclass
 from typing import Any
 
 from apron.errors import BadInput, Failed
+from apron.frozen import frozen
 
 
-@dataclass(frozen=True)
+@frozen
 class Reply:
     """One HTTP exchange: the status, the parsed body (or the error text) and the wall time."""
 
@@ -30,7 +30,7 @@ class Reply:
         return self.error is None and 200 <= self.status_code < 300
 
 
-@dataclass(frozen=True)
+@frozen
 class ServedModel:
     """A model as /v1/models lists it (vLLM adds `root` and `max_model_len`)."""
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
+
+from apron.frozen import frozen
 
 FULL_HAYSTACK_TOKENS = 32_768
 CODE_ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"  # no 0/O or 1/I: a misread is not a right answer
@@ -66,7 +67,7 @@ _TAILS = (
 )
 
 
-@dataclass(frozen=True)
+@frozen
 class Haystack:
     messages: list[dict[str, Any]]
     code: str

@@ -9,8 +9,8 @@ once per rank; every occurrence is kept, in log order.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
+from apron.frozen import frozen
 from apron.measure.loglines import QUIET_LEVELS, LogLine
 
 # `ValueError: msg`, `torch.OutOfMemoryError: msg`, `Exception: msg`, `ValueError (file.py:12 fn): msg`
@@ -43,7 +43,7 @@ ERROR_WORDS = re.compile(
 )
 
 
-@dataclass(frozen=True)
+@frozen
 class LogError:
     """One error the log printed: `SomeError: message`, or a line that names a failure."""
 

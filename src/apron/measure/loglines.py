@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import re
 import textwrap
-from dataclasses import dataclass
+
+from apron.frozen import frozen
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 _LEVELS = r"DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL"
@@ -57,7 +58,7 @@ _REPEATED = re.compile(r"\s*\[repeated (?P<times>\d+)x across cluster\]\s*$")
 QUIET_LEVELS = ("DEBUG", "INFO", "WARNING")
 
 
-@dataclass(frozen=True)
+@frozen
 class LogLine:
     number: int  # 1-based, as an editor shows it
     process: str | None  # "EngineCore_DP0", "Worker_TP1", "RayWorkerWrapper"; None without a tag

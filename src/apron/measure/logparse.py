@@ -25,10 +25,11 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import field, fields, replace
 from pathlib import Path
 from typing import Any, Protocol
 
+from apron.frozen import frozen
 from apron.measure.logerrors import LogError, errors_in, is_code_line
 from apron.measure.loglines import LogLine, read_lines, shutdown_index
 
@@ -40,7 +41,7 @@ _JSON_SKIP = ("lines", "log_errors", "log_errors_after_shutdown")
 _SETTLED_PREFIXES = ("vllm", "glog", "uvicorn")
 
 
-@dataclass(frozen=True)
+@frozen
 class Recognised:
     """A message that renders one of the release's format strings."""
 
@@ -54,7 +55,7 @@ class Formats(Protocol):
     def recognise(self, message: str, engine_version: str | None) -> Recognised | None: ...
 
 
-@dataclass(frozen=True)
+@frozen
 class ParsedLog:
     engine_version: str | None = None
     weights_bytes: int | None = None

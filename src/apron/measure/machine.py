@@ -15,8 +15,8 @@ plan of a model without MLA.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
+from apron.frozen import frozen
 from apron.measure.logparse import ParsedLog
 
 _BF16_LINES = re.compile(
@@ -28,7 +28,7 @@ _AMX_LINE = re.compile(r"Using AMX_MLA backend")
 _REFUSAL_NODE = re.compile(r"Available memory on node \d+ \([\d.]+/([\d.]+) GiB\)")
 
 
-@dataclass(frozen=True)
+@frozen
 class CpuMachine:
     """What apron.hardware.cpu_device needs to plan this machine: `cpu_device(m.node_bytes,
     flags=m.cpu_flags, basis=m.basis)`."""

@@ -4,8 +4,9 @@ that reasoning or a tool call came back in the wrong place."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import Any
+
+from apron.frozen import frozen
 
 # Tags that mean reasoning text reached the answer channel unparsed: <think> families (Qwen3,
 # DeepSeek-R1, GLM), Seed-OSS, Kimi, Magistral, and gpt-oss harmony channels.
@@ -37,7 +38,7 @@ TOOL_CALL_MARKERS = (
 EXCERPT_CHARS = 400
 
 
-@dataclass(frozen=True)
+@frozen
 class ChatAnswer:
     """The first choice of a chat completion, split into the parts the checks look at."""
 

@@ -15,12 +15,12 @@ import signal
 import subprocess
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
 from apron.errors import BadInput, Failed
+from apron.frozen import frozen
 from apron.measure.endpoint import Endpoint, server_root
 
 # Percentile keys `vllm bench serve` writes for --percentile-metrics ttft,tpot,itl,e2el
@@ -29,7 +29,7 @@ METRICS = ("ttft", "tpot", "itl", "e2el")
 PERCENTILES = (50, 90, 99)
 
 
-@dataclass(frozen=True)
+@frozen
 class ServeTestSettings:
     num_prompts: int = 50
     input_len_tokens: int = 512
@@ -55,7 +55,7 @@ class ServeTestSettings:
         }
 
 
-@dataclass(frozen=True)
+@frozen
 class Latency:
     """One latency metric in seconds (vLLM reports milliseconds)."""
 
@@ -76,7 +76,7 @@ class Latency:
         }
 
 
-@dataclass(frozen=True)
+@frozen
 class ServeFigures:
     """What a `vllm bench serve` result file says, in Apron's units."""
 
@@ -126,7 +126,7 @@ def _round(value: float | None, digits: int) -> float | None:
     return None if value is None else round(value, digits)
 
 
-@dataclass(frozen=True)
+@frozen
 class ServeReport:
     url: str
     model: str

@@ -18,16 +18,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import cached_property
 
 from apron.engine.facts import EngineFacts
+from apron.frozen import frozen
 from apron.plan.model_config import ModelConfig
 from apron.plan.settings import EngineSettings
 from apron.plan.weights import DTYPE_BYTES, pad_to
 
 
-@dataclass(frozen=True)
+@frozen
 class Buffer:
     name: str
     shape: tuple[int, ...]
@@ -38,7 +38,7 @@ class Buffer:
         return math.prod(self.shape) * self.dtype_bytes
 
 
-@dataclass(frozen=True)
+@frozen
 class Moment:
     """A moment of profile_run. `not_yet_live`: allocations made later in the run and kept past
     it (the MoE workspace, the cuBLAS workspace before 0.33): vLLM's transient is the peak less what
@@ -61,7 +61,7 @@ class Moment:
         return sum(b.num_bytes for b in self.buffers)
 
 
-@dataclass(frozen=True)
+@frozen
 class ActivationEstimate:
     moments: tuple[Moment, ...]  # the moments that happen in this configuration
     skipped: tuple[tuple[str, str], ...]  # (moment, why it does not happen)
@@ -127,7 +127,7 @@ def estimate_activation(
 MOMENT_ORDER = ("vision encoder", "compile transient", "forward pass", "sampler")
 
 
-@dataclass(frozen=True)
+@frozen
 class KeptAllocation:
     """A persistent allocation made inside profile_run: first live at moment `first_live`."""
 

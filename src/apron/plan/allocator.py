@@ -38,6 +38,8 @@ import bisect
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from apron.frozen import frozen
+
 MIB = 2**20
 K_MIN_BLOCK_SIZE = 512
 K_SMALL_SIZE = 1 * MIB
@@ -51,7 +53,7 @@ UNLIMITED = 2**64 - 1
 OPS = ("alloc", "free", "empty_cache", "max_split", "reset_peak", "mark")
 
 
-@dataclass(frozen=True)
+@frozen
 class Event:
     """One step of the replay.
 
@@ -66,7 +68,7 @@ class Event:
     stream: int = 0
 
 
-@dataclass(frozen=True)
+@frozen
 class Stats:
     reserved_bytes: int
     allocated_bytes: int
@@ -74,14 +76,14 @@ class Stats:
     requested_bytes: int
 
 
-@dataclass(frozen=True)
+@frozen
 class SegmentView:
     size_bytes: int
     live_tags: tuple[str, ...]
     free_bytes: int
 
 
-@dataclass(frozen=True)
+@frozen
 class Replay:
     final: Stats
     marks: tuple[tuple[str, Stats], ...]

@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from pathlib import Path
 from typing import Any
 
 from apron.errors import BadInput
+from apron.frozen import frozen
 
 SCHEMA = "apron.calibration/1"
 GIB = 2**30
@@ -44,7 +45,7 @@ def is_observed(component: dict[str, Any]) -> bool:
     return "observed" in str(component.get("basis", "")) and component.get("name") not in NOT_SCALED
 
 
-@dataclass(frozen=True)
+@frozen
 class LooError:
     before: float  # mean |predicted - measured| over the group's boots, each predicted without calibration
     after: float  # the same, each predicted with a factor fitted on the other boots only
@@ -62,7 +63,7 @@ class LooError:
         }
 
 
-@dataclass(frozen=True)
+@frozen
 class GroupCalibration:
     engine: str
     gpu: str
@@ -87,7 +88,7 @@ class GroupCalibration:
         return f"calibrated on {self.num_boots} boots ({text}; factor {self.factors[quantity]:.3f})"
 
 
-@dataclass(frozen=True)
+@frozen
 class Calibration:
     groups: tuple[GroupCalibration, ...]
     skipped: tuple[dict[str, Any], ...] = ()

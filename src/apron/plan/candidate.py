@@ -12,7 +12,7 @@ an unresolved $TP, several nodes, ...) is listed beside it.
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ from apron.deploy.options import release_options
 from apron.deploy.serve_args import PLANNED, REACH, Flag
 from apron.engine.facts import known_versions
 from apron.errors import BadInput
+from apron.frozen import frozen
 from apron.hardware import Gpu, resolve_gpu
 from apron.plan.calibration import Calibration
 from apron.plan.planner import plan_checkpoint
@@ -33,7 +34,7 @@ from apron.plan.settings import UserSettings, user_flags
 __all__ = ["CandidatePlan", "candidate_engine", "candidate_gpu", "candidate_settings", "plan_candidate"]
 
 
-@dataclass(frozen=True)
+@frozen
 class GpuRequest:
     """--gpu, --gpu-memory-bytes and --gpu-capability as typed (each may be None)."""
 
@@ -94,7 +95,7 @@ def candidate_engine(candidate: Candidate, requested: str | None) -> tuple[str |
     )
 
 
-@dataclass(frozen=True)
+@frozen
 class CommandFlag:
     text: str  # shell words
     origin: str  # file | set_here | changed_by_apron | added_by_apron
@@ -106,7 +107,7 @@ class CommandFlag:
         return {"flag": self.text, "origin": self.origin, "use": self.use, "where": self.where, "was": self.was}
 
 
-@dataclass(frozen=True)
+@frozen
 class CandidatePlan:
     plan: Plan
     candidate: Candidate

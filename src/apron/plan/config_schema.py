@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from apron.errors import BadInput
+from apron.frozen import frozen
 
 # Bounds no real model comes near (the largest today: ~200 layers, 256 heads, ~32k hidden, ~1M
 # vocabulary, ~10M positions, a few hundred experts); a value past them is a typo or garbage.
@@ -35,7 +35,7 @@ MAX_LENGTH = 2**62
 MAX_KERNEL = 4096
 
 
-@dataclass(frozen=True)
+@frozen
 class Kind:
     """What a value must be: `check` returns None when it is, else what it must be instead."""
 

@@ -14,11 +14,12 @@ FamilyContext.state_dtypes).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from apron.checkpoint import Checkpoint
 from apron.engine.facts import EngineFacts
+from apron.frozen import frozen
 from apron.hardware import Gpu
 from apron.plan.cpu_resident import WORKER, Resident, worker_resident
 from apron.plan.kv.layouts import KVLayout, build_layout
@@ -105,7 +106,7 @@ def range_of(q: Quantity) -> tuple[int | float | None, int | float | None]:
     return q.low, q.high
 
 
-@dataclass(frozen=True)
+@frozen
 class _Budget:
     """The KV size the worker will use: given (--kv-cache-memory-bytes, exact) or the reservation less
     the resident set (a range: the low end takes the resident set's high end)."""

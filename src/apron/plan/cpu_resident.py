@@ -33,9 +33,9 @@ lab boot of tests/fixtures/logs/c_auto_kv_util_005.log, 0.54 GiB.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal
 
+from apron.frozen import frozen
 from apron.plan.settings import EngineSettings
 from apron.plan.weights import WeightsEstimate
 
@@ -61,7 +61,7 @@ TOKEN_TABLE_BYTES_PER_POSITION = 4 + 1
 SETTLE = "a boot of this model with automatic KV on the target (apron boot), whose 'Auto set' line prints it"
 
 
-@dataclass(frozen=True)
+@frozen
 class Term:
     name: str
     value_bytes: int
@@ -71,7 +71,7 @@ class Term:
     basis: str
 
 
-@dataclass(frozen=True)
+@frozen
 class Resident:
     """The worker's resident set at KV sizing, term by term; the range is the sum of the terms' ranges."""
 

@@ -21,9 +21,9 @@ peer-to-peer), no scheduling or prefill interleaving. Real decode is slower.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
+from apron.frozen import frozen
 from apron.hardware import Gpu
 from apron.plan.model_config import ModelConfig
 from apron.plan.result import Plan
@@ -37,7 +37,7 @@ FORMULA = (
 _NOT_READ = ("embedding", "allocator rounding", "vision/audio tower", "rotary cos/sin cache")
 
 
-@dataclass(frozen=True)
+@frozen
 class DecodeBound:
     tokens_per_second_per_user: float
     weights_read_bytes: int

@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from apron.engine.facts import EngineFacts
 from apron.errors import BadInput
+from apron.frozen import frozen
 from apron.plan.activation import Buffer, Moment
 from apron.plan.model_config import ModelConfig
 from apron.plan.settings import EngineSettings
@@ -35,7 +36,7 @@ from apron.plan.weights import DTYPE_BYTES
 DEFAULT_LIMIT = 999
 
 
-@dataclass(frozen=True)
+@frozen
 class Tower:
     """The vision transformer that encodes one modality's patches (shapes per rank)."""
 
@@ -50,7 +51,7 @@ class Tower:
     projector: tuple[int, int] | None = None  # (mid, out) of a column/row-parallel MLP run on every patch
 
 
-@dataclass(frozen=True)
+@frozen
 class ModalityCost:
     modality: str
     tokens_per_item: int
@@ -63,7 +64,7 @@ class ModalityCost:
         return self.patches_per_item // self.rows_per_item
 
 
-@dataclass(frozen=True)
+@frozen
 class EncoderProfile:
     """What the encoder adds to the plan: its own moment, the outputs the later moments carry, and
     the persistent buffers a multimodal runner allocates."""
@@ -211,7 +212,7 @@ def runner_buffers(config: ModelConfig, settings: EngineSettings, family: str) -
     return tuple(buffers)
 
 
-@dataclass(frozen=True)
+@frozen
 class _Shape:
     family: str
     tower: Tower

@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import Any
 
 from apron.checkpoint import Checkpoint, load_checkpoint
 from apron.deploy import Candidate, pick, read_deployments
 from apron.engine.facts import EngineFacts
 from apron.errors import BadInput
+from apron.frozen import frozen
 from apron.hardware import Gpu, all_gpus, resolve_gpu
 from apron.hardware.prices import TIERS, Price, PriceTable, load_prices
 from apron.plan.candidate import candidate_engine, candidate_gpu, candidate_settings, file_command
@@ -48,7 +49,7 @@ FP8_KV_EFFECT = (
 )
 
 
-@dataclass(frozen=True)
+@frozen
 class FitRequest:
     users: int
     context_tokens: int
@@ -75,7 +76,7 @@ class FitRequest:
             raise BadInput(f"--min-tokens-per-second {self.min_tokens_per_second} must be a positive number")
 
 
-@dataclass(frozen=True)
+@frozen
 class Outcome:
     status: str  # feasible | infeasible | unknown
     reason: str | None
@@ -84,7 +85,7 @@ class Outcome:
     concurrency_low: float | None = None  # the low end of the plan's stated range, where it has one
 
 
-@dataclass(frozen=True)
+@frozen
 class FitRow:
     gpu: Gpu
     count: int
@@ -188,7 +189,7 @@ class FitRow:
         return {"tokens_per_second_per_user": None, "label": "unknown", "basis": self.decode_note}
 
 
-@dataclass(frozen=True)
+@frozen
 class FitResult:
     request: FitRequest
     checkpoint: Checkpoint
@@ -376,7 +377,7 @@ def _fp8_effect(before: Plan, after: Plan) -> str:
     return effect
 
 
-@dataclass(frozen=True)
+@frozen
 class Tried:
     change: str
     concurrency: float | None
@@ -525,7 +526,7 @@ def fp8_kv_refusal(facts: EngineFacts, gpu: Gpu, plan: Plan) -> str | None:
     return f"no {'MLA ' if is_mla else ''}attention backend of vLLM {facts.version} reads an fp8 KV cache here"
 
 
-@dataclass(frozen=True)
+@frozen
 class FitQuery:
     """`apron fit` as the CLI and the MCP tool receive it."""
 

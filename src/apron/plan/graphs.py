@@ -21,8 +21,9 @@ first + (N_full - 1) x max(second, 1 MiB). `measured` holds:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
+from apron.frozen import frozen
 from apron.plan.allocator import allocation_size
 from apron.plan.model_config import ModelConfig
 from apron.plan.overheads import (
@@ -98,7 +99,7 @@ LAUNCHES = {
 DENSE_LAUNCHES = LAUNCHES["attention"] + LAUNCHES["dense MLP"]
 
 
-@dataclass(frozen=True)
+@frozen
 class LayerWeights:
     """The model's layers in dense-layer equivalents of graph driver memory."""
 

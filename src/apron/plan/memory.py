@@ -7,11 +7,12 @@ available_kv = ceil(total x util) - weights - non-torch - activation peak - CUDA
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
 from apron.checkpoint import Checkpoint
 from apron.engine.facts import EngineFacts
+from apron.frozen import frozen
 from apron.hardware import Gpu
 from apron.plan import moe, overheads, ranges
 from apron.plan.activation import ActivationEstimate, Buffer, KeptAllocation, estimate_activation
@@ -39,7 +40,7 @@ if TYPE_CHECKING:  # a calibrated or a multimodal plan's only: imported where th
 GIB = 2**30
 
 
-@dataclass(frozen=True)
+@frozen
 class MemoryPlan:
     quantities: dict[str, Quantity]
     verdict: str
@@ -57,7 +58,7 @@ def requested_bytes(gpu: Gpu, utilization: float) -> int:
     return math.ceil(gpu.total_bytes * utilization)
 
 
-@dataclass(frozen=True)
+@frozen
 class _Traits:
     is_multimodal: bool
     is_attention_free: bool
@@ -323,7 +324,7 @@ def moe_terms(
     return backend, workspace, moe.monolithic_buffers(config, settings, backend)
 
 
-@dataclass(frozen=True)
+@frozen
 class _Budget:
     requested: int
     weights: WeightsEstimate
@@ -409,7 +410,7 @@ def kv_at(layout: KVLayout, available_bytes: int, settings: EngineSettings, like
     )
 
 
-@dataclass(frozen=True)
+@frozen
 class KVRange:
     """The block planner at the two ends of the budget's range."""
 

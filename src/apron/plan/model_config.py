@@ -8,10 +8,10 @@ place; what each key must be is declared in apron.plan.config_schema and checked
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
+from apron.frozen import frozen
 from apron.plan.config_schema import check_config, check_nulls
 
 # Aliases vLLM / transformers accept for the same quantity, in the order they are tried.
@@ -40,7 +40,7 @@ def _first(config: dict[str, Any], keys: tuple[str, ...], default: Any = None) -
     return default
 
 
-@dataclass(frozen=True)
+@frozen
 class ModelConfig:
     raw: dict[str, Any]  # the whole config.json, keys set to null left out (_given)
     text: dict[str, Any]  # the language-model part (text_config for multimodal models)

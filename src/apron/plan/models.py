@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from apron.checkpoint.catalog import catalog_index, load_from_catalog
+from apron.frozen import frozen
 from apron.plan.kv.families import family_for
 from apron.plan.model_config import ModelConfig
 
 
-@dataclass(frozen=True)
+@frozen
 class CatalogModel:
     repo_id: str
     revision: str | None

@@ -18,8 +18,7 @@ flashinfer-python present (vLLM's pinned dependency), DeepGEMM absent (not a dep
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from apron.frozen import frozen
 from apron.plan.activation import Buffer
 from apron.plan.model_config import ModelConfig
 from apron.plan.settings import EngineSettings
@@ -30,7 +29,7 @@ from apron.plan.weights import DTYPE_BYTES, dsv4_mxfp4_backend, is_dsv4_fp4, pad
 TRTLLM_MAX_TILE_TOKENS = 128
 
 
-@dataclass(frozen=True)
+@frozen
 class MoEBackend:
     name: str
     is_monolithic: bool

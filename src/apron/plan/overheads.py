@@ -9,9 +9,8 @@ The CUDA-graph term, vLLM's own estimate, is plan/graphs.py.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from apron.engine.facts import EngineFacts
+from apron.frozen import frozen
 from apron.plan.model_config import ModelConfig
 from apron.plan.ranges import Observation, observed_range
 from apron.plan.retained import (
@@ -66,7 +65,7 @@ CUBLAS_WORKSPACE_BYTES = 4096 * 1024 * 2 + 16 * 1024 * 8
 CUBLAS_WORKSPACE_BYTES_SM90 = 32 * MIB
 
 
-@dataclass(frozen=True)
+@frozen
 class Component:
     """One named term. `low_bytes`/`high_bytes` are its stated range: the value itself where the
     source fixes it (derived), the observations' spread where it rests on them (plan/ranges.py)."""
@@ -93,7 +92,7 @@ class Component:
         return self.num_bytes if self.high_bytes is None else self.high_bytes
 
 
-@dataclass(frozen=True)
+@frozen
 class Overhead:
     components: tuple[Component, ...]
 
@@ -118,7 +117,7 @@ class Overhead:
         return "; ".join(f"{c.name} {c.num_bytes / GIB:.2f} GiB ({c.basis})" for c in self.components)
 
 
-@dataclass(frozen=True)
+@frozen
 class NonTorchInputs:
     """What the non-torch terms depend on besides the config and the settings."""
 
@@ -306,7 +305,7 @@ def retained_component(
     return Component("retained allocator segments", retained.num_bytes, "predicted", retained.basis)
 
 
-@dataclass(frozen=True)
+@frozen
 class GraphInputs:
     """What vLLM's CUDA-graph estimate depends on besides the config and the settings (plan/graphs.py)."""
 

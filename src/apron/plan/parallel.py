@@ -26,12 +26,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import cache, lru_cache
 from typing import Any
 
 from apron.checkpoint import Checkpoint
 from apron.engine.facts import EngineFacts, version_key
+from apron.frozen import frozen
 from apron.plan.model_config import ModelConfig
 from apron.plan.quantity import Problem, ProblemKind
 
@@ -39,7 +40,7 @@ from apron.plan.quantity import Problem, ProblemKind
 MAX_LISTED_TP = 8
 
 
-@dataclass(frozen=True)
+@frozen
 class Source:
     file: str  # relative to the vllm/ package
     anchor: str  # the line of code, exactly (stripped of indentation)
@@ -129,14 +130,14 @@ def cite(key: str, version: str) -> str:
     return f"{source.file} {pick}:{lines[pick]}"
 
 
-@dataclass(frozen=True)
+@frozen
 class Layout:
     tensor_parallel_size: int
     pipeline_parallel_size: int = 1
     is_expert_parallel: bool = False
 
 
-@dataclass(frozen=True)
+@frozen
 class ParallelShape:
     """What the checks read, from the config and the checkpoint's headers; 0 / None / () where the
     model builds no such layer."""
@@ -161,7 +162,7 @@ class ParallelShape:
     notes: tuple[str, ...] = field(default=())
 
 
-@dataclass(frozen=True)
+@frozen
 class Check:
     name: str
     kind: ProblemKind
@@ -375,7 +376,7 @@ CHECKS: tuple[Check, ...] = (
 )
 
 
-@dataclass(frozen=True)
+@frozen
 class Failure:
     check: Check
     reason: str

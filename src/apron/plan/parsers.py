@@ -8,15 +8,15 @@ when the pinned release registers them (its facts file's parser registries).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal
 
 from apron.checkpoint import Checkpoint
 from apron.engine.facts import EngineFacts
+from apron.frozen import frozen
 from apron.plan.quantity import Problem
 
 
-@dataclass(frozen=True)
+@frozen
 class FamilyParsers:
     reasoning: str | None
     tool: str | None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from apron.checkpoint import Checkpoint, load_checkpoint
@@ -18,6 +18,7 @@ from apron.engine.facts import (
     version_key,
 )
 from apron.errors import BadInput
+from apron.frozen import frozen
 from apron.hardware import Gpu
 from apron.plan import memory, parallel
 from apron.plan.model_config import ModelConfig
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
     from apron.plan.calibration import Calibration  # `--calibration FILE` only
 
 
-@dataclass(frozen=True)
+@frozen
 class PlanRequest:
     source: str
     gpu: Gpu

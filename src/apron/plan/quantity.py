@@ -9,8 +9,9 @@ unknown           the layout or term is not modelled; the value is null
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Literal, TypeVar, get_args
+
+from apron.frozen import frozen
 
 Label = Literal["derived", "proven_constraint", "predicted", "measured", "unknown"]
 Unit = Literal["bytes", "tokens", "sequences", "blocks"]
@@ -63,7 +64,7 @@ def one_of(value: object, allowed: tuple[T, ...], what: str) -> T:
     raise ValueError(f"{what} {value!r} is not one of {allowed}")
 
 
-@dataclass(frozen=True)
+@frozen
 class Quantity:
     """A plan's number. `low` and `high` are the stated range (docs/memory.md section 7): equal to
     `value` where the number is exact (derived from the inputs, or a constraint), wider where a
@@ -117,7 +118,7 @@ class Quantity:
         return cls(document["value"], unit, label, str(document["basis"]), document.get("low"), document.get("high"))
 
 
-@dataclass(frozen=True)
+@frozen
 class Problem:
     kind: ProblemKind
     message: str

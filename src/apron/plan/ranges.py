@@ -17,7 +17,7 @@ The budget subtracts every term, so the low end of the KV budget takes each term
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from apron.frozen import frozen
 
 GIB = 2**30
 # Half of format_gib's 0.01 GiB step (utils/mem_utils.py): the resolution a derived term was checked at.
@@ -42,7 +42,7 @@ def gpu_class(capability: tuple[int, int]) -> str:
     return GPU_CLASSES.get(capability, f"sm{capability[0]}{capability[1]}")
 
 
-@dataclass(frozen=True)
+@frozen
 class Observation:
     """A constant only boots support: where it was seen, how far each boot strays from the rest
     (as a fraction of the component's value)."""
@@ -56,7 +56,7 @@ class Observation:
     settle: str  # the measurement that would settle it
 
 
-@dataclass(frozen=True)
+@frozen
 class Spread:
     low_bytes: int
     high_bytes: int

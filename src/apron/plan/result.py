@@ -8,12 +8,13 @@ field's default.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import PurePath
 from typing import Any, Literal, get_args
 
 from apron.checkpoint.model import SOURCE_KINDS, SourceKind
 from apron.errors import BadInput
+from apron.frozen import frozen
 from apron.plan.quantity import Problem, Quantity, one_of
 
 SCHEMA = "apron.plan/1"
@@ -37,7 +38,7 @@ REQUIRED_QUANTITIES = (
 )
 
 
-@dataclass(frozen=True)
+@frozen
 class ModelIdentity:
     source: str
     repo_id: str | None
@@ -78,7 +79,7 @@ class ModelIdentity:
         )
 
 
-@dataclass(frozen=True)
+@frozen
 class FixedCommand:
     """The command with a fix applied: `flags` are the settings the fix line names."""
 
@@ -93,7 +94,7 @@ class FixedCommand:
         return cls(tuple(str(f) for f in document["flags"]), str(document["command"]))
 
 
-@dataclass(frozen=True)
+@frozen
 class PlanSettings:
     """The engine settings the plan was made for, as the engine will run them (defaults resolved)."""
 
@@ -157,7 +158,7 @@ class PlanSettings:
         )
 
 
-@dataclass(frozen=True)
+@frozen
 class Plan:
     model: ModelIdentity
     engine_version: str

@@ -31,9 +31,9 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from apron.engine.facts import EngineFacts
+from apron.frozen import frozen
 from apron.plan.allocator import LARGE_SEGMENT_SIZE, MIB, Event, Replay, load_block_bytes, replay
 from apron.plan.model_config import ModelConfig
 from apron.plan.settings import EngineSettings
@@ -42,7 +42,7 @@ from apron.plan.weights import DTYPE_BYTES, pad_to
 PROFILE_MAX_SPLIT_BYTES = 20 * MIB  # gpu_worker.py 0.31.0:617-624: 20 MiB, "the minimum PyTorch allows"
 
 
-@dataclass(frozen=True)
+@frozen
 class WindowInputs:
     """What the sequence depends on besides the config and the settings."""
 
@@ -53,7 +53,7 @@ class WindowInputs:
     lands_in_copy: bool  # observed: the persistent allocation finds only the copy's segment
 
 
-@dataclass(frozen=True)
+@frozen
 class RetainedSegments:
     events: tuple[Event, ...]
     result: Replay

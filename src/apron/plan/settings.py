@@ -9,12 +9,13 @@ _set_default_max_num_seqs_and_batched_tokens_args), CUDA-graph capture sizes
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from apron.checkpoint import Checkpoint
 from apron.engine.facts import EngineFacts
 from apron.errors import BadInput
+from apron.frozen import frozen
 from apron.hardware import Gpu
 from apron.plan.config_schema import MAX_LEN_KEYS
 from apron.plan.model_config import ModelConfig
@@ -39,7 +40,7 @@ _UNSCALED_ROPE_029 = ("su", "longrope", "llama3")
 _UNSCALED_ROPE_030 = ("su", "longrope", "llama3", "yarn", "deepseek_yarn", "deepseek_llama_scaling")
 
 
-@dataclass(frozen=True)
+@frozen
 class UserSettings:
     """What the user asked for; None means 'the engine's default'."""
 
@@ -186,7 +187,7 @@ def user_flags(user: UserSettings) -> list[str]:
     return flags + list(user.extra_flags)
 
 
-@dataclass(frozen=True)
+@frozen
 class EngineSettings:
     tensor_parallel_size: int
     max_model_len: int

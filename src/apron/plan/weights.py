@@ -17,6 +17,7 @@ from typing import Any
 
 from apron.checkpoint import Checkpoint
 from apron.checkpoint.safetensors import TensorInfo
+from apron.frozen import frozen
 from apron.plan.allocator import load_block_bytes
 from apron.plan.model_config import ModelConfig
 from apron.plan.quantity import Problem
@@ -174,14 +175,14 @@ _REPLICATED = {
 _SPLIT_PARAMS = {"sinks", "A_log", "A", "D", "dt_bias", "conv1d"}
 
 
-@dataclass(frozen=True)
+@frozen
 class WeightLine:
     group: str
     checkpoint_bytes: int
     bytes_per_gpu: int
 
 
-@dataclass(frozen=True)
+@frozen
 class WeightsEstimate:
     bytes_per_gpu: int
     checkpoint_bytes: int
@@ -224,7 +225,7 @@ class WeightsEstimate:
         return "; ".join(parts)
 
 
-@dataclass(frozen=True)
+@frozen
 class WeightSettings:
     tensor_parallel_size: int
     runtime_dtype: str  # "bfloat16" | "float16" | "float32"
@@ -301,7 +302,7 @@ _SKIP_REASONS = {
 }
 
 
-@dataclass(frozen=True)
+@frozen
 class _Entry:
     """Tensors that vLLM treats alike, summed: the per-plan work is a loop over a few dozen of these
     instead of every tensor (a checkpoint can hold 60,000)."""
@@ -645,7 +646,7 @@ def rope_cache_positions(config: ModelConfig) -> int:
 # --- quantized layouts -----------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@frozen
 class _Quant:
     method: str | None
     group_size: int

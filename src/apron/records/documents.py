@@ -11,9 +11,10 @@ boot record, the fix loop the fix record); this module only says what a document
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, ClassVar, Literal, get_args
 
+from apron.frozen import frozen
 from apron.plan.quantity import UNITS, Unit, one_of
 from apron.plan.result import REQUIRED_QUANTITIES, Plan
 from apron.plan.result import SCHEMA as PLAN_SCHEMA
@@ -57,7 +58,7 @@ class RecordDocument:
         return getattr(self, name, None)
 
 
-@dataclass(frozen=True)
+@frozen
 class UnreadRecord(RecordDocument):
     """A record this Apron does not read: a kind it does not know or a schema newer than its own (a
     newer Apron wrote it). Listed and skipped with this reason, never a failure of the whole store."""
@@ -87,7 +88,7 @@ def document_from_json(document: Json, schema_version: int) -> RecordDocument:
 # -------------------------------------------------------------------------------------------- plan
 
 
-@dataclass(frozen=True)
+@frozen
 class PlanRecord(RecordDocument):
     """A plan as a record. No timestamp: the same plan is the same record."""
 
@@ -111,7 +112,7 @@ class PlanRecord(RecordDocument):
 # -------------------------------------------------------------------------------------------- boot
 
 
-@dataclass(frozen=True)
+@frozen
 class Fault:
     """Whose failure it was (apron.rules.failure decides), in a few stable words and the deciding line."""
 
@@ -137,7 +138,7 @@ class Fault:
         )
 
 
-@dataclass(frozen=True)
+@frozen
 class Measured:
     """One number read from the engine's log."""
 
@@ -166,7 +167,7 @@ class Measured:
         )
 
 
-@dataclass(frozen=True)
+@frozen
 class EngineIdentity:
     version: str | None
     logged_version: str | None = None
@@ -189,7 +190,7 @@ class EngineIdentity:
 _ENGINE_FIELDS = tuple(EngineIdentity.__dataclass_fields__)
 
 
-@dataclass(frozen=True)
+@frozen
 class HardwareIdentity:
     """The machine as its probe saw it; the GPU fields only where it has GPUs."""
 
@@ -236,7 +237,7 @@ _GPU_FIELDS = (
 )
 
 
-@dataclass(frozen=True)
+@frozen
 class EarlierAttempt:
     """A try that ended in a host fault and was retried on the next target."""
 
@@ -263,7 +264,7 @@ class EarlierAttempt:
         )
 
 
-@dataclass(frozen=True)
+@frozen
 class LogRef:
     """The engine log, kept as a blob, and what was read from it."""
 
@@ -279,7 +280,7 @@ class LogRef:
         return cls(str(document["sha256"]), int(document["bytes"]), dict(document.get("parsed") or {}))
 
 
-@dataclass(frozen=True)
+@frozen
 class BootRecord(RecordDocument):
     KIND: ClassVar[str] = "boot"
     created_at: str
@@ -377,7 +378,7 @@ class BootRecord(RecordDocument):
 # --------------------------------------------------------------------------------------------- fix
 
 
-@dataclass(frozen=True)
+@frozen
 class FixRecord(RecordDocument):
     """A correction rule applied between two boots: the failed one, and the corrected one once it ran.
     A settled fix record (corrected_boot set) names the hypothesis record it settles."""
@@ -512,7 +513,7 @@ ProbeStatus = Literal["recorded", "failed", "not_run"]
 PROBE_STATUSES: tuple[ProbeStatus, ...] = get_args(ProbeStatus)
 
 
-@dataclass(frozen=True)
+@frozen
 class ProbePhase:
     """The peak inside one part of the profiling run (the function it was in: _dummy_run,
     _dummy_sampler_run, an encoder), every block alive then, and the planner moment that matches best."""
@@ -551,7 +552,7 @@ class ProbePhase:
         )
 
 
-@dataclass(frozen=True)
+@frozen
 class ProbeRecord(RecordDocument):
     """What the allocator probe saw inside one boot's profiling run (measure/probe_hook.py), beside what
     the plan predicted. Every byte figure here is measured by the allocator (CUDA) or the profiler (CPU)

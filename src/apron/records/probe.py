@@ -17,8 +17,10 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import Any
+
+from apron.frozen import frozen
 
 READING_SCHEMA = "apron.probe-reading/1"
 CUDA_BLOCK_BYTES = 512  # c10/cuda/CUDACachingAllocator.cpp round_size (kMinBlockSize), as plan/allocator.py
@@ -26,7 +28,7 @@ _STOP_WORDS = {"the", "of", "and", "output", "outputs", "dtype", "model", "fp32"
 Json = dict[str, Any]
 
 
-@dataclass(frozen=True)
+@frozen
 class ProbeBlock:
     """One block alive at the peak: its bytes, how it was made, and the planner buffer it is (or None)."""
 
@@ -69,7 +71,7 @@ class ProbeBlock:
         )
 
 
-@dataclass(frozen=True)
+@frozen
 class PredictedBuffer:
     """A buffer of the planner's moment beside what the probe found for it."""
 
@@ -91,7 +93,7 @@ class PredictedBuffer:
         )
 
 
-@dataclass(frozen=True)
+@frozen
 class RetainedSegment:
     """An allocator segment that holds a live block and free bytes when profiling ends."""
 
@@ -111,7 +113,7 @@ class RetainedSegment:
         )
 
 
-@dataclass(frozen=True)
+@frozen
 class ReadingPhase:
     """The peak while the profiling function was inside one of its callees, and the blocks alive then."""
 
@@ -121,7 +123,7 @@ class ReadingPhase:
     allocated: tuple[ProbeBlock, ...] = ()  # the largest blocks the phase allocated, alive at its peak or not
 
 
-@dataclass(frozen=True)
+@frozen
 class ProbeReading:
     """One process's recording of the profiling function, as the hook wrote it."""
 
@@ -195,7 +197,7 @@ def _int(value: Any) -> int | None:
 # -- matching -------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@frozen
 class Moment:
     """A predicted moment of the profiling run: the plan's details.activation.moments[i]."""
 
@@ -203,7 +205,7 @@ class Moment:
     buffers: tuple[PredictedBuffer, ...]
 
 
-@dataclass(frozen=True)
+@frozen
 class Match:
     moment: str
     blocks: tuple[ProbeBlock, ...]  # every live block, largest first, with its buffer name or None

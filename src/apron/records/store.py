@@ -17,11 +17,11 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from apron.errors import BadInput, Failed
+from apron.frozen import frozen
 from apron.paths import write_atomic
 from apron.records.documents import RecordDocument, document_from_json
 
@@ -44,7 +44,7 @@ def record_id(document: dict[str, Any]) -> str:
     return sha256_hex(canonical_bytes(document))
 
 
-@dataclass(frozen=True)
+@frozen
 class StoredRecord(Generic[D]):
     id: str
     document: D

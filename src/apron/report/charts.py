@@ -6,8 +6,7 @@ table under the chart. Text stays text, so axis labels and record ids can be sea
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from apron.frozen import frozen
 from apron.report.series import (
     PANELS,
     SEGMENTS,
@@ -36,13 +35,13 @@ ROW_PX = 22
 MEMORY_AXIS = "memory per GPU (GiB); the black tick is the device's total as the engine sees it (PyTorch's, on a GPU)"
 
 
-@dataclass(frozen=True)
+@frozen
 class Mark:
     record_id: str
     text: str
 
 
-@dataclass(frozen=True)
+@frozen
 class Chart:
     name: str  # file stem and element id
     title: str

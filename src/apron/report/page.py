@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import html
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from apron.errors import BadInput, Failed
+from apron.frozen import frozen
 from apron.plan.result import Plan
 from apron.records.store import RecordStore
 from apron.report import charts, series
@@ -34,7 +34,7 @@ td code { display: inline-block; white-space: nowrap; font-size: 0.9em; margin-r
 """
 
 
-@dataclass(frozen=True)
+@frozen
 class Written:
     index: Path
     charts: list[Path]
@@ -327,7 +327,7 @@ def _measured_text(value: float | None, unit: str, name: str) -> str:
     return format_value(_Measured(value, unit), name)
 
 
-@dataclass(frozen=True)
+@frozen
 class _Measured:
     value: float
     unit: str

@@ -11,9 +11,10 @@ prediction made before the measurement. A plan made later for the same model is 
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 
+from apron.frozen import frozen
 from apron.plan.result import Plan
 from apron.records.documents import (
     BootRecord,
@@ -34,7 +35,7 @@ _HARNESS_FLAGS = {"--host", "--port", "--served-model-name", "--revision"}
 VERDICT_NAMES = ("booted", "responded", "answered", "served")
 
 
-@dataclass(frozen=True)
+@frozen
 class Quantity:
     value: float | None
     unit: str
@@ -44,7 +45,7 @@ class Quantity:
     high: float | None = None
 
 
-@dataclass(frozen=True)
+@frozen
 class PlanRow:
     record_id: str | None  # None for a plan that is not in a store (apron plan --html)
     model: str
@@ -65,7 +66,7 @@ class PlanRow:
         return None if q is None else q.value
 
 
-@dataclass(frozen=True)
+@frozen
 class Serving:
     num_requests: int
     ttft_p50_seconds: float
@@ -73,7 +74,7 @@ class Serving:
     output_tokens_per_second_per_user: float | None
 
 
-@dataclass(frozen=True)
+@frozen
 class BootRow:
     record_id: str
     created_at: str
@@ -97,7 +98,7 @@ class BootRow:
     not_comparable: str | None  # why the plan's memory numbers do not describe this boot, or None
 
 
-@dataclass(frozen=True)
+@frozen
 class FixRow:
     record_id: str
     rule: str
@@ -108,7 +109,7 @@ class FixRow:
     corrected_flags: tuple[str, ...]
 
 
-@dataclass(frozen=True)
+@frozen
 class ProbeRow:
     """A probe record: the peak the allocator probe saw in a boot's profiling run, and how much of it the
     plan's buffers account for."""
@@ -135,13 +136,13 @@ class ProbeRow:
         return self.peak_bytes - self.matched_bytes
 
 
-@dataclass(frozen=True)
+@frozen
 class Skipped:
     record_id: str
     reason: str
 
 
-@dataclass(frozen=True)
+@frozen
 class Selection:
     boots: list[BootRow] = field(default_factory=list)
     plans: list[PlanRow] = field(default_factory=list)  # plans no selected boot links to

@@ -6,14 +6,13 @@ under the charts and printed with `apron report --json`, and so this module impo
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from apron.frozen import frozen
 from apron.report.rows import BootRow, PlanRow, Selection
 
 GIB = 2**30
 
 
-@dataclass(frozen=True)
+@frozen
 class Panel:
     quantity: str
     title: str
@@ -36,7 +35,7 @@ PANELS = (
 )
 
 
-@dataclass(frozen=True)
+@frozen
 class ComparePoint:
     record_id: str  # the boot
     plan_id: str
@@ -53,7 +52,7 @@ class ComparePoint:
         return abs(self.predicted - self.measured) <= bound
 
 
-@dataclass(frozen=True)
+@frozen
 class LeftOut:
     record_id: str
     reason: str
@@ -108,7 +107,7 @@ _PLAN_NAMES = {
 }
 
 
-@dataclass(frozen=True)
+@frozen
 class MemoryBar:
     record_id: str
     label: str  # the bar's tick label
@@ -173,7 +172,7 @@ def memory_bars(selection: Selection) -> list[MemoryBar]:
 # ---- chart 3: tokens per GiB of KV by attention layout --------------------------------------------
 
 
-@dataclass(frozen=True)
+@frozen
 class KvPoint:
     record_id: str
     layout: str
@@ -208,7 +207,7 @@ def kv_points(selection: Selection) -> list[KvPoint]:
 # ---- chart 4: time to first token ----------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@frozen
 class LatencyRow:
     record_id: str
     label: str

@@ -6,8 +6,9 @@ Apron draws its own SVG instead of importing a chart library.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from html import escape
+
+from apron.frozen import frozen
 
 FONT = "DejaVu Sans, Helvetica, Arial, sans-serif"
 FONT_SIZE_PX = 11
@@ -105,7 +106,7 @@ class Canvas:
         )
 
 
-@dataclass(frozen=True)
+@frozen
 class Scale:
     """Data to pixels along one axis, linear or logarithmic."""
 

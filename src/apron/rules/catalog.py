@@ -4,10 +4,10 @@ read from a release's source, each with the family it belongs to (apron.rules.fa
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
+from apron.frozen import frozen
 from apron.rules.families import NAMED
 from apron.rules.pattern import PRINTF, TemplatePattern, anchor_of, compile_template, template_parts
 
@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from apron.engine.facts import EngineFacts
 
 
-@dataclass(frozen=True)
+@frozen
 class CatalogEntry:
     family: str
     exception: str

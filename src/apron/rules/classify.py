@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import ast
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import Any
 
+from apron.frozen import frozen
 from apron.measure.logerrors import EXCEPTION
 from apron.rules.catalog import CatalogEntry, catalog
 from apron.rules.families import (
@@ -37,7 +38,7 @@ from apron.rules.families import (
 from apron.rules.pattern import TemplateMatch, coerce
 
 
-@dataclass(frozen=True)
+@frozen
 class Classification:
     family: str
     blame: str
@@ -79,7 +80,7 @@ _INLINE_CAUSE = re.compile(
 MAX_UNWRAP = 6
 
 
-@dataclass(frozen=True)
+@frozen
 class _Level:
     """One message on the way in: what it says, the wrappers taken off to reach it, and whether it is
     surely the cause (False: words after a wrapper's, with no exception type of their own)."""

@@ -7,11 +7,12 @@ import gzip
 import hashlib
 import json
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
 from apron.errors import BadInput
+from apron.frozen import frozen
 from apron.measure.logparse import ParsedLog, parse_log
 from apron.plan.result import Plan
 from apron.plan.settings import UserSettings, user_flags
@@ -51,7 +52,7 @@ _FLAG_FIELDS = {
 }
 
 
-@dataclass(frozen=True)
+@frozen
 class Candidate:
     """A rule that matched, what it makes of the settings, and what is known of it on this release."""
 
@@ -82,7 +83,7 @@ class Candidate:
         }
 
 
-@dataclass(frozen=True)
+@frozen
 class Diagnosis:
     fingerprint: Fingerprint | None
     log_id: str  # sha256 of the log text: the motivating id when no boot record exists

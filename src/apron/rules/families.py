@@ -18,16 +18,16 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
+from apron.frozen import frozen
 from apron.rules.pattern import coerce
 
 # A failure's fields as the rules and the records read them: JSON values by field name.
 Fields = dict[str, Any]
 
 
-@dataclass(frozen=True)
+@frozen
 class Family:
     name: str
     blame: str  # one of BLAMES: the host, Apron's harness, the model (its files, its settings), unknown
@@ -414,7 +414,7 @@ NAMED: tuple[Family, ...] = (
 )
 
 
-@dataclass(frozen=True)
+@frozen
 class Observed:
     """A failure no vLLM template produces, recognised by a regex over `Exception: message`."""
 

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import Any
 
+from apron.frozen import frozen
 from apron.measure.logerrors import LogError, is_code_line
 from apron.measure.loglines import QUIET_LEVELS, LogLine
 from apron.measure.logparse import ParsedLog, parse_log
@@ -117,7 +118,7 @@ _MASKS = (
 )
 
 
-@dataclass(frozen=True)
+@frozen
 class Fingerprint:
     id: str  # "fp-" + 12 hex of family + exception + normalized message
     family: str

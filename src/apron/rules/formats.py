@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from dataclasses import dataclass
 from functools import cache, lru_cache
 from typing import TYPE_CHECKING, Any
 
+from apron.frozen import frozen
 from apron.measure.logerrors import EXCEPTION
 from apron.measure.logparse import Recognised
 from apron.rules.pattern import TemplatePattern, anchor_of, compile_template, template_parts
@@ -34,7 +34,7 @@ _PYDANTIC_ITEM = re.compile(r"^(?:Value|Assertion|Type|Key|Runtime) error, ")
 _MIN_WORD = 3
 
 
-@dataclass(frozen=True)
+@frozen
 class _Format:
     template: str  # one line of the format string
     anchor: str

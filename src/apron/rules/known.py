@@ -8,9 +8,9 @@ miss"). Host and harness faults are no plan's business.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
+from apron.frozen import frozen
 from apron.plan.result import Plan
 from apron.rules.fingerprint import Fingerprint
 
@@ -48,7 +48,7 @@ MEMORY_FAMILIES = frozenset(
 )
 
 
-@dataclass(frozen=True)
+@frozen
 class KnownReport:
     flagged: bool | None  # None: not a question a plan answers (no plan, a host or harness fault)
     basis: str  # "proven_constraint", "does_not_fit", "miss", "no_plan", "not_a_plan_question"

@@ -17,9 +17,9 @@ field; a typed field there takes its value and no more, a text field the rest of
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from apron.engine.templates import Field, split
+from apron.frozen import frozen
 
 _WRAPPERS = re.compile(r"^(?:format_gib|str|repr|int|float|round|len)\((.*)\)$")
 _GIB_CALL = re.compile(r"^format_gib\(")
@@ -47,7 +47,7 @@ def field_name(expr: str) -> str:
     return (name.strip("_") or "value") + suffix
 
 
-@dataclass(frozen=True)
+@frozen
 class TemplatePattern:
     """A compiled template: the strict regex, the truncated ones, and what to look for first."""
 
@@ -76,7 +76,7 @@ class TemplatePattern:
         return None
 
 
-@dataclass(frozen=True)
+@frozen
 class TemplateMatch:
     values: dict[str, str]  # raw field values
     exact: bool  # the whole template matched (False: the message was cut short)

@@ -18,12 +18,13 @@ from __future__ import annotations
 import importlib
 import logging
 import pkgutil
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import lru_cache
 from types import ModuleType
 from typing import Any
 
 from apron.errors import ApronError, BadInput
+from apron.frozen import frozen
 from apron.plan.result import Plan
 from apron.plan.settings import UserSettings
 from apron.rules.families import Fields
@@ -37,7 +38,7 @@ class RuleFailed(ApronError):
     """A rule raised, or its correction changed nothing (booting again would repeat the failure)."""
 
 
-@dataclass(frozen=True)
+@frozen
 class Rule:
     id: str
     families: tuple[str, ...]
@@ -50,7 +51,7 @@ class Rule:
         return (self.module.__doc__ or "").strip()
 
 
-@dataclass(frozen=True)
+@frozen
 class RuleMatch:
     rule_id: str
     family: str
@@ -105,7 +106,7 @@ def get_rule(rule_id: str) -> Rule:
     raise BadInput(f"no rule {rule_id!r} (known: {known})")
 
 
-@dataclass(frozen=True)
+@frozen
 class RuleError:
     rule_id: str
     error: str

@@ -17,18 +17,18 @@ import datetime as _dt
 import fcntl
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from apron.errors import BadInput
+from apron.frozen import frozen
 from apron.paths import write_atomic
 
 SCHEMA = "apron.rule-status/1"
 STATUSES = ("untested", "hypothesis", "proven")
 
 
-@dataclass(frozen=True)
+@frozen
 class Proof:
     failed_id: str
     healthy_id: str
@@ -38,7 +38,7 @@ class Proof:
         return {"failed_id": self.failed_id, "healthy_id": self.healthy_id, "proven_at": self.proven_at}
 
 
-@dataclass(frozen=True)
+@frozen
 class RuleStatus:
     rule_id: str
     engine_version: str

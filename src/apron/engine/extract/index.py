@@ -10,19 +10,19 @@ vLLM's marker attributes.
 from __future__ import annotations
 
 import builtins
-from dataclasses import dataclass
 from typing import Any, Union
 
 from apron.engine.extract.scan import Unresolved
+from apron.frozen import frozen
 
 
-@dataclass(frozen=True)
+@frozen
 class ClassRef:
     path: str
     name: str
 
 
-@dataclass(frozen=True)
+@frozen
 class Leaf:
     """A base that ends the walk: `external` (outside vLLM) or unknown (not statically resolvable)."""
 

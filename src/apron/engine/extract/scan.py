@@ -13,13 +13,13 @@ import fnmatch
 import hashlib
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from functools import lru_cache
 from typing import Any, cast
 
 from apron.engine.extract.skeleton import protected_names, skeleton
 from apron.engine.extract.static import dotted_name, template, try_literal
+from apron.frozen import frozen
 
 _LINE_BREAK = re.compile(r"(\r\n|\r|\n)")
 _OTHER_PLATFORM = re.compile(r"(?:vllm\.platforms\.)?current_platform\.is_(?:rocm|xpu|cpu|tpu|hpu|neuron)\(\)")
@@ -45,7 +45,7 @@ _RETURN_METHODS = frozenset(
 )
 
 
-@dataclass(frozen=True)
+@frozen
 class Unresolved:
     """A value the source computes rather than states; written as null."""
 

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from apron.engine.facts import EngineFacts
+from apron.frozen import frozen
 
 
-@dataclass(frozen=True)
+@frozen
 class Backend:
     name: str
     fixed_sizes: tuple[int, ...] = ()  # block sizes listed as ints
@@ -57,7 +57,7 @@ class Backend:
         return max(fitting) if fitting else (min(candidates) if candidates else block_size)
 
 
-@dataclass(frozen=True)
+@frozen
 class BackendChoice:
     backend: Backend
     reason: str

@@ -13,6 +13,7 @@ import math
 from collections import Counter
 from dataclasses import dataclass, replace
 
+from apron.frozen import frozen
 from apron.plan.kv.specs import (
     CircularBufferSpec,
     FullAttentionSpec,
@@ -28,7 +29,7 @@ from apron.plan.kv.specs import (
 _FULLISH = ("full", "mla")
 
 
-@dataclass(frozen=True)
+@frozen
 class Group:
     layer_names: tuple[str, ...]
     spec: KVSpec  # the group's (merged) spec
@@ -50,7 +51,7 @@ class Group:
         return blocks_per_request(self.spec, ctx)
 
 
-@dataclass(frozen=True)
+@frozen
 class KVPlan:
     groups: tuple[Group, ...]
     bytes_per_block: int

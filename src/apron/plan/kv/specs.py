@@ -7,16 +7,18 @@ request at max_model_len may hold in that layer), the two numbers vLLM's planner
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import cached_property
 from typing import Protocol
+
+from apron.frozen import frozen
 
 
 def cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
-@dataclass(frozen=True)
+@frozen
 class SchedulingContext:
     """The few engine settings the specs read (VllmConfig fields)."""
 
@@ -37,7 +39,7 @@ def round_up(n: int, multiple: int) -> int:
     return cdiv(n, multiple) * multiple
 
 
-@dataclass(frozen=True)
+@frozen
 class FullAttentionSpec:
     """Plain attention (MHA/GQA/MQA): K and V for each KV head on this rank.
 
@@ -107,7 +109,7 @@ def _per_state(spec: FullAttentionSpec) -> str:
     return every + (f", pages aligned to {spec.alignment} B" if spec.alignment else "")
 
 
-@dataclass(frozen=True)
+@frozen
 class MLAAttentionSpec(FullAttentionSpec):
     """Multi-head latent attention and the caches built like it (compressed MLA, sparse-attention
     indexer keys): one record per state, the same on every TP rank. fp8_ds_mla / nvfp4_ds_mla
@@ -126,7 +128,7 @@ class MLAAttentionSpec(FullAttentionSpec):
         return f"{what}one {self.head_size} x {self.dtype_bytes} B record" + _per_state(self)
 
 
-@dataclass(frozen=True)
+@frozen
 class SlidingWindowSpec(FullAttentionSpec):
     """Sliding-window attention: the window plus the tokens in flight, plus one block."""
 
@@ -147,7 +149,7 @@ class SlidingWindowSpec(FullAttentionSpec):
         return f"window {self.sliding_window}: " + super().describe()
 
 
-@dataclass(frozen=True)
+@frozen
 class SlidingWindowMLASpec(SlidingWindowSpec):
     """A sliding window of MLA-format records (DeepSeek-V4's SWA cache and compressor states)."""
 
@@ -167,7 +169,7 @@ class SlidingWindowMLASpec(SlidingWindowSpec):
         return f"{what}window {self.sliding_window} of {record} records in {self.block_size}-token blocks"
 
 
-@dataclass(frozen=True)
+@frozen
 class CircularBufferSpec(FullAttentionSpec):
     """A ring of `block_size` entries: one block per request for its whole life."""
 
@@ -190,7 +192,7 @@ class CircularBufferSpec(FullAttentionSpec):
         )
 
 
-@dataclass(frozen=True)
+@frozen
 class ChunkedLocalAttentionSpec(FullAttentionSpec):
     """Chunked local attention (Llama-4 style): one chunk plus the tokens in flight."""
 
@@ -211,7 +213,7 @@ class ChunkedLocalAttentionSpec(FullAttentionSpec):
         return f"chunk {self.attention_chunk_size}: " + super().describe()
 
 
-@dataclass(frozen=True)
+@frozen
 class MambaSpec:
     """A fixed state per request (Mamba-1/2, gated delta-net, short conv, linear attention): one page
     per request, two in prefix-caching "align" mode, plus a prefill checkpoint block where the

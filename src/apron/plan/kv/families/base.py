@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Literal
 
 from apron.engine.facts import EngineFacts
+from apron.frozen import frozen
 from apron.plan.kv.backends import BackendChoice, choose_backend, cpu_backend
 from apron.plan.kv.specs import (
     ChunkedLocalAttentionSpec,
@@ -42,7 +42,7 @@ DEFAULT_LAYER_KINDS = frozenset({"full_attention", "sliding_attention"})
 KV_DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1}
 
 
-@dataclass(frozen=True)
+@frozen
 class Layer:
     """One decoder layer as the classic families see it."""
 
@@ -54,7 +54,7 @@ class Layer:
     state: tuple[tuple[tuple[int, ...], ...], tuple[int, ...], str] | None = None
 
 
-@dataclass(frozen=True)
+@frozen
 class ProfilingBuffer:
     """A tensor the family's layers add to the start-up profile. `when`: "persistent" (allocated
     at model construction, inside load_model: vLLM's "Model loading took" figure holds it, so the
@@ -98,7 +98,7 @@ def sparse_indexer_buffers(ctx: FamilyContext, topk: int, min_ratio: int = 1) ->
     )
 
 
-@dataclass(frozen=True)
+@frozen
 class KVLayout:
     specs: tuple[tuple[str, KVSpec], ...]
     block_size: int

@@ -1,0 +1,162 @@
+"""`@frozen` (apron/frozen.py) behaves as `@dataclass(frozen=True)`: the same constructor, equality, hash,
+repr, frozen errors, fields, `replace` and `asdict`, on classes made for the test and on every frozen
+class in the package (their constructors' signatures against the standard library's)."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import inspect
+import pkgutil
+import sys
+from dataclasses import InitVar, field
+from typing import Any, ClassVar
+
+import pytest
+
+import apron
+import apron.frozen
+from apron.frozen import frozen
+
+
+def _both(make: Any) -> tuple[type, type]:
+    """The same class body decorated by `@frozen` and by the standard library."""
+    return frozen(make()), dataclasses.dataclass(frozen=True)(make())
+
+
+def _point() -> type:
+    class Point:
+        """A point."""
+
+        x: int
+        y: int = 2
+        tags: tuple[str, ...] = field(default_factory=tuple)
+        note: str = field(default="n", compare=False, repr=False)
+        seen: list[int] = field(default_factory=list, init=False, compare=False, hash=False)
+        kind: ClassVar[str] = "point"
+
+    return Point
+
+
+def test_constructor_equality_hash_and_repr_match_the_standard_library() -> None:
+    ours, theirs = _both(_point)
+    for args, kwargs in [((1,), {}), ((1, 5), {}), ((1,), {"tags": ("a",)}), ((), {"x": 3, "note": "other"})]:
+        a, b = ours(*args, **kwargs), theirs(*args, **kwargs)
+        assert dataclasses.asdict(a) == dataclasses.asdict(b)
+        assert repr(a).replace(ours.__qualname__, "Q") == repr(b).replace(theirs.__qualname__, "Q")
+        assert hash(a) == hash(ours(*args, **kwargs)) and a == ours(*args, **kwargs)
+    assert ours(1) != ours(2) and ours(1) == ours(1, note="ignored by eq")
+    assert ours(1).seen == [] and ours(1).seen is not ours(1).seen
+    assert ours(1) != theirs(1)  # another class, as between two standard dataclasses
+    assert ours.__match_args__ == theirs.__match_args__ == ("x", "y", "tags", "note")
+    assert [f.name for f in dataclasses.fields(ours)] == [f.name for f in dataclasses.fields(theirs)]
+
+
+def test_wrong_arguments_raise_type_error_as_the_standard_library_does() -> None:
+    ours, theirs = _both(_point)
+    for args, kwargs in [((), {}), ((1, 2, (), "n", "extra"), {}), ((1,), {"x": 1}), ((1,), {"nope": 1})]:
+        with pytest.raises(TypeError):
+            theirs(*args, **kwargs)
+        with pytest.raises(TypeError):
+            ours(*args, **kwargs)
+
+
+def test_assignment_and_deletion_raise_frozen_instance_error() -> None:
+    ours, _ = _both(_point)
+    point = ours(1)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        point.x = 2
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        point.other = 2
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        del point.x
+    assert dataclasses.replace(point, y=9) == ours(1, 9)
+
+
+def test_post_init_subclasses_and_a_body_s_own_methods() -> None:
+    @frozen
+    class Base:
+        a: int
+        b: int = 0
+
+        def __post_init__(self) -> None:
+            if self.a < 0:
+                raise ValueError("a")
+
+    @frozen
+    class Child(Base):
+        c: str = "c"
+
+        def __eq__(self, other: object) -> bool:
+            return isinstance(other, Child) and self.c == other.c
+
+        def __hash__(self) -> int:
+            return 7
+
+    with pytest.raises(ValueError):
+        Base(-1)
+    assert [f.name for f in dataclasses.fields(Child)] == ["a", "b", "c"]
+    assert Child(1, 2, "x") == Child(5, 6, "x") and hash(Child(1)) == 7
+    assert repr(Child(1)) == "test_post_init_subclasses_and_a_body_s_own_methods.<locals>.Child(a=1, b=0, c='c')"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        Child(1).c = "y"
+
+
+def test_what_it_does_not_handle_gets_the_standard_library_s_decorator() -> None:
+    class WithInitVar:
+        a: int
+        scale: InitVar[int] = 1
+
+        def __post_init__(self, scale: int) -> None:
+            object.__setattr__(self, "a", self.a * scale)
+
+    class WithKeywordOnly:
+        a: int = field(kw_only=True)
+
+    assert frozen(WithInitVar)(2, 3).a == 6
+    assert frozen(WithKeywordOnly)(a=1).a == 1
+    with pytest.raises(TypeError):
+        WithKeywordOnly(1)  # type: ignore[misc]
+
+
+def _is_ours(method: Any) -> bool:
+    return getattr(getattr(method, "__code__", None), "co_filename", None) == apron.frozen.__file__
+
+
+def _package_classes() -> list[type]:
+    for module in pkgutil.walk_packages(apron.__path__, "apron."):
+        if module.name.startswith("apron.measure.probe_hook") or module.name.endswith("__main__"):
+            continue  # runs inside the engine's process, or runs a command
+        importlib.import_module(module.name)
+    found = []
+    for module_name, module in list(sys.modules.items()):
+        if not module_name.startswith("apron."):
+            continue
+        for value in vars(module).values():
+            own = getattr(value, "__dict__", {}).get("__setattr__")
+            if isinstance(value, type) and value.__module__ == module_name and _is_ours(own):
+                found.append(value)
+    return found
+
+
+def test_every_frozen_class_in_the_package_has_the_standard_library_s_constructor() -> None:
+    checked = 0
+    for cls in _package_classes():
+        fields = list(dataclasses.fields(cls))
+        namespace: dict[str, Any] = {"__annotations__": {f.name: f.type for f in fields}}
+        for f in fields:
+            namespace[f.name] = field(
+                default=f.default, default_factory=f.default_factory, init=f.init, repr=f.repr, compare=f.compare
+            )  # type: ignore[call-overload]
+        reference = dataclasses.dataclass(frozen=True)(type(cls.__name__, (), namespace))
+        ours = inspect.signature(cls.__init__).parameters
+        theirs = inspect.signature(reference.__init__).parameters
+        assert list(ours) == list(theirs), cls
+        for name, parameter in ours.items():
+            expected = theirs[name].default
+            if repr(expected) == "<factory>":
+                assert parameter.default is not inspect.Parameter.empty, (cls, name)
+            else:
+                assert parameter.default is expected or parameter.default == expected, (cls, name)
+        checked += 1
+    assert checked > 100  # the package's frozen classes (146 at this writing), not a handful
