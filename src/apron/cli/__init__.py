@@ -5,17 +5,15 @@ Each command lives in the module of its group (plan/fit, boot/probe, records/rep
 engine, models/gpus/example, check/serve-test, mcp) and is imported only when it runs, so a plan does
 not pay for the other commands' imports, and `apron --help` lists them from SUMMARIES without importing
 any; options shared between commands are declared once (cli/options.py).
+
+This module imports no click: `apron plan` and `apron fit` on a well-formed command line run without it
+(cli/fast.py, parsed from the same option definitions), the rest through the click group (cli/app.py).
 """
 
 from __future__ import annotations
 
-import importlib
 import sys
-
-import click
-
-from apron.cli.groups import GroupedGroup
-from apron.cli.shared import run
+from typing import Any
 
 # command name -> "module:attribute" of the click command, imported on first use
 COMMANDS = {
@@ -38,6 +36,9 @@ COMMANDS = {
     "mcp": "apron.cli.mcp:mcp_command",
 }
 
+
+# the commands cli/fast.py runs without click when their command line is well formed
+FAST = ("plan", "fit")
 
 # command name -> the first paragraph of its help: `apron --help` lists the commands from these and
 # imports none of their modules (tests/test_cli_options.py: each is the command's own first paragraph).
@@ -65,44 +66,28 @@ SUMMARIES = {
 }
 
 
-class LazyGroup(GroupedGroup):
-    """`apron`'s commands, each imported from its module the first time it is asked for."""
-
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted({*self.commands, *COMMANDS})
-
-    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        """The command list as click writes it, from SUMMARIES: `apron --help` imports no command module
-        (click's own listing builds every command to read one line of each)."""
-        listed = [
-            (name, self.commands.get(name) or click.Command(name, help=SUMMARIES[name]))
-            for name in self.list_commands(ctx)
-        ]
-        shown = [(name, command) for name, command in listed if not command.hidden]
-        limit = formatter.width - 6 - max(len(name) for name, _ in shown)
-        rows = [(name, command.get_short_help_str(limit)) for name, command in shown]
-        with formatter.section("Commands"):
-            formatter.write_dl(rows)
-
-    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        if cmd_name not in self.commands and cmd_name in COMMANDS:
-            module, attribute = COMMANDS[cmd_name].split(":")
-            self.add_command(getattr(importlib.import_module(module), attribute), cmd_name)
-        return self.commands.get(cmd_name)
-
-
-@click.group(
-    cls=LazyGroup,
-    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
-)
-@click.version_option(package_name="apron", prog_name="apron")
-def cli() -> None:
-    """Will this LLM fit, boot and answer on this GPU with this vLLM release - and with which flags?"""
-
-
 def main(argv: list[str] | None = None) -> int:
-    return run(cli, argv)
+    """Run the command line ARGV (default: this process's); the exit code."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    if args and args[0] in FAST:
+        from apron.cli.fast import run_fast
+
+        code = run_fast(args)
+        if code is not None:
+            return code
+    from apron.cli.app import run_click
+
+    return run_click(args)
 
 
 def entry() -> None:
     sys.exit(main())
+
+
+def __getattr__(name: str) -> Any:
+    """`apron.cli.cli`, the click group (MCP and tests walk its commands), built on first use."""
+    if name in ("cli", "LazyGroup"):
+        from apron.cli import app
+
+        return getattr(app, name)
+    raise AttributeError(f"module 'apron.cli' has no attribute {name!r}")

@@ -1,12 +1,14 @@
 """The click classes of `apron`'s commands: options listed under headings in --help, old option names
-that still work (hidden, with a note). Apart from cli/options.py so that `apron --help`, which lists
-the commands, does not build the option definitions."""
+that still work (hidden, with a note), and running the group with Apron's exit codes."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import click
+
+from apron.cli.shared import guarded, say
+from apron.errors import BadInput
 
 
 class GroupedOption(click.Option):
@@ -51,3 +53,26 @@ class GroupedGroup(click.Group):
 
     command_class = GroupedCommand
     group_class = type
+
+
+def typed_on_command_line(params: dict[str, Any]) -> frozenset[str]:
+    """The PARAMS the running click command got from its command line (not defaults)."""
+    ctx = click.get_current_context()
+    return frozenset(key for key in params if ctx.get_parameter_source(key) is click.core.ParameterSource.COMMANDLINE)
+
+
+def run(group: click.Group, argv: list[str] | None) -> int:
+    """Run the command line through click; every error becomes one line on stderr and its exit code."""
+    return guarded(lambda: group.main(args=argv, prog_name="apron", standalone_mode=False), _click_error)
+
+
+def _click_error(exc: Exception, debug: bool) -> int | None:
+    if isinstance(exc, click.exceptions.Abort):
+        say("apron: interrupted")
+        return 130
+    if isinstance(exc, click.ClickException):
+        if debug:
+            raise exc
+        say(f"apron: error: {exc.format_message()}")
+        return BadInput.exit_code if exc.exit_code == 2 else exc.exit_code
+    return None

@@ -120,7 +120,7 @@ def _json_type(param: click.Parameter) -> dict[str, Any]:
         return {"type": "boolean"}
     if isinstance(kind, click.Choice):
         return {"type": "string", "enum": [str(c) for c in kind.choices]}
-    if isinstance(kind, HumanInt):
+    if isinstance(getattr(kind, "kind", None), HumanInt):
         return {"anyOf": [{"type": "integer"}, {"type": "string"}]}  # 32768 or "32k", as vLLM reads it
     if isinstance(kind, click.IntRange):
         return {"type": "integer", **({"minimum": kind.min} if kind.min is not None else {})}
@@ -196,7 +196,7 @@ def _text_inputs(spec: ToolSpec, arguments: dict[str, Any]) -> Iterator[dict[str
 def call(spec: ToolSpec, arguments: dict[str, Any]) -> Any:
     """Run the tool's command line; its --json document, or ToolError with the CLI's one-line message."""
     from apron.cli import cli
-    from apron.cli.shared import run
+    from apron.cli.groups import run
 
     try:
         with _text_inputs(spec, arguments) as given:

@@ -1,15 +1,19 @@
-"""`apron plan` (one checkpoint on one GPU) and `apron fit` (the cheapest GPU x count for a load)."""
+"""`apron plan` (one checkpoint on one GPU) and `apron fit` (the cheapest GPU x count for a load).
+
+Declared as data (PLAN, FIT) with plain bodies: cli/fast.py parses a well-formed command line from the
+declarations without click, and `plan_command` / `fit_command` are the click commands built from the
+same declarations for everything else (--help, errors, MCP).
+"""
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
-import click
-
-from apron.cli.groups import GroupedCommand
-from apron.cli.options import GPU_OPTIONS, SETTINGS_OPTIONS, json_option, option, shared
+from apron.cli.options import GPU_OPTIONS, SETTINGS_OPTIONS, CommandSpec, specs
 from apron.cli.shared import (
     candidate_plans,
+    echo,
     emit_json,
     engine_option,
     exit_by_verdict,
@@ -20,37 +24,48 @@ from apron.cli.shared import (
 )
 from apron.errors import BadInput, Failed
 
+PLAN = CommandSpec(
+    "plan",
+    "Will SOURCE fit, boot and answer on this GPU? SOURCE: a Hub repo id, a folder or a snapshot file.",
+    "source",
+    specs(*GPU_OPTIONS)
+    + specs(*SETTINGS_OPTIONS)
+    + specs("from_file", "deployment_name", "explain", "engine_diff", "html_file", "calibration_file")
+    + specs("as_json", help="Print the apron.plan/1 JSON document."),
+)
 
-@click.command("plan", cls=GroupedCommand)
-@click.argument("source", required=False)
-@shared(*GPU_OPTIONS)
-@shared(*SETTINGS_OPTIONS)
-@shared("from_file", "deployment_name")
-@option("--explain", group="Output", is_flag=True, help="Show the memory breakdown and the tensors behind the peak.")
-@option(
-    "--engine-diff", "engine_diff", group="Output", help="Also plan on this vLLM release and show how the numbers move."
+FIT = CommandSpec(
+    "fit",
+    "The cheapest GPU x count that serves --users requests of --context tokens, with the flags it needs.\n\n"
+    "Exit 0 with a feasible configuration, 1 with none (the table says why).",
+    "source",
+    specs("context", "users", "gpus", "max_gpus", "engine", "revision", "prices_file", "tier", group="Options")
+    + specs("provider", "allow_fp8_kv", "min_tokens_per_second", "top")
+    + specs(
+        "from_file", group="Options", help="Start from a deployment another tool proposed (as `apron plan --from`)."
+    )
+    + specs("deployment_name", group="Options")
+    + specs(
+        "gpu_memory_utilization",
+        "max_num_seqs",
+        "max_num_batched_tokens",
+        "kv_cache_dtype",
+        "dtype",
+        "enforce_eager",
+        "language_model_only",
+        "no_catalog",
+        group="Options",
+    )
+    + specs("as_json", group="Options", help="Print the apron.fit/1 JSON document."),
 )
-@option(
-    "--html",
-    "html_file",
-    group="Output",
-    type=click.Path(dir_okay=False),
-    help="Also write the memory chart and card to FILE.",
-)
-@shared("calibration_file")
-@json_option("Print the apron.plan/1 JSON document.")
-def plan_command(
-    source: str | None,
-    gpu: str | None,
-    from_file: str | None,
-    explain: bool,
-    engine_diff: str | None,
-    html_file: str | None,
-    calibration_file: str | None,
-    as_json: bool,
-    **settings: Any,
-) -> None:
-    """Will SOURCE fit, boot and answer on this GPU? SOURCE: a Hub repo id, a folder or a snapshot file."""
+
+
+def run_plan(params: dict[str, Any], typed: frozenset[str]) -> None:
+    """`apron plan`: PARAMS as PLAN declares them; TYPED, those given on the command line."""
+    settings = dict(params)
+    source, gpu, from_file = settings.pop("source"), settings.pop("gpu"), settings.pop("from_file")
+    explain, engine_diff, html_file = settings.pop("explain"), settings.pop("engine_diff"), settings.pop("html_file")
+    calibration_file, as_json = settings.pop("calibration_file"), settings.pop("as_json")
     from apron.plan.planner import engine_diff as diff_plans
     from apron.plan.planner import plan_checkpoint
 
@@ -61,7 +76,7 @@ def plan_command(
         calibration = read_calibration(calibration_file)
     candidate = None
     if from_file:
-        plans = candidate_plans(from_file, source, gpu, settings, calibration)
+        plans = candidate_plans(from_file, source, gpu, settings, calibration, typed)
         if len(plans) > 1:
             _print_deployments(plans, as_json)
             return
@@ -101,20 +116,20 @@ def plan_command(
         return
     from apron.report.card import render_card, render_engine_diff
 
-    click.echo(render_card(plan))
+    echo(render_card(plan))
     if candidate is not None:
         from apron.report.fit import render_candidate
 
-        click.echo("")
-        click.echo(render_candidate(document["candidate"]))
+        echo("")
+        echo(render_candidate(document["candidate"]))
     if explain:
         from apron.report.explain import render_explain
 
-        click.echo("")
-        click.echo(render_explain(plan))
+        echo("")
+        echo(render_explain(plan))
     if diff is not None:
-        click.echo("")
-        click.echo(render_engine_diff(diff))
+        echo("")
+        echo(render_engine_diff(diff))
     exit_by_verdict(plan)
 
 
@@ -130,75 +145,25 @@ def _print_deployments(plans: tuple[Any, ...], as_json: bool) -> None:
         from apron.report.fit import render_candidate
 
         for n, (one, doc) in enumerate(zip(plans, document["plans"], strict=True)):
-            click.echo(("" if n == 0 else "\n") + f"== deployment {n + 1} of {len(plans)}: {one.candidate.name}")
-            click.echo(render_card(one.plan))
-            click.echo("")
-            click.echo(render_candidate(doc["candidate"]))
+            echo(("" if n == 0 else "\n") + f"== deployment {n + 1} of {len(plans)}: {one.candidate.name}")
+            echo(render_card(one.plan))
+            echo("")
+            echo(render_candidate(doc["candidate"]))
     failed = [str(p.candidate.name) for p in plans if p.plan.verdict != "fits"]
     if failed:
         raise Failed(f"not every deployment fits ({', '.join(failed)})", quiet=True)
 
 
-@click.command("fit", cls=GroupedCommand)
-@click.argument("source", required=False)
-@shared("context", "users", "gpus", "max_gpus", "engine", "revision", "prices_file", "tier", group="Options")
-@option(
-    "--provider",
-    group="Options",
-    help="One provider's prices (e.g. RunPod, AWS; default: the cheapest listed per GPU).",
-)
-@option(
-    "--allow-fp8-kv",
-    group="Options",
-    is_flag=True,
-    help="Let fit switch the KV cache to fp8 where it falls short (changes accuracy).",
-)
-@option(
-    "--min-tokens-per-second",
-    group="Options",
-    type=float,
-    help="Drop rows whose decode bound per user is below this (a bound from bandwidth, not a benchmark).",
-)
-@option(
-    "--top", group="Options", type=click.IntRange(min=1), default=10, show_default=True, help="Feasible rows to show."
-)
-@shared("from_file", group="Options", help="Start from a deployment another tool proposed (as `apron plan --from`).")
-@shared("deployment_name", group="Options")
-@shared(
-    "gpu_memory_utilization",
-    "max_num_seqs",
-    "max_num_batched_tokens",
-    "kv_cache_dtype",
-    "dtype",
-    "enforce_eager",
-    "language_model_only",
-    "no_catalog",
-    group="Options",
-)
-@shared("as_json", group="Options", help="Print the apron.fit/1 JSON document.")
-def fit_command(
-    source: str | None,
-    context: int | None,
-    users: int,
-    gpus: str | None,
-    max_gpus: int,
-    engine: str | None,
-    revision: str | None,
-    prices_file: str | None,
-    tier: str,
-    provider: str | None,
-    allow_fp8_kv: bool,
-    min_tokens_per_second: float | None,
-    top: int,
-    from_file: str | None,
-    deployment_name: str | None,
-    no_catalog: bool,
-    as_json: bool,
-    **settings: Any,
-) -> None:
-    """The cheapest GPU x count that serves --users requests of --context tokens, with the flags it needs.
-
-    Exit 0 with a feasible configuration, 1 with none (the table says why)."""
+def run_fit_command(params: dict[str, Any], typed: frozenset[str]) -> None:
+    """`apron fit`: PARAMS as FIT declares them; TYPED, those given on the command line."""
+    settings = dict(params)
+    source, users, context = settings.pop("source"), settings.pop("users"), settings.pop("context")
+    gpus, max_gpus, engine = settings.pop("gpus"), settings.pop("max_gpus"), settings.pop("engine")
+    revision, prices_file, tier = settings.pop("revision"), settings.pop("prices_file"), settings.pop("tier")
+    provider, allow_fp8_kv = settings.pop("provider"), settings.pop("allow_fp8_kv")
+    min_tokens_per_second, top = settings.pop("min_tokens_per_second"), settings.pop("top")
+    from_file, deployment_name = settings.pop("from_file"), settings.pop("deployment_name")
+    no_catalog, as_json = settings.pop("no_catalog"), settings.pop("as_json")
     from apron.plan.fit import FitQuery, run_fit
 
     query = FitQuery(
@@ -212,7 +177,7 @@ def fit_command(
         prices=prices_file,
         revision=revision,
         use_catalog=not no_catalog,
-        settings=given_settings(settings),
+        settings=given_settings(settings, typed),
         candidate_file=from_file,
         candidate_name=deployment_name,
         allow_fp8_kv=allow_fp8_kv,
@@ -225,6 +190,16 @@ def fit_command(
     else:
         from apron.report.fit import render_fit
 
-        click.echo(render_fit(document, top))
+        echo(render_fit(document, top))
     if not document["num_feasible"]:
         raise Failed(f"no configuration serves {users} users at {document['request']['context_tokens']:,} tokens")
+
+
+@cache
+def __getattr__(name: str) -> Any:
+    """The click commands (`apron.cli.COMMANDS` names them), built from the declarations on first use."""
+    if name == "plan_command":
+        return PLAN.click_command(run_plan)
+    if name == "fit_command":
+        return FIT.click_command(run_fit_command)
+    raise AttributeError(f"module 'apron.cli.plan' has no attribute {name!r}")

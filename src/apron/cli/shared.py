@@ -9,9 +9,7 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-import click
-
-from apron.errors import ApronError, BadInput, Failed
+from apron.errors import ApronError, Failed
 
 if TYPE_CHECKING:
     from apron.hardware import Gpu
@@ -21,15 +19,23 @@ if TYPE_CHECKING:
     from apron.records.store import RecordStore
 
 
+def echo(text: str = "", *, err: bool = False) -> None:
+    """One block of text and a newline, on stdout (data) or stderr (messages), flushed at once as
+    click.echo does (this module imports no click: `apron plan` runs without it)."""
+    stream = sys.stderr if err else sys.stdout
+    stream.write(text + "\n")
+    stream.flush()
+
+
 def emit_json(data: object) -> None:
     import json  # here, not at the top: `apron --help` loads this module and prints no JSON
 
-    click.echo(json.dumps(data, indent=2, sort_keys=False))
+    echo(json.dumps(data, indent=2, sort_keys=False))
 
 
 def say(message: str) -> None:
     """A message or progress line for a person: always stderr."""
-    click.echo(message, err=True)
+    echo(message, err=True)
 
 
 # Progress lines that are results or answers to the user's own action: shown even off a terminal.
@@ -53,31 +59,27 @@ def progress_printer() -> Callable[[str], None]:
     return show
 
 
-def run(group: click.Group, argv: list[str] | None) -> int:
-    """Run the command line; every error becomes one line on stderr and its exit code."""
+def guarded(call: Callable[[], object], handle: Callable[[Exception, bool], int | None] | None = None) -> int:
+    """Run CALL; every error becomes one line on stderr and its exit code. HANDLE turns a framework's
+    own exceptions (click's) into a code, or None for the last line of defence."""
     debug = os.environ.get("APRON_DEBUG") == "1"
     try:
-        group.main(args=argv, prog_name="apron", standalone_mode=False)
+        call()
     except ApronError as exc:
         if debug and not exc.quiet:
             raise
         if not exc.quiet:
             say(f"apron: error: {exc.message}")
         return exc.exit_code
-    except click.exceptions.Abort:
-        say("apron: interrupted")
-        return 130
-    except click.ClickException as exc:
-        if debug:
-            raise
-        say(f"apron: error: {exc.format_message()}")
-        return BadInput.exit_code if exc.exit_code == 2 else exc.exit_code
     except KeyboardInterrupt:
         say("apron: interrupted")
         return 130
     except BrokenPipeError:
         return 0
     except Exception as exc:  # noqa: BLE001 - the last line of defence against a bare traceback
+        code = handle(exc, debug) if handle else None
+        if code is not None:
+            return code
         if debug:
             raise
         say(f"apron: internal error: {type(exc).__name__}: {exc} (run with APRON_DEBUG=1 for a traceback)")
@@ -163,12 +165,16 @@ _SETTING_FIELDS = {
 }
 
 
-def given_settings(settings: dict[str, Any]) -> dict[str, Any]:
-    """The engine settings typed on the command line (not defaults), as UserSettings fields."""
-    ctx = click.get_current_context()
+def given_settings(settings: dict[str, Any], typed: frozenset[str] | None = None) -> dict[str, Any]:
+    """The engine settings typed on the command line (not defaults), as UserSettings fields. TYPED: the
+    options given on the command line (None: those the running click command was given)."""
+    if typed is None:
+        from apron.cli.groups import typed_on_command_line
+
+        typed = typed_on_command_line(settings)
     given = {}
     for key, name in _SETTING_FIELDS.items():
-        if key in settings and ctx.get_parameter_source(key) is click.core.ParameterSource.COMMANDLINE:
+        if key in settings and key in typed:
             given[name] = _limits(settings[key]) if key == "limit_mm_per_prompt" else settings[key]
     return given
 
@@ -179,6 +185,7 @@ def candidate_plans(
     gpu: str | None,
     settings: dict[str, Any],
     calibration: Any = None,
+    typed: frozenset[str] | None = None,
 ) -> tuple[CandidatePlan, ...]:
     """Plan the deployments of a file (`--from`; `--name` picks one): their settings, with the ones
     typed here winning."""
@@ -189,7 +196,7 @@ def candidate_plans(
         settings.get("deployment_name"),
         source,
         GpuRequest(gpu, settings.get("gpu_memory_bytes"), settings.get("gpu_capability")),
-        given_settings(settings),
+        given_settings(settings, typed),
         engine_option(settings.get("engine")),
         use_catalog=not settings["no_catalog"],
         calibration=calibration,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import json
 import re
 from dataclasses import replace
@@ -139,6 +138,8 @@ def resolve_gpu(text: str, *, memory_bytes: int | None = None, capability: str |
     if gpu is None:
         if memory_bytes is not None and capability is not None:
             return Gpu(text, memory_bytes, _parse_capability(capability), True, "given with --gpu-memory-bytes")
+        import difflib  # only for a name not in the catalog
+
         close = difflib.get_close_matches(_normalize(text), list(_lookup()), n=4, cutoff=0.5)
         names = sorted({_lookup()[c].name for c in close})
         hint = f"; close names: {', '.join(names)}" if names else ""
