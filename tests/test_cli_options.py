@@ -92,4 +92,7 @@ def test_help_imports_no_command_module():
         "print(sorted(m for m in sys.modules if m.startswith('apron.cli.')), file=sys.stderr)"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert done.stderr.strip().splitlines()[-1] == "['apron.cli.app', 'apron.cli.groups', 'apron.cli.shared']"
+    assert (
+        done.stderr.strip().splitlines()[-1]
+        == "['apron.cli.app', 'apron.cli.commands', 'apron.cli.groups', 'apron.cli.shared']"
+    )

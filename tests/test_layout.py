@@ -155,7 +155,7 @@ def test_a_command_imports_only_its_own_module(apron_home_with_facts):
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert (
         done.stderr.strip().splitlines()[-1]
-        == "['apron.cli.fast', 'apron.cli.options', 'apron.cli.plan', 'apron.cli.shared']"
+        == "['apron.cli.commands', 'apron.cli.fast', 'apron.cli.options', 'apron.cli.plan', 'apron.cli.shared']"
     )
 
 

@@ -7,7 +7,7 @@ import importlib
 
 import click
 
-from apron.cli import COMMANDS, SUMMARIES
+from apron.cli.commands import COMMANDS, SUMMARIES
 from apron.cli.groups import GroupedGroup, run
 
 

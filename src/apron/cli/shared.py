@@ -169,9 +169,10 @@ def given_settings(settings: dict[str, Any], typed: frozenset[str] | None = None
     """The engine settings typed on the command line (not defaults), as UserSettings fields. TYPED: the
     options given on the command line (None: those the running click command was given)."""
     if typed is None:
-        from apron.cli.groups import typed_on_command_line
+        import click
 
-        typed = typed_on_command_line(settings)
+        ctx = click.get_current_context()
+        typed = frozenset(k for k in settings if ctx.get_parameter_source(k) is click.core.ParameterSource.COMMANDLINE)
     given = {}
     for key, name in _SETTING_FIELDS.items():
         if key in settings and key in typed:
