@@ -334,8 +334,15 @@ def _classify(checkpoint: Checkpoint, config: ModelConfig) -> list[_Entry]:
     sums: dict[_Key, list[int]] = {}
     names: dict[_Key, str] = {}
     params: dict[str, dict[_Key, list[int]]] = {}
+    seen: dict[tuple[str, str, tuple[int, ...], bool], _Key] = {}
     for tensor in checkpoint.tensors:
-        key = _key(tensor, config, tied, method)
+        # Layers repeat: a tensor whose name differs from one already classified only in its indices
+        # (every pattern matches any digits) and whose shape, dtype and MTP-ness are the same gets the
+        # same key; the classification's ~20 patterns then run once per layer kind, not per tensor.
+        like = (_INDICES.sub("#", tensor.name), tensor.dtype, tensor.shape, _is_mtp(tensor.name, config))
+        key = seen.get(like)
+        if key is None:
+            key = seen[like] = _key(tensor, config, tied, method)
         names.setdefault(key, tensor.name)
         bucket = sums.setdefault(key, [0, 0])
         bucket[0] += tensor.num_elements
@@ -351,6 +358,7 @@ def _classify(checkpoint: Checkpoint, config: ModelConfig) -> list[_Entry]:
 
 
 _Key = tuple[str, str | None, str, str, int, bool, bool]  # the _Entry fields before the sums
+_INDICES = re.compile(r"(?<=\.)\d+(?=\.)")  # a layer's or an expert's index in a tensor's name
 
 
 def _key(tensor: TensorInfo, config: ModelConfig, tied: bool, method: str | None) -> _Key:
