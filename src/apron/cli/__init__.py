@@ -23,6 +23,10 @@ __all__ = ["COMMANDS", "FAST", "SUMMARIES", "entry", "main"]
 def main(argv: list[str] | None = None) -> int:
     """Run the command line ARGV (default: this process's); the exit code."""
     args = sys.argv[1:] if argv is None else list(argv)
+    if args in (["--help"], ["-h"]):
+        from apron.cli.help import print_top_help
+
+        return print_top_help()
     if args and args[0] in FAST:
         from apron.cli.fast import run_fast
 

@@ -7,7 +7,7 @@ import importlib
 
 import click
 
-from apron.cli.commands import COMMANDS, SUMMARIES
+from apron.cli.commands import COMMANDS
 from apron.cli.groups import GroupedGroup, run
 
 
@@ -17,18 +17,12 @@ class LazyGroup(GroupedGroup):
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*self.commands, *COMMANDS})
 
-    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        """The command list as click writes it, from SUMMARIES: `apron --help` imports no command module
-        (click's own listing builds every command to read one line of each)."""
-        listed = [
-            (name, self.commands.get(name) or click.Command(name, help=SUMMARIES[name]))
-            for name in self.list_commands(ctx)
-        ]
-        shown = [(name, command) for name, command in listed if not command.hidden]
-        limit = formatter.width - 6 - max(len(name) for name, _ in shown)
-        rows = [(name, command.get_short_help_str(limit)) for name, command in shown]
-        with formatter.section("Commands"):
-            formatter.write_dl(rows)
+    def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The page cli/help.py writes without click (`apron --help`), so both doors print one text; it
+        lists the commands from SUMMARIES and imports none of their modules."""
+        from apron.cli.help import top_help
+
+        formatter.write(top_help(formatter.width) + "\n")
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name not in self.commands and cmd_name in COMMANDS:
