@@ -4,8 +4,9 @@
 `__setattr__` and `__delattr__` for every class as its module is imported (dataclasses.py 3.11:
 `_create_fn` execs each). A plan imports about 75 of them, and compiling their 450 methods was the
 largest single cost of starting `apron plan` (about a third of it, benchmarks/plan_speed.py). Only
-`__init__` runs on every instance, so only it is compiled here; the other five are shared functions
-over the class's field names, with the standard library's behaviour (tests/test_frozen.py compares
+`__init__` runs on every instance, so only it is compiled here; `__eq__` and `__hash__` are compiled
+on their first call, and `__repr__` and the frozen `__setattr__` / `__delattr__` are shared functions
+over the class's field names, all with the standard library's behaviour (tests/test_frozen.py compares
 both on every frozen class in the package).
 
 The class is still a dataclass: `dataclasses.fields`, `replace`, `asdict` and `is_dataclass` see the
@@ -21,7 +22,6 @@ from __future__ import annotations
 import builtins
 import dataclasses
 from collections.abc import Callable
-from operator import attrgetter
 from typing import Any, TypeVar, dataclass_transform
 
 T = TypeVar("T")
@@ -46,13 +46,13 @@ def frozen(cls: type[T]) -> type[T]:
     if not has_doc:
         cls.__doc__ = cls.__name__ + signature
     _add(cls, "__repr__", _repr([f.name for f in fields if f.repr]))
-    _add(cls, "__eq__", _eq([f.name for f in fields if f.compare]))
+    _add(cls, "__eq__", _eq(cls, [f.name for f in fields if f.compare]))
     names = frozenset(f.name for f in fields)
     cls.__setattr__ = _setattr(cls, names)  # type: ignore[method-assign]
     cls.__delattr__ = _delattr(cls, names)  # type: ignore[method-assign]
     if not explicit_hash:
         hashed = [f.name for f in fields if (f.compare if f.hash is None else f.hash)]
-        cls.__hash__ = _hash(hashed)  # type: ignore[assignment]
+        cls.__hash__ = _hash(cls, hashed)  # type: ignore[method-assign]
     return cls
 
 
@@ -127,16 +127,6 @@ def _type_text(annotation: Any) -> str:
     return annotation if isinstance(annotation, str) else getattr(annotation, "__name__", repr(annotation))
 
 
-def _fields_of(names: list[str]) -> Callable[[Any], tuple[Any, ...]]:
-    """The named attributes as one tuple (attrgetter returns a bare value for one name)."""
-    if not names:
-        return lambda self: ()
-    if len(names) == 1:
-        name = names[0]
-        return lambda self: (getattr(self, name),)
-    return attrgetter(*names)
-
-
 def _repr(names: list[str]) -> Callable[[Any], str]:
     def __repr__(self: Any) -> str:
         inner = ", ".join(f"{name}={getattr(self, name)!r}" for name in names)
@@ -145,24 +135,45 @@ def _repr(names: list[str]) -> Callable[[Any], str]:
     return __repr__
 
 
-def _eq(names: list[str]) -> Callable[[Any, Any], Any]:
-    values = _fields_of(names)
+def _eq(cls: Any, names: list[str]) -> Callable[[Any, Any], Any]:
+    """`__eq__` compiled on its first call (the standard library's tuple comparison), then the class's
+    own: equality runs in the planner's hot loops, most classes never compare."""
 
     def __eq__(self: Any, other: Any) -> Any:
-        if other.__class__ is self.__class__:
-            return values(self) == values(other)
-        return NotImplemented
+        compiled = _compiled(cls, "__eq__", names)
+        return compiled(self, other)
 
     return __eq__
 
 
-def _hash(names: list[str]) -> Callable[[Any], int]:
-    values = _fields_of(names)
+def _hash(cls: Any, names: list[str]) -> Callable[[Any], int]:
+    """`__hash__` compiled on its first call, as `__eq__` is."""
 
     def __hash__(self: Any) -> int:
-        return hash(values(self))
+        compiled = _compiled(cls, "__hash__", names)
+        return compiled(self)
 
     return __hash__
+
+
+def _compiled(cls: Any, name: str, names: list[str]) -> Callable[..., Any]:
+    """The method NAME over the fields NAMES as source, compiled once and set on CLS."""
+    mine = "(" + "".join(f"self.{n}," for n in names) + ")"
+    if name == "__eq__":
+        theirs = "(" + "".join(f"other.{n}," for n in names) + ")"
+        source = (
+            "def __eq__(self, other):\n"
+            f"    if other.__class__ is self.__class__:\n        return {mine} == {theirs}\n"
+            "    return NotImplemented\n"
+        )
+    else:
+        source = f"def __hash__(self):\n    return hash({mine})\n"
+    namespace: dict[str, Any] = {"__builtins__": builtins}
+    exec(source, namespace)  # noqa: S102 - our own source, from the class's field names
+    method: Callable[..., Any] = namespace[name]
+    method.__qualname__ = f"{cls.__qualname__}.{name}"
+    setattr(cls, name, method)
+    return method
 
 
 def _setattr(cls: Any, names: frozenset[str]) -> Callable[[Any, str, Any], None]:

@@ -72,6 +72,30 @@ def model_traits(checkpoint: Checkpoint, config: ModelConfig, facts: EngineFacts
     return _Traits(bool(multimodal), bool(entry.get("is_attention_free")))
 
 
+def _layout(
+    checkpoint: Checkpoint,
+    config: ModelConfig,
+    settings: EngineSettings,
+    facts: EngineFacts,
+    capability: tuple[int, int],
+    is_attention_free: bool,
+) -> KVLayout:
+    """build_layout, kept per checkpoint for the same inputs: fit plans one model on many GPUs and
+    settings, and GPUs of one capability share the layout (it is a frozen value). The config and
+    facts objects are kept beside it, so a different object never takes another's entry."""
+    cache: dict[tuple[object, ...], tuple[ModelConfig, EngineFacts, KVLayout]]
+    cache = checkpoint.extra.setdefault("_kv_layouts", {})
+    key = (id(config), id(facts), settings, capability, is_attention_free)
+    hit = cache.get(key)
+    if hit is not None and hit[0] is config and hit[1] is facts:
+        return hit[2]
+    layout = build_layout(
+        checkpoint.architecture, config, settings, facts, capability=capability, is_attention_free=is_attention_free
+    )
+    cache[key] = (config, facts, layout)
+    return layout
+
+
 def plan_memory(
     checkpoint: Checkpoint,
     config: ModelConfig,
@@ -84,14 +108,7 @@ def plan_memory(
     """`calibration`: factors on the observed components (plan/calibration.py); None, the default, is none."""
     traits = model_traits(checkpoint, config, facts)
     requested = requested_bytes(gpu, settings.gpu_memory_utilization)
-    layout = build_layout(
-        checkpoint.architecture,
-        config,
-        settings,
-        facts,
-        capability=gpu.compute_capability,
-        is_attention_free=traits.is_attention_free,
-    )
+    layout = _layout(checkpoint, config, settings, facts, gpu.compute_capability, traits.is_attention_free)
     encoder = _encoder(checkpoint, config, settings, facts, gpu, traits.is_multimodal)
     moe_backend, moe_ws, moe_buffers = moe_terms(config, settings, gpu, facts.version)
     kinds = ranges.layer_traits(

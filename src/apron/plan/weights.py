@@ -478,8 +478,8 @@ def _load_order(checkpoint: Checkpoint, config: ModelConfig, settings: WeightSet
     per checkpoint and weight settings, so plans that vary only the serving settings (fit's sweep)
     reuse both."""
     quant = _Quant.from_config(config, settings)
-    key = (settings, quant.uses_marlin)
-    cache: dict[tuple[WeightSettings, bool], tuple[tuple[int, ...], int]]
+    key = _load_order_key(settings, quant)
+    cache: dict[tuple[object, ...], tuple[tuple[int, ...], int]]
     cache = checkpoint.extra.setdefault("_load_order_param_bytes", {})
     if key not in cache:
         scratch = _Tally()
@@ -491,6 +491,15 @@ def _load_order(checkpoint: Checkpoint, config: ModelConfig, settings: WeightSet
         )
         cache[key] = (sizes, sum(load_block_bytes(size) - size for size in sizes))
     return cache[key]
+
+
+def _load_order_key(settings: WeightSettings, quant: _Quant) -> tuple[object, ...]:
+    """What _load_order's sizes depend on: the settings but the GPU's capability and the release, and
+    of those only what _entry_bytes and the re-layout checks read (Machete's zero points, Marlin's
+    int4 and FP8 layouts), so fit's GPUs of several capabilities share one entry. A new per-capability
+    layout in _entry_bytes must add its own flag here."""
+    plain = replace(settings, capability=(0, 0), release="")
+    return plain, uses_machete(settings), quant.uses_marlin, quant.uses_marlin_fp8
 
 
 def _params_in_build_order(checkpoint: Checkpoint, config: ModelConfig) -> list[list[_Entry]]:
