@@ -204,3 +204,58 @@ def test_block_fp8_scales_expand_for_marlin_below_hopper():
             expanded += k // 128 * n * 2 - t.num_elements * 4
     assert ada.bytes_per_gpu - hopper.bytes_per_gpu == expanded > 6 * 2**20
     assert any("Marlin" in note for note in ada.notes)
+
+
+GLM53 = "zai-org/GLM-5.3-Flash"
+GLM53_MLA_LAYERS = 11  # layer_types "deepseek_sparse_attention" 3, 7, ..., 43; layer 45 is MTP (skipped)
+GLM53_KDA_LAYERS = 34
+
+
+def glm53_part(pattern: str, tp: int, capability: tuple[int, int]) -> int:
+    """Apron's bytes per GPU for the fixture's tensors whose names match PATTERN, alone."""
+    from dataclasses import replace
+
+    ckpt = load_snapshot(snapshot_path(GLM53))
+    part = replace(ckpt, tensors=tuple(t for t in ckpt.tensors if re.search(pattern, t.name)), extra={})
+    settings = WeightSettings(tp, "bfloat16", capability, release="0.30.0", has_caching_allocator=False)
+    return estimate_weights(part, ModelConfig.from_config(ckpt.config), settings).bytes_per_gpu
+
+
+@pytest.mark.parametrize("tp", [2, 4])
+@pytest.mark.parametrize("capability", [(9, 0), (10, 0)])
+def test_glm53_mla_projections_are_dequantized_to_bf16(tp, capability):
+    """models/glm5next model.py 0.30.0:330 builds the MLA with quant_config=None; load_weights'
+    _try_load_fp8_attn_proj (0.30.0:1236-1299) dequantizes the FP8 q_a / kv_a / q_b / o_proj into
+    BF16 parameters and keeps no scale: fused_qkv_a_proj [1536 + 512, 4096] whole on every rank
+    (disable_tp), q_b_proj [64 x 256 / tp, 1536] and o_proj [4096, 64 x 256 / tp]."""
+    hidden, q_lora, kv_lora, heads, head = 4096, 1536, 512, 64, 256
+    per_layer = (q_lora + kv_lora) * hidden * 2 + heads * head // tp * q_lora * 2 + hidden * heads * head // tp * 2
+    pattern = r"^model\.language_model\.layers\.\d+\.self_attn\.(q_a_proj|kv_a_proj_with_mqa|q_b_proj|o_proj)\."
+    mla = glm53_part(pattern + r"weight(_scale_inv)?$", tp, capability)
+    kda_o_proj = GLM53_KDA_LAYERS * hidden * heads * 128 // tp * 2  # BF16 in the checkpoint already
+    assert mla == GLM53_MLA_LAYERS * per_layer + kda_o_proj
+    assert glm53_part(pattern + r"weight_scale_inv$", tp, capability) == 0
+
+
+@pytest.mark.parametrize("tp", [2, 4])
+def test_glm53_float32_parameters(tp):
+    """Parameters the model declares float32 whatever the checkpoint holds: hc_{attn,ffn}_fn
+    [(2 + 4) x 4, 4 x 4096], _base [24] and _scale [3] on every decoder layer (model.py
+    0.30.0:389-401, replicated), the router's e_score_correction_bias [288] (0.30.0:188), KDA's
+    q/k/v_conv1d [64 x 128 / tp, 1, 4] (kda.py 0.30.0:247-268) and dt_bias [64 x 128 / tp]
+    (kda.py 0.30.0:241), the indexer's index_kpool_compress_ape [4, 128] (attention.py 0.30.0:240)."""
+    layers, moe_layers, proj = 45, 42, 64 * 128
+    hc = layers * 2 * (24 * 4 * 4096 + 24 + 3) * 4
+    kda = GLM53_KDA_LAYERS * (3 * proj // tp * 4 + proj // tp) * 4
+    expected = hc + moe_layers * 288 * 4 + kda + GLM53_MLA_LAYERS * 4 * 128 * 4
+    pattern = (
+        r"^model\.language_model\.layers\.\d+\.(hc_(attn|ffn)_(fn|base|scale)|mlp\.gate\.e_score_correction_bias"
+        r"|self_attn\.([qkv]_conv1d\.weight|dt_bias|indexer\.index_kpool_compress_ape))$"
+    )
+    assert glm53_part(pattern, tp, (9, 0)) == expected
+
+
+def test_glm53_basis_names_what_it_adds_and_what_is_unexplained():
+    est = weights(GLM53, 4, release="0.30.0", has_caching_allocator=False)
+    note = next(n for n in est.notes if n.startswith("GLM-5.3-Flash"))
+    assert "dequantized" in note and "not explained" in note

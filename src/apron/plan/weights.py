@@ -18,6 +18,7 @@ from typing import Any
 from apron.checkpoint import Checkpoint
 from apron.checkpoint.safetensors import TensorInfo
 from apron.frozen import frozen
+from apron.plan import weights_glm5next
 from apron.plan.allocator import load_block_bytes
 from apron.plan.model_config import ModelConfig
 from apron.plan.quantity import Problem
@@ -267,6 +268,8 @@ def estimate_weights(checkpoint: Checkpoint, config: ModelConfig, settings: Weig
         else:
             tally.add(entry.group, entry.checkpoint_bytes, _entry_bytes(entry, config, settings, tally))
     notes = list(quant.add_relayout(checkpoint, config, settings, tally))
+    if weights_glm5next.is_glm5_next(config):
+        notes.append(weights_glm5next.note(_glm5_next_added_bytes(checkpoint, config, settings)))
     rounding = _allocator_rounding(checkpoint, config, settings) if settings.has_caching_allocator else 0
     if rounding:
         tally.add("allocator rounding", 0, rounding)
@@ -291,6 +294,26 @@ def estimate_weights(checkpoint: Checkpoint, config: ModelConfig, settings: Weig
         unknown_layout_tensors=tuple(tally.unknown),
         param_bytes=load_order_param_bytes(checkpoint, config, settings),
     )
+
+
+# What the generic rule would have made of the tensors GLM-5.3-Flash's model stores otherwise.
+_GENERIC_CLASS = {"dequantized": "keep", "dropped_scale": "fp8_block_scale", "fp32_param": "float"}
+
+
+def _glm5_next_added_bytes(checkpoint: Checkpoint, config: ModelConfig, settings: WeightSettings) -> dict[str, int]:
+    """Bytes per GPU the model's own dtypes add over the generic rule, by weights_glm5next class
+    (a dropped scale counts against the weight it belonged to)."""
+    added: dict[str, int] = {}
+    scratch = _Tally()
+    for entry in classified(checkpoint, config):
+        generic = _GENERIC_CLASS.get(entry.dtype_class)
+        if generic is None or _is_skipped(entry, settings):
+            continue
+        delta = _entry_bytes(entry, config, settings, scratch)
+        delta -= _entry_bytes(replace(entry, dtype_class=generic), config, settings, scratch)
+        kind = "dequantized" if entry.dtype_class == "dropped_scale" else entry.dtype_class
+        added[kind] = added.get(kind, 0) + delta
+    return added
 
 
 _SKIP_REASONS = {
@@ -369,7 +392,10 @@ def _key(tensor: TensorInfo, config: ModelConfig, tied: bool, method: str | None
     role = "vocab" if vocab else _role(tensor, module, leaf, config)
     is_head = "lm_head" in name or name in ("output.weight", "head.weight")
     group = ("lm_head" if is_head else "embedding") if vocab else _group(name)
-    if method == "fp8" and name.endswith(".weight_scale_inv") and ".experts." not in name:
+    glm5_next_class = weights_glm5next.dtype_class(name, tensor.dtype, config)
+    if glm5_next_class:
+        dtype_class = glm5_next_class  # the model's own dtypes (plan/weights_glm5next.py)
+    elif method == "fp8" and name.endswith(".weight_scale_inv") and ".experts." not in name:
         dtype_class = "fp8_block_scale"  # float32 (create_fp8_scale_parameter); Marlin re-lays it
     elif method == "fp8" and name.endswith(("weight_scale_inv", "weight_scale", "input_scale")):
         dtype_class = "fp32"
@@ -406,11 +432,13 @@ def _skip_kind(name: str, config: ModelConfig, tied: bool) -> str | None:
 
 
 def _entry_bytes(entry: _Entry, config: ModelConfig, settings: WeightSettings, tally: _Tally) -> int:
-    if entry.dtype_class in ("fp32", "int32", "fp8_block_scale"):
+    if entry.dtype_class == "dropped_scale":
+        return 0  # the scale of a weight dequantized at load: no parameter holds it
+    if entry.dtype_class in ("fp32", "int32", "fp8_block_scale", "fp32_param"):
         num_bytes = entry.elements * 4  # fp8_utils.create_fp8_scale_parameter defaults to float32
     elif entry.dtype_class == "awq_zeros" and uses_machete(settings):
         num_bytes = entry.elements * 8 * DTYPE_BYTES[settings.runtime_dtype]
-    elif entry.dtype_class == "float":
+    elif entry.dtype_class in ("float", "dequantized"):
         num_bytes = entry.elements * DTYPE_BYTES[settings.runtime_dtype]
     else:
         num_bytes = entry.checkpoint_bytes
@@ -916,7 +944,13 @@ def _marlin_fp8_scales(
     128x128 block scales become per-group scales in the model dtype, [K/128, N] per rank (each
     block's scale repeated over its 128 output columns), padded like the weight by marlin_padded_nk;
     the repacked fp8 weight keeps its bytes where no padding applies."""
-    scales = [t for t in checkpoint.tensors if t.name.endswith(".weight_scale_inv") and ".experts." not in t.name]
+    scales = [
+        t
+        for t in checkpoint.tensors
+        if t.name.endswith(".weight_scale_inv")
+        and ".experts." not in t.name
+        and not weights_glm5next.is_dropped_scale(t.name, config)
+    ]
     tp, dtype_bytes = settings.tensor_parallel_size, DTYPE_BYTES[settings.runtime_dtype]
     for scale in scales:
         weight = checkpoint.tensors_by_name.get(scale.name.removesuffix("_scale_inv"))
