@@ -162,5 +162,5 @@ def unread_note(config: ModelConfig) -> str:
         "DeepSeek-V4 not read: the FP8 linears' scales as DeepGEMM re-lays them "
         "(transform_sf_into_required_layout, native code in the wheel's vendored deep_gemm; "
         "fp8_utils.py 0.30.0:1082-1160): float32 block scales on SM90 (~1 MiB), and if SM100 keeps one "
-        "UE8M0 scale per row and 128 columns, N x K / 128 bytes a linear per rank (~13 MiB at TP 4)"
+        "UE8M0 scale per row and 128 columns, N x K / 128 bytes a linear per rank (~13 MiB for DeepSeek-V4-Flash at TP 4)"
     )
