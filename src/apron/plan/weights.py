@@ -22,6 +22,8 @@ from apron.plan import weights_glm5next
 from apron.plan.allocator import load_block_bytes
 from apron.plan.model_config import ModelConfig
 from apron.plan.quantity import Problem
+from apron.plan.weights_dsv4 import humming_stacked_bytes, is_dsv4, keeps_fp32, unread_note
+from apron.plan.weights_dsv4 import rotary_cache_bytes as dsv4_rotary_cache_bytes
 
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 _FLOAT_DTYPES = {"F32", "F16", "BF16", "F64"}
@@ -277,12 +279,18 @@ def estimate_weights(checkpoint: Checkpoint, config: ModelConfig, settings: Weig
             f"allocator blocks: {rounding / 2**20:.1f} MiB of 2 MiB segment rounding on parameters of 20 MiB "
             "or more, which load under max_split_size_mb:20 and are never split (plan/allocator.py)"
         )
-    rope_bytes, rope_note = rotary_cache_bytes(config, settings.runtime_dtype)
+    rope_bytes, rope_note = (
+        dsv4_rotary_cache_bytes(config, settings.release, DTYPE_BYTES[settings.runtime_dtype])
+        if is_dsv4(config)
+        else rotary_cache_bytes(config, settings.runtime_dtype)
+    )
     if rope_bytes:
         tally.add("rotary cos/sin cache", 0, rope_bytes)
         notes.append(rope_note)
     if is_tied(checkpoint, config):
         notes.append("tied embeddings stored once")
+    if unread := unread_note(config):
+        notes.append(unread)
     lines = tuple(WeightLine(g, c, b) for g, (c, b) in sorted(tally.by_group.items()))
     return WeightsEstimate(
         bytes_per_gpu=sum(line.bytes_per_gpu for line in lines),
@@ -403,6 +411,8 @@ def _key(tensor: TensorInfo, config: ModelConfig, tied: bool, method: str | None
         dtype_class = "awq_zeros"  # int32, 8 zero points each; Machete re-lays them (machete_awq_zero_bytes)
     elif leaf == "A_log" and tensor.dtype in _FLOAT_DTYPES:
         dtype_class = "fp32"  # mamba_mixer*.py and the GDN layers create A / A_log in float32
+    elif tensor.dtype == "F32" and keeps_fp32(name, config):
+        dtype_class = "fp32"  # weights_dsv4: created in float32 (hyper-connections, sinks, ape, router bias)
     elif leaf == "tid2eid" and tensor.dtype == "I64":
         dtype_class = "int32"  # deepseek_v4 nvidia/model.py: the hash-MoE table is int32 in vLLM
     else:
@@ -852,18 +862,23 @@ def _dsv4_fp4_experts(
     backend, align_i, align_h = dsv4_mxfp4_backend(settings.capability, settings.release)
     per_rank = config.moe_intermediate_size // settings.tensor_parallel_size
     inter, hid = pad_to(per_rank, align_i), pad_to(hidden, align_h)
-    stacked = (
+    stacked: tuple[int, ...] = (
         experts * 2 * inter * hid // 2,  # w13
         experts * 2 * inter * hid // 32,  # its scales
         experts * hid * inter // 2,  # w2
         experts * hid * inter // 32,
     )
+    if backend == "HUMMING":
+        stacked = humming_stacked_bytes(experts, inter, hid, settings.release)
     tally.add("experts", sum(t.num_bytes for t in names), sum(stacked) * len(layers))
     if settings.has_caching_allocator:  # each stacked parameter keeps its 2 MiB-rounded segment
         tally.add("allocator rounding", 0, sum(load_block_bytes(n) - n for n in stacked) * len(layers))
     note = f"MXFP4 experts laid out for the {backend} MoE backend: intermediate {per_rank} -> {inter}, hidden {hidden} -> {hid} per rank"
     if backend == "HUMMING":
-        note += " (Humming's own re-layout not read)"
+        note += (
+            f"; Humming pads each sublayer to N % 256, K % 128 (w13 {2 * inter} -> {pad_to(2 * inter, 256)}, "
+            f"w2 K {inter} -> {pad_to(inter, 128)}; humming/moe.py 0.32.0:411-412)"
+        )
     return [note]
 
 
