@@ -934,10 +934,11 @@ def _marlin_fp8_scales(
     elif settings.has_caching_allocator:
         blocks = marlin_fp8_repack_blocks(checkpoint, config, settings)
         tally.add("allocator rounding", 0, blocks)
-        notes.append(
-            f"allocator blocks of Marlin's repack: {blocks / 2**20:.1f} MiB of 20 MiB-segment remainders of 1 MiB "
-            "or less that the re-laid weights keep (replayed in module order, plan/weights_repack.py)"
-        )
+        if blocks:
+            notes.append(
+                f"allocator blocks of Marlin's repack: {blocks / 2**20:.1f} MiB of 20 MiB-segment remainders of "
+                "1 MiB or less that the re-laid weights keep (replayed in module order, plan/weights_repack.py)"
+            )
     return notes
 
 
@@ -1019,6 +1020,8 @@ def _machete_awq_blocks(
             process += machete_awq_events(linear, len(process))  # the index only keeps the tags unique
         cache[settings] = repack_block_bytes(construction, process)
     blocks = cache[settings]
+    if not blocks:
+        return []
     tally.add("allocator rounding", 0, blocks)
     return [
         f"allocator blocks of the AWQ conversion and Machete's prepack: {blocks / 2**20:.1f} MiB the kept tensors "
