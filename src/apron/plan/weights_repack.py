@@ -46,7 +46,8 @@ def marlin_fp8_events(linear: MarlinFp8Linear, index: int) -> list[Event]:
     - pack_fp8_to_int32 with size_k_first False (block quant, scaled_mm/marlin.py 0.29.0:58) is a view
       of the weight; `qweight.T.contiguous()` a transient copy T (0.29.0:141-142); marlin_pad_qweight a
       padded copy P when the shape needs padding (marlin_utils.py 0.29.0:255-265);
-    - gptq_marlin_repack's output R (kept), then replace_parameter frees the loaded weight;
+    - gptq_marlin_repack's output R (kept; [K/16, N x 16/4] int32 for 8 bits, the weight's bytes:
+      its fake, _custom_ops.py 0.29.0:1166-1182), then replace_parameter frees the loaded weight;
     - the scales: `.to(orig_dtype)` and `.T.contiguous()` of the [N/128, K/128] block scales;
       repeat_interleave (its int64 index of N rows, then the [K/128, N] copy S1); marlin_pad_scales;
       marlin_permute_scales' indexed copy S2 (marlin_utils.py 0.29.0:470-480);
@@ -126,10 +127,10 @@ def machete_awq_events(linear: MacheteAwqLinear, index: int) -> list[Event]:
       third (the second freed; it lives to the function's end), `<< shifts` a fourth, `.sum` the new
       [K/8, N] qweight (the fourth freed); setattr frees the loaded qweight. The zero points the same
       way at their size, plus the copy `.T.reshape(N/8, 8, G)` makes;
-    - MacheteLinearKernel.process_weights_after_loading (mixed_precision/machete.py 0.30.0:80-117):
-      `x.data.t().contiguous()` a transient copy, machete_prepack_B's output kept (the copy, then the
-      standard qweight freed); the scales keep their storage (`.contiguous()` of a contiguous
-      tensor); the zero points: unpack_quantized_values_into_int32's zero-filled [K/g, N] int32 result
+    - MacheteLinearKernel.process_weights_after_loading (mixed_precision/machete.py 0.30.0:60-95):
+      `x.data.t().contiguous()` a transient copy, machete_prepack_B's output kept (empty_like its
+      input: its fake, _custom_ops.py 0.30.0:1367-1376), then the copy and the standard qweight
+      freed; the scales keep their storage (`.contiguous()` of a contiguous tensor); the zero points: unpack_quantized_values_into_int32's zero-filled [K/g, N] int32 result
       and its eight `(w >> 4i) & mask` pairs (quant_utils.py 0.30.0:591-609), `-1.0 * w_s`, the
       `.to(w_s.dtype)` copy, their product kept; the standard zero points and the unpacked result freed.
     Small tensors (the shift and order tables) are small-pool blocks and are left out."""
