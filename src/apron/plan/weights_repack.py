@@ -125,8 +125,9 @@ def machete_awq_events(linear: MacheteAwqLinear, index: int) -> list[Event]:
     - _convert_awq_to_standard_format (auto_awq.py 0.30.0:93-168): `(qw.unsqueeze(-1) >> shifts) & mask`
       makes two [K, N/8, 8] int32 tensors (8x the qweight; the first freed), the reverse_order gather a
       third (the second freed; it lives to the function's end), `<< shifts` a fourth, `.sum` the new
-      [K/8, N] qweight (the fourth freed); setattr frees the loaded qweight. The zero points the same
-      way at their size, plus the copy `.T.reshape(N/8, 8, G)` makes;
+      [K/8, N] qweight (the fourth freed). The zero points the same way at their size, plus the copy
+      `.T.reshape(N/8, 8, G)` makes. The loaded qweight and zero points stay referenced by the locals
+      `qw` and `qz` until the function returns, when they go with the gathered tensors;
     - MacheteLinearKernel.process_weights_after_loading (mixed_precision/machete.py 0.30.0:60-95):
       `x.data.t().contiguous()` a transient copy, machete_prepack_B's output kept (empty_like its
       input: its fake, _custom_ops.py 0.30.0:1367-1376), then the copy and the standard qweight
@@ -138,15 +139,16 @@ def machete_awq_events(linear: MacheteAwqLinear, index: int) -> list[Event]:
     k, n, groups = linear.k, linear.n, linear.k // linear.group_size
     q, z = k * n // 2, groups * n // 2  # int4 values, 8 to an int32
     events: list[Event] = []
-    for name, size, tag in ((linear.qweight, q, "q"), (linear.qzeros, z, "z")):
+    for size, tag in ((q, "q"), (z, "z")):
         t = w + tag
         events += [Event("alloc", 8 * size, t + "1"), Event("alloc", 8 * size, t + "2"), Event("free", 0, t + "1")]
         events += [Event("alloc", 8 * size, t + "3"), Event("free", 0, t + "2")]
         if tag == "z":  # unpacked_zp.T.reshape(N // 8, 8, G) copies the transposed view
             events += [Event("alloc", 8 * size, t + "T"), Event("free", 0, t + "3")]
         events += [Event("alloc", 8 * size, t + "4"), Event("alloc", size, t + "std"), Event("free", 0, t + "4")]
-        events.append(Event("free", 0, name))
-    events += [Event("free", 0, w + "q3"), Event("free", 0, w + "zT")]
+    # the locals `qw` and `qz` hold the loaded tensors past setattr: all four go on return, in order
+    events += [Event("free", 0, linear.qweight), Event("free", 0, w + "q3")]
+    events += [Event("free", 0, linear.qzeros), Event("free", 0, w + "zT")]
     events += [Event("alloc", q, w + "copy"), Event("alloc", q, w + "prepacked"), Event("free", 0, w + "copy")]
     events.append(Event("free", 0, w + "qstd"))
     events.append(Event("alloc", 4 * groups * n, w + "unpacked"))
