@@ -54,8 +54,8 @@ def marlin_fp8_events(linear: MarlinFp8Linear, index: int) -> list[Event]:
       fp8_fused_exponent_bias_into_scales' ones_like, `* 2`, `** bias`, `scales * s` (the kept S3,
       marlin_utils_fp8.py 0.29.0:35-46); replace_parameter frees the fp32 block scales;
     - on return the locals go: T (or P), S1 (or its padded copy).
-    The layer's workspace (marlin_make_workspace_new: one int32 per SM, kept) is a small-pool block
-    and leaves the large pool alone; it is left out."""
+    The layer's workspace (marlin_make_workspace_new: one int32 per SM, kept; gone from 0.31) is a
+    small-pool block and leaves the large pool alone; it is left out. Otherwise the same through 0.33."""
     w = f"{index}:"
     n, k, pn, pk = linear.n, linear.k, linear.padded_n, linear.padded_k
     dtype = linear.dtype_bytes
