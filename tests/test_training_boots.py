@@ -33,9 +33,6 @@ TERM_TARGETS = {"non_torch": 0.1 * GIB, "cudagraphs": 0.25 * GIB}
 LOG_RESOLUTION = 0.005 * GIB
 # (model, measured weights) -> {quantity: bound on |error| today}; see the closing notes of issue 4.
 KNOWN_MISSES = {
-    # FP8 block-quant on a small model on Ada: Marlin's expanded scales are counted (-3.9% -> -3.0%);
-    # the remaining ~23 MB is not found (docs/memory.md section 5).
-    ("Qwen/Qwen3-0.6B-FP8", 794568949): {"weights": 0.031},
     # gpt-oss-20b: 0.12 GiB of 4.33 high, through non-torch (-0.08) and the MXFP4 weights (-0.23%).
     ("openai/gpt-oss-20b", 14817637171): {"kv_tokens": 0.03},
     # gpt-oss-120b on the H100: its graph estimate reads 0.19 GiB below the Hopper prediction (the

@@ -81,7 +81,10 @@ def test_quantized_checkpoints_sum_close_to_their_headers(name):
     ckpt = load_snapshot(snapshot_path(name))
     est = weights(name, capability=(8, 9))
     loaded = ckpt.total_tensor_bytes - sum(n for _, n in est.skipped)
-    assert 0.95 < est.bytes_per_gpu / loaded < 1.05
+    # the tensors themselves: the allocator's blocks and the rotary cache are not in the headers (a
+    # small model's share of them is large: Qwen3-0.6B-FP8's measured 0.74 GiB is 5.7% over them)
+    made = sum(line.bytes_per_gpu for line in est.lines if line.group in ("allocator rounding", "rotary cos/sin cache"))
+    assert 0.95 < (est.bytes_per_gpu - made) / loaded < 1.05
 
 
 def test_language_model_only_drops_the_vision_tower():

@@ -19,11 +19,18 @@ from apron.checkpoint import Checkpoint
 from apron.checkpoint.safetensors import TensorInfo
 from apron.frozen import frozen
 from apron.plan import weights_glm5next
-from apron.plan.allocator import load_block_bytes
+from apron.plan.allocator import Event, load_block_bytes
 from apron.plan.model_config import ModelConfig
 from apron.plan.quantity import Problem
 from apron.plan.weights_dsv4 import humming_stacked_bytes, is_dsv4, keeps_fp32, unread_note
 from apron.plan.weights_dsv4 import rotary_cache_bytes as dsv4_rotary_cache_bytes
+from apron.plan.weights_repack import (
+    MacheteAwqLinear,
+    MarlinFp8Linear,
+    machete_awq_events,
+    marlin_fp8_events,
+    repack_block_bytes,
+)
 
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 _FLOAT_DTYPES = {"F32", "F16", "BF16", "F64"}
@@ -750,6 +757,13 @@ class _Quant:
             return _marlin_int4(checkpoint, config, settings, tally, self)
         if self.uses_marlin_fp8:
             return _marlin_fp8_scales(checkpoint, config, settings, tally, self)
+        if (
+            self.method in _AWQ_METHODS
+            and uses_machete(settings)
+            and settings.has_caching_allocator
+            and not config.is_moe
+        ):
+            return _machete_awq_blocks(checkpoint, config, settings, tally, self)
         return []
 
 
@@ -981,7 +995,119 @@ def _marlin_fp8_scales(
             n //= tp
         pn, pk = marlin_padded_nk(n, k, quant.block_n)
         tally.add(_group(scale.name), scale.num_bytes, pk // quant.block_n * pn * dtype_bytes)
-    return [f"block FP8 on Marlin: weight scales expanded to per-group {settings.runtime_dtype} [K/128, N]"]
+    notes = [f"block FP8 on Marlin: weight scales expanded to per-group {settings.runtime_dtype} [K/128, N]"]
+    if config.is_moe:  # the experts' own Marlin re-layout runs in the same pass and is not replayed
+        notes.append("the allocator blocks of Marlin's repack are not replayed for a MoE model")
+    elif settings.has_caching_allocator:
+        blocks = marlin_fp8_repack_blocks(checkpoint, config, settings)
+        tally.add("allocator rounding", 0, blocks)
+        if blocks:
+            notes.append(
+                f"allocator blocks of Marlin's repack: {blocks / 2**20:.1f} MiB of 20 MiB-segment remainders of "
+                "1 MiB or less that the re-laid weights keep (replayed in module order, plan/weights_repack.py)"
+            )
+    return notes
+
+
+# Where a parameter sits in its block's __init__ (Qwen3Attention, LlamaAttention: qkv_proj, o_proj, the
+# rotary embedding, then the rest; Qwen3MLP, LlamaMLP: gate_up_proj, down_proj): the order vLLM
+# allocates them in and the order process_weights_after_loading visits them (model.named_modules()).
+# Other projections keep their name order, which only approximates their __init__ order.
+_IN_BLOCK_RANK = {"qkv_proj": 0, "o_proj": 1, "rotary_emb": 2, "gate_up_proj": 0, "down_proj": 1}
+
+
+def _construction(checkpoint: Checkpoint, config: ModelConfig, settings: WeightSettings) -> list[tuple[str, int]]:
+    """(parameter name, bytes per GPU as built) in the order initialize_model allocates them, the
+    rotary cos/sin cache (get_rope in the first layer's attention) included. AWQ's zero points are
+    built int32 [K/g, N/8] (auto_awq.py 0.30.0:464-475) whatever the kernel makes of them later."""
+
+    def order(item: tuple[str, int]) -> tuple[int, int, int, str]:
+        layer, rank, name = _build_order(item[0])
+        return layer, rank, _IN_BLOCK_RANK.get(item[0].rsplit(".", 2)[-2], 3), name
+
+    scratch = _Tally()
+    built = []
+    for parts in _params(checkpoint, config):
+        if any(_is_skipped(e, settings) for e in parts):
+            continue
+        parts = [replace(e, dtype_class="keep") if e.dtype_class == "awq_zeros" else e for e in parts]
+        built.append((_param_name(parts[0].example), sum(_entry_bytes(e, config, settings, scratch) for e in parts)))
+    rope_bytes, _ = rotary_cache_bytes(config, settings.runtime_dtype)
+    first = min((_build_order(name)[0] for name, _ in built if _LAYER_INDEX.search(name)), default=0)
+    if rope_bytes:
+        built.append((f"model.layers.{first}.self_attn.rotary_emb.cos_sin_cache", rope_bytes))
+    return sorted(built, key=order)
+
+
+def marlin_fp8_repack_blocks(checkpoint: Checkpoint, config: ModelConfig, settings: WeightSettings) -> int:
+    """The whole-block remainders Marlin's FP8 repack leaves with the re-laid weights
+    (weights_repack.marlin_fp8_events), replayed over the model's own parameters; cached per weight
+    settings."""
+    cache: dict[WeightSettings, int] = checkpoint.extra.setdefault("_marlin_fp8_repack_blocks", {})
+    if settings not in cache:
+        construction = _construction(checkpoint, config, settings)
+        sizes = dict(construction)
+        block = (config.quantization_config or {}).get("weight_block_size") or [128, 128]
+        process: list[Event] = []
+        for name, num_bytes in construction:
+            scale = name.removesuffix(".weight") + ".weight_scale_inv"
+            if not name.endswith(".weight") or scale not in sizes or ".experts." in name:
+                continue
+            k = _per_rank_k(checkpoint, name, settings.tensor_parallel_size)
+            if not k:
+                continue
+            n = num_bytes // k
+            pn, pk = marlin_padded_nk(n, k, int(block[1]))
+            linear = MarlinFp8Linear(name, scale, n, k, pn, pk, int(block[1]), DTYPE_BYTES[settings.runtime_dtype])
+            process += marlin_fp8_events(linear, len(process))  # the index only keeps the tags unique
+        cache[settings] = repack_block_bytes(construction, process)
+    return cache[settings]
+
+
+def _machete_awq_blocks(
+    checkpoint: Checkpoint, config: ModelConfig, settings: WeightSettings, tally: _Tally, quant: _Quant
+) -> list[str]:
+    """AWQ on Machete (cc 9.0): the conversion to the standard layout and Machete's prepack, replayed
+    over the model's parameters (weights_repack.machete_awq_events); cached per weight settings."""
+    cache: dict[WeightSettings, int] = checkpoint.extra.setdefault("_machete_awq_blocks", {})
+    if settings not in cache:
+        construction = _construction(checkpoint, config, settings)
+        sizes = dict(construction)
+        process: list[Event] = []
+        for name, num_bytes in construction:
+            zeros = name.removesuffix(".qweight") + ".qzeros"
+            if not name.endswith(".qweight") or zeros not in sizes or ".experts." in name:
+                continue
+            k = _per_rank_k(checkpoint, name, settings.tensor_parallel_size, dim=0)
+            if not k:
+                continue
+            linear = MacheteAwqLinear(
+                name, zeros, k, 2 * num_bytes // k, quant.group_size, DTYPE_BYTES[settings.runtime_dtype]
+            )
+            process += machete_awq_events(linear, len(process))  # the index only keeps the tags unique
+        cache[settings] = repack_block_bytes(construction, process)
+    blocks = cache[settings]
+    if not blocks:
+        return []
+    tally.add("allocator rounding", 0, blocks)
+    return [
+        f"allocator blocks of the AWQ conversion and Machete's prepack: {blocks / 2**20:.1f} MiB the kept tensors "
+        "hold beyond their own segments (whole 20 MiB-segment remainders, cached transient blocks under "
+        "request + 20 MiB), replayed in module order (plan/weights_repack.py)"
+    ]
+
+
+def _per_rank_k(checkpoint: Checkpoint, param: str, tp: int, dim: int = 1) -> int | None:
+    """The input size per rank of a linear's weight (dimension DIM of its checkpoint tensor: 1 for
+    [N, K] weights, 0 for AWQ's [K, N/8] qweight): a row-parallel layer splits it."""
+    module = param.rsplit(".", 2)[-2]
+    first = {"qkv_proj": "q_proj", "gate_up_proj": "gate_proj"}.get(module, module)
+    by_name = checkpoint.tensors_by_name
+    tensor = by_name.get(param.replace(f".{module}.", f".{first}.")) or by_name.get(param)
+    if tensor is None or len(tensor.shape) != 2:
+        return None  # a fusion this does not know: the linear is left out of the replay
+    k = tensor.shape[dim]
+    return k // tp if module in _ROW else k
 
 
 def marlin_padded_nk(size_n: int, size_k: int, group_size: int = -1) -> tuple[int, int]:
