@@ -52,7 +52,7 @@ def frozen(cls: type[T]) -> type[T]:
     cls.__delattr__ = _delattr(cls, names)  # type: ignore[method-assign]
     if not explicit_hash:
         hashed = [f.name for f in fields if (f.compare if f.hash is None else f.hash)]
-        cls.__hash__ = _hash(cls, hashed)  # type: ignore[method-assign]
+        cls.__hash__ = _hash(cls, hashed)  # type: ignore[assignment,method-assign]
     return cls
 
 
