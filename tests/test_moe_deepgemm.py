@@ -61,10 +61,10 @@ def pick(name: str, capability, release="0.33.0", env=None, tp=1, **overrides) -
         # the explicit branch comes before 0.33's model exclusion
         (QWEN, (12, 0), "0.33.0", {"VLLM_USE_DEEP_GEMM": "1"}, 2, "DEEPGEMM"),
         # Ada has FP8 but no DeepGEMM (support_deep_gemm: 9.0, 10.x, 12.x)
-        (QWEN, (8, 9), "0.33.0", {"VLLM_USE_DEEP_GEMM": "1"}, 1, "TRITON"),
+        (QWEN, (8, 9), "0.33.0", {}, 1, "TRITON"),
         # 512 / 8 = 64 per rank splits the 128 block: refined to 64 x 64, a key only Triton takes
         (QWEN, (10, 0), "0.33.0", {}, 8, "TRITON"),
-        (QWEN, (12, 0), "0.30.0", {"VLLM_USE_DEEP_GEMM": "1"}, 8, "TRITON"),
+        (QWEN, (12, 0), "0.30.0", {}, 8, "TRITON"),
     ],
 )
 def test_the_fp8_oracle_places_deepgemm_by_capability_release_and_environment(
@@ -95,6 +95,22 @@ def test_hopper_past_tritons_expert_limit_takes_flashinfer_cutlass():
     993 pads to 1,024; FlashInfer CUTLASS takes block FP8 on 9.0 (flashinfer_cutlass_moe.py 0.30.0:164-172)."""
     assert pick(GLM, (9, 0), n_routed_experts=992).name == "TRITON"
     assert pick(GLM, (9, 0), n_routed_experts=993).name == "FLASHINFER_CUTLASS"
+
+
+@pytest.mark.parametrize(
+    "capability,tp,overrides",
+    [
+        ((8, 9), 1, {}),  # Ada: no DeepGEMM
+        ((12, 0), 8, {}),  # the refined 64 x 64 block
+        ((9, 0), 1, {"hidden_act": "gelu"}),  # an activation DeepGEMM does not take
+    ],
+)
+def test_a_forced_deepgemm_that_refuses_the_experts_is_refused_as_vllm_refuses_it(capability, tp, overrides):
+    """_return_or_raise (oracle/fp8.py 0.29.0:393-407): with the switch set, vLLM raises ValueError
+    at start-up instead of walking the list."""
+    with pytest.raises(BadInput, match="VLLM_USE_DEEP_GEMM=1"):
+        pick(QWEN, capability, env={"VLLM_USE_DEEP_GEMM": "1"}, tp=tp, **overrides)
+    assert pick(QWEN, capability, tp=tp, **overrides).name != "DEEPGEMM"
 
 
 def test_e8m0_follows_its_switch_and_a_non_integer_switch_is_refused():

@@ -154,6 +154,8 @@ def choose_backend(
     environment variables."""
     kind = scheme(config)
     sm100 = capability[0] == 10
+    if kind.startswith("fp8") and not is_dsv4_fp4(config) and deep_gemm(capability, env or {}).forced:
+        return forced_deep_gemm(config, capability, env or {}, tensor_parallel_size)
     if kind == "fp8 block" and capability >= (8, 9) and not is_dsv4_fp4(config):
         return block_fp8_backend(config, capability, release, env or {}, tensor_parallel_size)
     if is_dsv4_fp4(config):
@@ -191,8 +193,8 @@ def choose_backend(
 def block_fp8_backend(
     config: ModelConfig, capability: tuple[int, int], release: str, env: Mapping[str, str], tp: int
 ) -> MoEBackend:
-    """select_fp8_moe_backend for 128 x 128 block FP8 on cc >= 8.9 (oracle/fp8.py 0.29.0:305-445,
-    0.33.0:398-543): the explicit DeepGEMM switch, then the priority list, each kernel's checks."""
+    """select_fp8_moe_backend for 128 x 128 block FP8 on cc >= 8.9 (oracle/fp8.py 0.29.0:305-452,
+    0.33.0:398-550): the explicit DeepGEMM switch, then the priority list, each kernel's checks."""
     dg = deep_gemm(capability, env)
     if is_refined(config, tp):
         return MoEBackend(
@@ -200,14 +202,6 @@ def block_fp8_backend(
             False,
             "oracle/fp8.py refine_fp8_moe_block_shape (0.29.0:272-302, 0.33.0:292-322): the TP shard splits a "
             "128 block, the refined weight key is one only Triton takes",
-        )
-    if dg.forced and deep_gemm_takes(config, dg):
-        return MoEBackend(
-            "DEEPGEMM",
-            False,
-            "oracle/fp8.py 0.29.0:393-407, 0.33.0:484-495: VLLM_USE_DEEP_GEMM / VLLM_MOE_USE_DEEP_GEMM set "
-            "puts TritonOrDeepGemmExperts first",
-            dg.is_e8m0,
         )
     if capability == (9, 0) and triton_takes(config):
         return MoEBackend(
@@ -247,6 +241,27 @@ def block_fp8_backend(
         False,
         "oracle/fp8.py 0.29.0:81-96: Triton after FlashInfer and DeepGEMM"
         + (" (0.33 drops DeepGEMM for this model type: oracle/fp8.py 0.33.0:497-503)" if excluded else ""),
+    )
+
+
+def forced_deep_gemm(config: ModelConfig, capability: tuple[int, int], env: Mapping[str, str], tp: int) -> MoEBackend:
+    """VLLM_USE_DEEP_GEMM or VLLM_MOE_USE_DEEP_GEMM in the environment, both 1: the oracle returns
+    DeepGEMM or raises ValueError (_return_or_raise, oracle/fp8.py 0.29.0:393-407, 0.33.0:484-495), for
+    every FP8 MoE checkpoint: the engine does not start where DeepGEMM refuses, and neither does the plan."""
+    dg = deep_gemm(capability, env)
+    if scheme(config) == "fp8 block" and not is_refined(config, tp) and deep_gemm_takes(config, dg):
+        return MoEBackend(
+            "DEEPGEMM",
+            False,
+            "oracle/fp8.py 0.29.0:393-407, 0.33.0:484-495: VLLM_USE_DEEP_GEMM / VLLM_MOE_USE_DEEP_GEMM set "
+            "puts TritonOrDeepGemmExperts first",
+            dg.is_e8m0,
+        )
+    names = [name for name in ("VLLM_USE_DEEP_GEMM", "VLLM_MOE_USE_DEEP_GEMM") if name in env]
+    raise BadInput(
+        f"environment variable {names[0]}={env[names[0]]}: set, it makes vLLM's FP8 MoE oracle take DeepGEMM, "
+        f"which refuses these experts on cc {capability[0]}.{capability[1]} (only unrefined 128x128 block FP8, "
+        "gated SiLU, on cc 9.0 / 10.x / 12.x), so vLLM raises at start-up; unset it"
     )
 
 
