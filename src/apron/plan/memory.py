@@ -327,7 +327,13 @@ def moe_terms(
     the intermediates a monolithic kernel allocates inside the forward."""
     if not config.is_moe:
         return None, 0, ()
-    backend = moe.choose_backend(config, gpu.compute_capability, release)
+    backend = moe.choose_backend(
+        config,
+        gpu.compute_capability,
+        release,
+        env=settings.user.env_dict,
+        tensor_parallel_size=settings.tensor_parallel_size,
+    )
     dims = None
     aligns = None
     if config.quant_method in ("mxfp4", "gpt_oss_mxfp4"):
@@ -337,7 +343,7 @@ def moe_terms(
     if aligns:
         per_rank = config.moe_intermediate_size // settings.tensor_parallel_size
         dims = (pad_to(per_rank, aligns[0]), pad_to(config.hidden_size, aligns[1]))
-    workspace = moe.workspace_bytes(config, settings, backend, mxfp4_dims=dims)
+    workspace = moe.workspace_bytes(config, settings, backend, mxfp4_dims=dims, release=release)
     return backend, workspace, moe.monolithic_buffers(config, settings, backend)
 
 
