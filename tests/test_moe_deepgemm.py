@@ -13,7 +13,6 @@ import pytest
 
 from apron.checkpoint.snapshot import load_snapshot
 from apron.engine.facts import load_facts
-from apron.errors import BadInput
 from apron.hardware import resolve_gpu
 from apron.plan import moe
 from apron.plan.model_config import ModelConfig
@@ -107,17 +106,28 @@ def test_hopper_past_tritons_expert_limit_takes_flashinfer_cutlass():
 )
 def test_a_forced_deepgemm_that_refuses_the_experts_is_refused_as_vllm_refuses_it(capability, tp, overrides):
     """_return_or_raise (oracle/fp8.py 0.29.0:393-407): with the switch set, vLLM raises ValueError
-    at start-up instead of walking the list."""
-    with pytest.raises(BadInput, match="VLLM_USE_DEEP_GEMM=1"):
-        pick(QWEN, capability, env={"VLLM_USE_DEEP_GEMM": "1"}, tp=tp, **overrides)
+    at start-up instead of walking the list; the backend carries that refusal."""
+    refused = pick(QWEN, capability, env={"VLLM_USE_DEEP_GEMM": "1"}, tp=tp, **overrides)
+    assert refused.refusal is not None and "VLLM_USE_DEEP_GEMM=1" in refused.refusal
     assert pick(QWEN, capability, tp=tp, **overrides).name != "DEEPGEMM"
+    assert pick(QWEN, capability, tp=tp, **overrides).refusal is None
 
 
 def test_e8m0_follows_its_switch_and_a_non_integer_switch_is_refused():
     assert pick(GLM, (12, 0)).is_deep_gemm_e8m0
     assert not pick(GLM, (12, 0), env={"VLLM_USE_DEEP_GEMM_E8M0": "0"}).is_deep_gemm_e8m0
-    with pytest.raises(BadInput, match="VLLM_USE_DEEP_GEMM"):
-        pick(GLM, (12, 0), env={"VLLM_USE_DEEP_GEMM": "true"})
+    refused = pick(GLM, (12, 0), env={"VLLM_USE_DEEP_GEMM": "true"})
+    assert refused.refusal is not None and "VLLM_USE_DEEP_GEMM='true'" in refused.refusal
+
+
+def test_a_plan_the_oracle_refuses_is_unsupported_not_bad_input():
+    """The deployment is valid input; the engine refuses it at start-up: the plan's verdict says so, with
+    the refusal as a proven constraint (exit 1, not 2)."""
+    user = UserSettings(max_model_len=4096, env=(("VLLM_USE_DEEP_GEMM", "1"),))
+    result = plan_checkpoint(load_snapshot(snapshot_path(QWEN)), resolve_gpu("4090"), user, engine_version="0.32.0")
+    assert result.verdict == "unsupported"
+    refusal = [p for p in result.problems if p.label == "proven_constraint" and "VLLM_USE_DEEP_GEMM=1" in p.message]
+    assert refusal and refusal[0].kind == "quantization_capability"
 
 
 def workspace(release: str, gpu: str = "RTX 5090") -> int:

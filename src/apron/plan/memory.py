@@ -7,7 +7,7 @@ available_kv = ceil(total x util) - weights - non-torch - activation peak - CUDA
 from __future__ import annotations
 
 import math
-from dataclasses import field
+from dataclasses import field, replace
 from typing import TYPE_CHECKING, Any
 
 from apron.checkpoint import Checkpoint
@@ -111,6 +111,8 @@ def plan_memory(
     layout = _layout(checkpoint, config, settings, facts, gpu.compute_capability, traits.is_attention_free)
     encoder = _encoder(checkpoint, config, settings, facts, gpu, traits.is_multimodal)
     moe_backend, moe_ws, moe_buffers = moe_terms(config, settings, gpu, facts.version)
+    if moe_backend is not None and moe_backend.refusal:
+        layout = replace(layout, refusals=(*layout.refusals, ("quantization_capability", moe_backend.refusal)))
     kinds = ranges.layer_traits(
         is_moe=config.is_moe,
         is_mla=config.is_mla,

@@ -51,7 +51,6 @@ import math
 from collections.abc import Mapping
 
 from apron.engine.facts import version_key
-from apron.errors import BadInput
 from apron.frozen import frozen
 from apron.plan.activation import Buffer
 from apron.plan.model_config import ModelConfig
@@ -87,6 +86,13 @@ class MoEBackend:
     # is_deep_gemm_e8m0_used(): DeepGEMM supported and VLLM_USE_DEEP_GEMM_E8M0 (default "1")
     # (utils/deep_gemm.py 0.30.0:119-141); decides TritonOrDeepGemmExperts' workspace
     is_deep_gemm_e8m0: bool = False
+    # The engine's own start-up refusal (the oracle raises): the plan says so as a proven constraint,
+    # the verdict is `unsupported`; the input itself is valid, so it is no bad-input error.
+    refusal: str | None = None
+
+
+class _Refused(Exception):
+    """The oracle (or vLLM reading its switches) raises at start-up: the message says why."""
 
 
 @frozen
@@ -100,12 +106,14 @@ class DeepGemm:
 
 def env_flag(env: Mapping[str, str], name: str) -> bool:
     """envs.py reads these switches as bool(int(os.getenv(name, "1"))); a value int() refuses makes
-    vLLM raise at start-up, so it is refused here too."""
+    vLLM raise at start-up, so the plan refuses it too."""
     text = env.get(name, "1")
     try:
         return bool(int(text))
     except ValueError:
-        raise BadInput(f"environment variable {name}={text!r}: vLLM reads it as an integer; give 0 or 1") from None
+        raise _Refused(
+            f"environment variable {name}={text!r}: vLLM reads it as an integer and fails; give 0 or 1"
+        ) from None
 
 
 def deep_gemm(capability: tuple[int, int], env: Mapping[str, str]) -> DeepGemm:
@@ -151,13 +159,22 @@ def choose_backend(
     tensor_parallel_size: int = 1,
 ) -> MoEBackend:
     """The oracle's pick at plain tensor parallelism (no EP, DP or LoRA); ENV, the engine process's
-    environment variables."""
+    environment variables. Where the engine refuses at start-up, a backend carrying the refusal."""
+    try:
+        return _choose(config, capability, release, env or {}, tensor_parallel_size)
+    except _Refused as refused:
+        return MoEBackend("NONE", False, "the FP8 MoE oracle raises at start-up", refusal=str(refused))
+
+
+def _choose(
+    config: ModelConfig, capability: tuple[int, int], release: str, env: Mapping[str, str], tensor_parallel_size: int
+) -> MoEBackend:
     kind = scheme(config)
     sm100 = capability[0] == 10
-    if kind.startswith("fp8") and not is_dsv4_fp4(config) and deep_gemm(capability, env or {}).forced:
-        return forced_deep_gemm(config, capability, env or {}, tensor_parallel_size)
+    if kind.startswith("fp8") and not is_dsv4_fp4(config) and deep_gemm(capability, env).forced:
+        return forced_deep_gemm(config, capability, env, tensor_parallel_size)
     if kind == "fp8 block" and capability >= (8, 9) and not is_dsv4_fp4(config):
-        return block_fp8_backend(config, capability, release, env or {}, tensor_parallel_size)
+        return block_fp8_backend(config, capability, release, env, tensor_parallel_size)
     if is_dsv4_fp4(config):
         # DeepSeek-V4's fp4 experts take their own oracle (weights.py dsv4_mxfp4_backend); Humming's
         # workspace is not read, so it is taken as Marlin's (the kernel it stands in for)
@@ -258,7 +275,7 @@ def forced_deep_gemm(config: ModelConfig, capability: tuple[int, int], env: Mapp
             dg.is_e8m0,
         )
     names = [name for name in ("VLLM_USE_DEEP_GEMM", "VLLM_MOE_USE_DEEP_GEMM") if name in env]
-    raise BadInput(
+    raise _Refused(
         f"environment variable {names[0]}={env[names[0]]}: set, it makes vLLM's FP8 MoE oracle take DeepGEMM, "
         f"which refuses these experts on cc {capability[0]}.{capability[1]} (only unrefined 128x128 block FP8, "
         "gated SiLU, on cc 9.0 / 10.x / 12.x), so vLLM raises at start-up; unset it"
