@@ -165,6 +165,7 @@ MODEL_KEYS: dict[str, Kind] = {
     "torch_dtype": TEXT,
     "tie_word_embeddings": FLAG,
     "rope_theta": POSITIVE,
+    "compress_rope_theta": POSITIVE,  # DeepSeek-V4/V4.1's compressed layers' rope (plan/weights_dsv4.py)
     "rope_local_base_freq": POSITIVE,
     "partial_rotary_factor": FRACTION,
     "rope_scaling": TABLE,
