@@ -222,3 +222,16 @@ def test_mutated_safetensors_headers_plan_or_refuse(name, data):
 
 def test_nan_and_infinity_never_reach_a_plan():
     assert math.isnan(json.loads("NaN")) and json.loads("1e400") == math.inf  # what a config.json may hold
+
+
+@pytest.mark.parametrize("key", ["linear_num_value_heads", "linear_num_key_heads", "linear_key_head_dim"])
+def test_a_list_where_the_parallel_checks_read_a_count_plans_or_refuses(key):
+    """Found by the mutation test above on a fresh clone: Qwen3.8-27B's delta-net sizes replaced by
+    [0] reached plan/parallel.py's int() (TypeError). The schema records the value; the plan says so."""
+    doc = json.loads(document("Qwen--Qwen3.8-27B"))
+    doc["files"]["config.json"]["text_config"][key] = [0]
+    no_internal_error(
+        lambda: plan_checkpoint(
+            load_snapshot("Qwen--Qwen3.8-27B.json", document=doc), resolve_gpu("H100"), UserSettings()
+        )
+    )

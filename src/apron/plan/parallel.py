@@ -467,8 +467,17 @@ def _kv_heads_of(config: ModelConfig, is_attention_free: bool) -> tuple[int, ...
     heads = [config.num_kv_heads]
     global_kv = config.get("num_global_key_value_heads")
     if global_kv:
-        heads.append(int(global_kv))
+        heads.append(count(global_kv))
     return tuple(dict.fromkeys(heads))
+
+
+def count(value: object) -> int:
+    """A config's whole number as the checks read it; 0 for a value that is none (a list, text, a
+    flag): config_schema already records it among the config's unknowns, so the plan says unknown
+    rather than failing here."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return 0
+    return int(value)
 
 
 def _gdn(config: ModelConfig) -> tuple[int, int, int] | None:
@@ -477,15 +486,15 @@ def _gdn(config: ModelConfig) -> tuple[int, int, int] | None:
     has_layers = "linear_attention" in (config.layer_types or []) or bool(config.get("full_attention_interval"))
     if not v_heads or not has_layers:
         return None
-    k_heads = int(config.get("linear_num_key_heads") or 0)
-    key_dim = k_heads * int(config.get("linear_key_head_dim") or 0)
-    value_dim = int(v_heads) * int(config.get("linear_value_head_dim") or 0)
-    return int(v_heads), key_dim, value_dim
+    k_heads = count(config.get("linear_num_key_heads"))
+    key_dim = k_heads * count(config.get("linear_key_head_dim"))
+    value_dim = count(v_heads) * count(config.get("linear_value_head_dim"))
+    return count(v_heads), key_dim, value_dim
 
 
 def _mamba2(config: ModelConfig) -> tuple[int, int] | None:
     heads, groups = config.get("mamba_num_heads"), config.get("n_groups")
-    return (int(heads), int(groups)) if heads and groups else None
+    return (count(heads), count(groups)) if heads and groups else None
 
 
 def _tower(config: ModelConfig, tower_family: str | None, is_tower_sharded: bool) -> tuple[int, int, int] | None:
@@ -495,8 +504,8 @@ def _tower(config: ModelConfig, tower_family: str | None, is_tower_sharded: bool
     if tower_family != "qwen3_vl" or not is_tower_sharded:
         return None
     vision = config.vision
-    hidden, merge = int(vision.get("hidden_size") or 0), int(vision.get("spatial_merge_size") or 2)
-    return int(vision.get("num_heads") or 0), int(vision.get("intermediate_size") or 0), hidden * merge * merge
+    hidden, merge = count(vision.get("hidden_size")), count(vision.get("spatial_merge_size")) or 2
+    return count(vision.get("num_heads")), count(vision.get("intermediate_size")), hidden * merge * merge
 
 
 def parallel_shape(
@@ -510,7 +519,7 @@ def parallel_shape(
     entry = facts.architecture(checkpoint.architecture) or {}
     padding = int(facts.defaults.get("vocab_padding_size", 64))
     vocab = config.vocab_size
-    dense = config.intermediate_size if not config.is_moe or int(config.get("first_k_dense_replace") or 0) else 0
+    dense = config.intermediate_size if not config.is_moe or count(config.get("first_k_dense_replace")) else 0
     block = _fp8_block(config)
     rows, columns = fp8_layers(checkpoint) if block else ((), ())
     return ParallelShape(
@@ -520,7 +529,7 @@ def parallel_shape(
         vocab_padding=padding,
         mlp_intermediate=dense,
         moe_intermediate=config.moe_intermediate_size if config.is_moe else 0,
-        shared_intermediate=int(config.get("shared_expert_intermediate_size") or 0) if config.is_moe else 0,
+        shared_intermediate=count(config.get("shared_expert_intermediate_size")) if config.is_moe else 0,
         hidden_size=config.hidden_size,
         fp8_block=block,
         fp8_row_inputs=rows,
