@@ -7,7 +7,7 @@ available_kv = ceil(total x util) - weights - non-torch - activation peak - CUDA
 from __future__ import annotations
 
 import math
-from dataclasses import field, replace
+from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
 from apron.checkpoint import Checkpoint
@@ -21,7 +21,7 @@ from apron.plan.kv.layouts import KVLayout, build_layout
 from apron.plan.kv.planning import KVPlan, NotModelled, bytes_per_token, plan_kv
 from apron.plan.kv.specs import SchedulingContext
 from apron.plan.model_config import ModelConfig
-from apron.plan.quantity import Label, Problem, Quantity
+from apron.plan.quantity import Label, Problem, ProblemKind, Quantity
 from apron.plan.settings import EngineSettings
 from apron.plan.weights import (
     WeightsEstimate,
@@ -111,8 +111,9 @@ def plan_memory(
     layout = _layout(checkpoint, config, settings, facts, gpu.compute_capability, traits.is_attention_free)
     encoder = _encoder(checkpoint, config, settings, facts, gpu, traits.is_multimodal)
     moe_backend, moe_ws, moe_buffers = moe_terms(config, settings, gpu, facts.version)
+    refusals = list(layout.refusals)  # the engine refuses at start-up: the KV layout's kernels, the MoE oracle
     if moe_backend is not None and moe_backend.refusal:
-        layout = replace(layout, refusals=(*layout.refusals, ("quantization_capability", moe_backend.refusal)))
+        refusals.append(("quantization_capability", moe_backend.refusal))
     kinds = ranges.layer_traits(
         is_moe=config.is_moe,
         is_mla=config.is_mla,
@@ -185,7 +186,7 @@ def plan_memory(
     )
     budget = _Budget(requested, weights, activation, non_torch, graphs, weights_range, peak_range)
     kv, kv_unknown = _plan_kv(layout, budget, settings)
-    plan = _assemble(budget, layout, kv, kv_unknown, settings, gpu, checkpoint)
+    plan = _assemble(budget, layout, refusals, kv, kv_unknown, settings, gpu, checkpoint)
     if encoder is not None:
         plan.details["encoder"] = _encoder_details(encoder)
     return plan
@@ -453,6 +454,7 @@ def _kv_range(layout: KVLayout, budget: _Budget, settings: EngineSettings, kv: K
 def _assemble(
     budget: _Budget,
     layout: KVLayout,
+    refusals: list[tuple[ProblemKind, str]],
     kv: KVPlan | None,
     kv_unknown: list[str],
     settings: EngineSettings,
@@ -460,7 +462,7 @@ def _assemble(
     checkpoint: Checkpoint,
 ) -> MemoryPlan:
     q: dict[str, Quantity] = {}
-    problems = [Problem(kind, message, "proven_constraint") for kind, message in layout.refusals]
+    problems = [Problem(kind, message, "proven_constraint") for kind, message in refusals]
     flags: list[str] = []
     terms = budget.term_ranges() or {}
     peak = budget.activation.peak

@@ -181,20 +181,7 @@ def layer_specs(ctx: FamilyContext) -> KVLayout:
         f"GLM-5.3-Flash: hybrid block {block} tokens (one MLA page holds a KDA state, padded to "
         f"{block * attn_1tok:,} B); kpool indexer keys every {kpool} tokens and a {ring}-entry tail ring"
     )
-    return KVLayout(
-        specs=tuple(specs),
-        block_size=block,
-        backend=BackendChoice(backend_from_facts(ctx.facts, name), "first sparse MLA backend for head 512"),
-        mamba_cache_mode="align",
-        is_hybrid=True,
-        is_attention_free=False,
-        notes=tuple(ctx.notes),
-        unknowns=tuple(ctx.unknowns),
-        family=NAME,
-        block_outermost=True,
-        mamba_page_size_padded=block * attn_1tok,
-        buffers=kpool_buffers(ctx, kpool),
-    )
+    return _layout(ctx, specs, block, name, block * attn_1tok, kpool, block_outermost=True)
 
 
 def legacy_block(ctx: FamilyContext, attn_1tok: int, state_page: int, kpool: int) -> int:
@@ -240,19 +227,33 @@ def legacy_layout(
         "tail; grouped by the release's dedicated GLM-5.3-Flash path (a block holds the MLA and indexer pages, "
         "the KDA states and tails alias them)"
     )
+    return _layout(ctx, specs, block, name, block * attn_1tok, kpool, grouping="glm5_next")
+
+
+def _layout(
+    ctx: FamilyContext,
+    specs: list[tuple[str, KVSpec]],
+    block: int,
+    backend: str,
+    padded_state_bytes: int,
+    kpool: int,
+    **paging: Any,
+) -> KVLayout:
+    """The hybrid layout both paths build; PAGING: how the release pages it (0.32+'s block-outermost
+    layout, or 0.30/0.31's dedicated grouping)."""
     return KVLayout(
         specs=tuple(specs),
         block_size=block,
-        backend=BackendChoice(backend_from_facts(ctx.facts, name), "first sparse MLA backend for head 512"),
+        backend=BackendChoice(backend_from_facts(ctx.facts, backend), "first sparse MLA backend for head 512"),
         mamba_cache_mode="align",
         is_hybrid=True,
         is_attention_free=False,
         notes=tuple(ctx.notes),
         unknowns=tuple(ctx.unknowns),
         family=NAME,
-        mamba_page_size_padded=block * attn_1tok,
+        mamba_page_size_padded=padded_state_bytes,
         buffers=kpool_buffers(ctx, kpool),
-        grouping="glm5_next",
+        **paging,
     )
 
 
