@@ -34,7 +34,14 @@ from apron.plan.overheads import (
     Overhead,
     cublas_workspace,
 )
-from apron.plan.ranges import Observation, observed_range
+from apron.plan.ranges import (
+    CONSUMER_CAPABILITIES,
+    CONSUMER_TRAITS,
+    HOPPER_CAPABILITIES,
+    HOPPER_TRAITS,
+    Observation,
+    observed_range,
+)
 from apron.plan.settings import EngineSettings
 
 GIB = 2**30
@@ -48,8 +55,8 @@ _SETTLE_GRAPHS = (
 PER_GRAPH = (
     Observation(
         "driver memory per captured graph and layer",
-        capabilities=frozenset({(8, 6), (8, 9)}),
-        traits=frozenset({"attention", "sliding-window", "MoE", "state-space"}),
+        capabilities=CONSUMER_CAPABILITIES,
+        traits=CONSUMER_TRAITS,
         num_boots=17,
         below_fraction=0.11,
         above_fraction=0.06,
@@ -59,8 +66,8 @@ PER_GRAPH = (
     # from the other misses by their whole difference: 35% below the higher, 53% above the lower.
     Observation(
         "driver memory per captured graph and layer",
-        capabilities=frozenset({(9, 0)}),
-        traits=frozenset({"attention", "sliding-window", "MoE"}),
+        capabilities=HOPPER_CAPABILITIES,
+        traits=HOPPER_TRAITS,
         num_boots=2,
         below_fraction=0.35,
         above_fraction=0.53,

@@ -12,7 +12,14 @@ from __future__ import annotations
 from apron.engine.facts import EngineFacts
 from apron.frozen import frozen
 from apron.plan.model_config import ModelConfig
-from apron.plan.ranges import Observation, observed_range
+from apron.plan.ranges import (
+    CONSUMER_CAPABILITIES,
+    CONSUMER_TRAITS,
+    HOPPER_CAPABILITIES,
+    HOPPER_TRAITS,
+    Observation,
+    observed_range,
+)
 from apron.plan.retained import (
     WindowInputs,
     lands_in_copy,
@@ -35,8 +42,8 @@ BASE_NON_TORCH_BYTES = int(0.09 * GIB)
 _SETTLE_NON_TORCH = "the memory-outside-torch probe (docs/memory.md section 9) would settle it"
 BASE_NON_TORCH = Observation(
     "kernels, handles, small buffers",
-    capabilities=frozenset({(8, 6), (8, 9)}),
-    traits=frozenset({"attention", "sliding-window", "MoE", "state-space"}),
+    capabilities=CONSUMER_CAPABILITIES,
+    traits=CONSUMER_TRAITS,
     num_boots=17,
     below_fraction=0.54,
     above_fraction=0.64,
@@ -48,8 +55,8 @@ BASE_NON_TORCH = Observation(
 BASE_NON_TORCH_HOPPER_BYTES = int(0.24 * GIB)
 BASE_NON_TORCH_HOPPER = Observation(
     "kernels, handles, small buffers (Hopper)",
-    capabilities=frozenset({(9, 0)}),
-    traits=frozenset({"attention", "sliding-window", "MoE"}),
+    capabilities=HOPPER_CAPABILITIES,
+    traits=HOPPER_TRAITS,
     num_boots=2,
     below_fraction=0.18,
     above_fraction=0.18,

@@ -130,12 +130,20 @@ def layer_traits(
     return frozenset(traits)
 
 
+# What the training boots cover (tests/fixtures/boots-training.json): the 17 consumer boots (cc 8.6 and
+# 8.9) and the two H100 boots; an observed constant names the set it was read on.
+CONSUMER_CAPABILITIES = frozenset({(8, 6), (8, 9)})
+CONSUMER_TRAITS = frozenset({"attention", "sliding-window", "MoE", "state-space"})
+HOPPER_CAPABILITIES = frozenset({(9, 0)})
+HOPPER_TRAITS = frozenset({"attention", "sliding-window", "MoE"})
+
+
 # The compile transient's two [T, H] outputs (plan/activation.py compile_transient): the peak of every
 # training boot it sets, to vLLM's 0.01 GiB.
 COMPILE_OUTPUTS = Observation(
     "compile transient's outputs",
-    capabilities=frozenset({(8, 6), (8, 9), (9, 0)}),
-    traits=frozenset({"attention", "sliding-window", "MoE", "state-space"}),
+    capabilities=CONSUMER_CAPABILITIES | HOPPER_CAPABILITIES,
+    traits=CONSUMER_TRAITS,
     num_boots=19,
     below_fraction=0.01,
     above_fraction=0.01,
