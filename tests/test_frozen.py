@@ -8,23 +8,26 @@ import dataclasses
 import importlib
 import inspect
 import pkgutil
+import subprocess
 import sys
-from dataclasses import InitVar, field
+from dataclasses import InitVar
+from dataclasses import field as standard_field
 from typing import Any, ClassVar
 
 import pytest
 
 import apron
 import apron.frozen
-from apron.frozen import frozen
+from apron.frozen import field, frozen, replace
 
 
-def _both(make: Any) -> tuple[type, type]:
-    """The same class body decorated by `@frozen` and by the standard library."""
-    return frozen(make()), dataclasses.dataclass(frozen=True)(make())
+def _both(make: Any, spec: Any = field) -> tuple[type, type]:
+    """The same class body decorated by `@frozen` (its fields declared with SPEC: apron.frozen's field,
+    or the standard library's, which `@frozen` also reads) and by the standard library."""
+    return frozen(make(spec)), dataclasses.dataclass(frozen=True)(make(standard_field))
 
 
-def _point() -> type:
+def _point(field: Any) -> type:
     class Point:
         """A point."""
 
@@ -38,8 +41,9 @@ def _point() -> type:
     return Point
 
 
-def test_constructor_equality_hash_and_repr_match_the_standard_library() -> None:
-    ours, theirs = _both(_point)
+@pytest.mark.parametrize("spec", [field, standard_field])
+def test_constructor_equality_hash_and_repr_match_the_standard_library(spec: Any) -> None:
+    ours, theirs = _both(_point, spec)
     for args, kwargs in [((1,), {}), ((1, 5), {}), ((1,), {"tags": ("a",)}), ((), {"x": 3, "note": "other"})]:
         a, b = ours(*args, **kwargs), theirs(*args, **kwargs)
         assert dataclasses.asdict(a) == dataclasses.asdict(b)
@@ -71,6 +75,50 @@ def test_assignment_and_deletion_raise_frozen_instance_error() -> None:
     with pytest.raises(dataclasses.FrozenInstanceError):
         del point.x
     assert dataclasses.replace(point, y=9) == ours(1, 9)
+
+
+def test_replace_matches_the_standard_library_s() -> None:
+    ours, theirs = _both(_point)
+    for changes in [{}, {"y": 9}, {"x": 4, "tags": ("t",), "note": "m"}]:
+        assert dataclasses.asdict(replace(ours(1), **changes)) == dataclasses.asdict(
+            dataclasses.replace(theirs(1), **changes)
+        )
+    for bad, error in [({"seen": [1]}, ValueError), ({"nope": 1}, TypeError)]:
+        with pytest.raises(error):
+            dataclasses.replace(theirs(1), **bad)
+        with pytest.raises(error):
+            replace(ours(1), **bad)
+    assert replace(theirs(1), y=3) == theirs(1, 3)  # a standard dataclass goes to the standard library
+
+
+def test_the_standard_library_s_checks_of_a_class_body() -> None:
+    class MutableDefault:
+        items: list[int] = []  # noqa: RUF012 - the mistake under test
+
+    class DefaultFirst:
+        a: int = 1
+        b: int
+
+    for body, error in [(MutableDefault, ValueError), (DefaultFirst, TypeError)]:
+        with pytest.raises(error):
+            dataclasses.dataclass(frozen=True)(type("Copy", (), dict(body.__dict__)))
+        with pytest.raises(error):
+            frozen(body)
+
+
+def test_the_standard_library_s_view_is_frozen_and_made_on_first_use() -> None:
+    """A frozen class is built, compared, hashed and replaced without importing `dataclasses`; its
+    `__dataclass_params__` then says frozen, as the standard library's own would."""
+    code = (
+        "import sys\nfrom apron.frozen import field, frozen, replace\n"
+        "@frozen\nclass A:\n    x: int\n    y: tuple = field(default_factory=tuple)\n"
+        "a = A(1)\nassert a == A(1) and hash(a) == hash(A(1)) and replace(a, x=2) == A(2) and repr(a)\n"
+        "print('dataclasses' in sys.modules, 'typing' in sys.modules)\n"
+        "import dataclasses\nprint(dataclasses.is_dataclass(A), A.__dataclass_params__.frozen, "
+        "[f.name for f in dataclasses.fields(a)])\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.splitlines() == ["False False", "True True ['x', 'y']"]
 
 
 def test_post_init_subclasses_and_a_body_s_own_methods() -> None:
@@ -111,7 +159,7 @@ def test_what_it_does_not_handle_gets_the_standard_library_s_decorator() -> None
             object.__setattr__(self, "a", self.a * scale)
 
     class WithKeywordOnly:
-        a: int = field(kw_only=True)
+        a: int = standard_field(kw_only=True)
 
     assert frozen(WithInitVar)(2, 3).a == 6
     assert frozen(WithKeywordOnly)(a=1).a == 1
@@ -145,7 +193,7 @@ def test_every_frozen_class_in_the_package_has_the_standard_library_s_constructo
         fields = list(dataclasses.fields(cls))
         namespace: dict[str, Any] = {"__annotations__": {f.name: f.type for f in fields}}
         for f in fields:
-            namespace[f.name] = field(
+            namespace[f.name] = standard_field(
                 default=f.default, default_factory=f.default_factory, init=f.init, repr=f.repr, compare=f.compare
             )  # type: ignore[call-overload]
         reference = dataclasses.dataclass(frozen=True)(type(cls.__name__, (), namespace))

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "src" / "apron"
-SHARED = {"errors", "frozen", "paths", "units"}  # one errors module, one frozen dataclass, one way to write a file,
+SHARED = {"errors", "frozen", "lite_typing", "paths", "units"}  # one errors module, one frozen dataclass, typing's
+# run-time stand-ins, one way to write a file,
 # one way to print numbers
 # room -> the rooms it may import (besides itself and SHARED)
 MAY_IMPORT = {
@@ -44,6 +45,7 @@ MAY_IMPORT = {
     },
     "errors": set(),
     "frozen": set(),
+    "lite_typing": set(),
     "paths": set(),
     "units": set(),
 }
@@ -120,6 +122,29 @@ def test_a_plan_and_a_check_load_no_heavy_module(apron_home_with_facts):
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stderr.strip().splitlines()[-1] == "[]"
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["plan", "Qwen/Qwen3-0.6B", "--gpu", "H100"],
+        ["plan", "openai/gpt-oss-20b", "--gpu", "H100", "--json"],
+        ["fit", "Qwen/Qwen3-8B", "--context", "32768", "--users", "32"],
+        ["--help"],
+    ],
+)
+def test_plan_fit_and_help_load_no_typing_dataclasses_or_packaging(argv, apron_home_with_facts):
+    """What a plan's start-up no longer pays for (benchmarks/plan_speed.py): `typing` (apron/lite_typing.py
+    stands in at run time), `dataclasses` with `inspect` and `ast` (apron/frozen.py makes the frozen
+    classes itself), `packaging` (engine/facts.version_key reads plain releases), and for fit the
+    deployment-file readers (read for --from only)."""
+    code = (
+        f"import sys, apron.cli\ntry: apron.cli.main({argv!r})\nexcept SystemExit: pass\n"
+        "print(sorted(m for m in ('typing', 'dataclasses', 'inspect', 'ast', 'packaging', 'apron.deploy') "
+        "if m in sys.modules), file=sys.stderr)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.stderr.strip().splitlines()[-1] == "[]", done.stderr[-2000:]
 
 
 @pytest.mark.parametrize(

@@ -1,130 +1,300 @@
-"""`@frozen`: a frozen dataclass that compiles one function at import instead of six.
+"""`@frozen`: a frozen dataclass made without importing `dataclasses` or compiling a method per class.
 
-`@dataclass(frozen=True)` writes and compiles the source of `__init__`, `__repr__`, `__eq__`, `__hash__`,
-`__setattr__` and `__delattr__` for every class as its module is imported (dataclasses.py 3.11:
-`_create_fn` execs each). A plan imports about 75 of them, and compiling their 450 methods was the
-largest single cost of starting `apron plan` (about a third of it, benchmarks/plan_speed.py). Only
-`__init__` runs on every instance, so only it is compiled here; `__eq__` and `__hash__` are compiled
-on their first call, and `__repr__` and the frozen `__setattr__` / `__delattr__` are shared functions
-over the class's field names, all with the standard library's behaviour (tests/test_frozen.py compares
-both on every frozen class in the package).
-
-The class is still a dataclass: `dataclasses.fields`, `replace`, `asdict` and `is_dataclass` see the
-fields the standard library collected (bases included). One difference: `__dataclass_params__.frozen`
-is False, because the standard library collects the fields with `frozen=False` (with True it would
-compile the two frozen methods again); assignment still raises FrozenInstanceError.
-A class using what this does not handle (InitVar, keyword-only fields, slots, its own `__setattr__`)
-gets the standard library's decorator instead.
+`@dataclass(frozen=True)` writes and compiles the source of six methods for every class as its module
+is imported (dataclasses.py 3.11: `_create_fn` execs each), and `dataclasses` itself brings `inspect`,
+`ast`, `dis` and `tokenize`. A plan imports about 80 frozen classes; their methods and that import were
+the largest cost of starting `apron plan` (benchmarks/plan_speed.py). Here:
+- the fields are collected from the class body as the standard library does (annotations in order, a
+  base's fields first, ClassVar left out, `field(...)` specifiers, a mutable default refused);
+- `__init__` is a template compiled once per shape of fields (which take a factory, which are not
+  parameters, whether `__post_init__` runs) and given each class's own names by `CodeType.replace`: the
+  package's ~150 classes share a few dozen templates, and an instance is built by the same bytecode
+  the standard library would compile;
+- `__eq__` and `__hash__` are compiled on their first call, and `__repr__` and the frozen
+  `__setattr__` / `__delattr__` are shared functions over the class's field names;
+- `dataclasses.fields`, `replace`, `asdict` and `is_dataclass` still work: `__dataclass_fields__` and
+  `__dataclass_params__` are made on first access, by the standard library, from a stand-in class with
+  the same fields (so they hold its own `Field` objects and frozen parameters).
+A class using what this does not handle (InitVar, keyword-only fields, slots, its own `__setattr__`, a
+standard-library dataclass as a base) gets the standard library's decorator instead.
+tests/test_frozen.py compares both on classes made for the test and on every frozen class in the package.
 """
 
 from __future__ import annotations
 
 import builtins
-import dataclasses
-from collections.abc import Callable
-from typing import Any, TypeVar, dataclass_transform
+import sys
+from types import CodeType, FunctionType
 
-T = TypeVar("T")
+TYPE_CHECKING = False  # typing is not imported at run time: a plan never needs it (mypy reads the name)
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any, TypeVar, dataclass_transform
 
+    T = TypeVar("T")
+
+
+class _Missing:
+    def __repr__(self) -> str:
+        return "MISSING"
+
+
+MISSING: Any = _Missing()  # an absent default or factory (the standard library's own is used in its views)
 _FACTORY = object()  # the default of a parameter whose field has a default_factory
+_FIELDS = "__frozen_fields__"  # a class's fields, bases included: a tuple of Field
 
 
-@dataclass_transform(frozen_default=True, field_specifiers=(dataclasses.field, dataclasses.Field))
-def frozen(cls: type[T]) -> type[T]:
+class Field:
+    """One field as `field(...)` declares it (the standard library's attributes, under its names)."""
+
+    __slots__ = ("name", "type", "default", "default_factory", "init", "repr", "hash", "compare", "metadata")
+
+    def __init__(
+        self,
+        default: Any,
+        default_factory: Any,
+        init: bool,
+        repr: bool,  # noqa: A002 - the standard library's name
+        hash: bool | None,  # noqa: A002
+        compare: bool,
+        metadata: Any,
+    ) -> None:
+        if default is not MISSING and default_factory is not MISSING:
+            raise ValueError("cannot specify both default and default_factory")
+        self.name, self.type = "", ""
+        self.default, self.default_factory = default, default_factory
+        self.init, self.repr, self.hash, self.compare, self.metadata = init, repr, hash, compare, metadata
+
+    @property
+    def kind(self) -> str:
+        """The field's part in `__init__`: p a parameter, f one with a factory; d, F and n are not
+        parameters and are set from a default, a factory, or not at all."""
+        if self.init:
+            return "f" if self.default_factory is not MISSING else "p"
+        return "F" if self.default_factory is not MISSING else "d" if self.default is not MISSING else "n"
+
+
+def field(
+    *,
+    default: Any = MISSING,
+    default_factory: Any = MISSING,
+    init: bool = True,
+    repr: bool = True,  # noqa: A002 - the standard library's name
+    hash: bool | None = None,  # noqa: A002
+    compare: bool = True,
+    metadata: Any = None,
+) -> Any:
+    """A field's specifier, as `dataclasses.field` (keyword-only fields are not taken)."""
+    return Field(default, default_factory, init, repr, hash, compare, metadata)
+
+
+def _frozen(cls: type[T]) -> type[T]:
     """The class as a frozen dataclass (see the module's docstring)."""
-    if not _is_plain(cls):
+    fields = _collect(cls)
+    if fields is None:
+        import dataclasses
+
         return dataclasses.dataclass(frozen=True)(cls)
-    has_doc = bool(cls.__dict__.get("__doc__"))
-    if not has_doc:
-        cls.__doc__ = cls.__name__  # so the standard library does not read a signature for one
-    explicit_hash = _has_explicit_hash(cls)
-    dataclasses.dataclass(init=False, repr=False, eq=False)(cls)
-    fields = list(dataclasses.fields(cls))  # type: ignore[arg-type]
-    init, signature = _init(cls, fields)
-    if "__init__" not in cls.__dict__:
-        cls.__init__ = init  # type: ignore[method-assign]
-    if not has_doc:
-        cls.__doc__ = cls.__name__ + signature
+    own = cls.__dict__
+    setattr(cls, _FIELDS, fields)
+    if "__init__" not in own:
+        cls.__init__ = _init(cls, fields)  # type: ignore[method-assign]
+    if not own.get("__doc__"):
+        cls.__doc__ = cls.__name__ + "(" + ", ".join(_signature_text(f) for f in fields if f.init) + ")"
+    if "__match_args__" not in own:
+        cls.__match_args__ = tuple(f.name for f in fields if f.init)  # type: ignore[attr-defined,misc]
     _add(cls, "__repr__", _repr([f.name for f in fields if f.repr]))
     _add(cls, "__eq__", _eq(cls, [f.name for f in fields if f.compare]))
     names = frozenset(f.name for f in fields)
     cls.__setattr__ = _setattr(cls, names)  # type: ignore[method-assign]
     cls.__delattr__ = _delattr(cls, names)  # type: ignore[method-assign]
-    if not explicit_hash:
+    if not _has_explicit_hash(cls):
         hashed = [f.name for f in fields if (f.compare if f.hash is None else f.hash)]
-        cls.__hash__ = _hash(cls, hashed)  # type: ignore[assignment,method-assign]
+        cls.__hash__ = _hash(cls, hashed)  # type: ignore[method-assign,assignment]
+    cls.__dataclass_fields__ = _StandardView(0)  # type: ignore[attr-defined]
+    cls.__dataclass_params__ = _StandardView(1)  # type: ignore[attr-defined]
     return cls
 
 
-def _is_plain(cls: type) -> bool:
+if TYPE_CHECKING:
+
+    @dataclass_transform(frozen_default=True, field_specifiers=(field,))
+    def frozen(cls: type[T]) -> type[T]: ...
+
+else:
+    frozen = _frozen
+
+
+def replace(obj: T, /, **changes: Any) -> T:
+    """A copy of OBJ with CHANGES, as `dataclasses.replace` (for any dataclass)."""
+    fields = type(obj).__dict__.get(_FIELDS)
+    if fields is None:
+        import dataclasses
+
+        return dataclasses.replace(obj, **changes)  # type: ignore[type-var]
+    kwargs = {}
+    for f in fields:
+        if not f.init:
+            if f.name in changes:
+                raise ValueError(f"field {f.name} is declared with init=False, it cannot be specified with replace()")
+        elif f.name in changes:
+            kwargs[f.name] = changes.pop(f.name)
+        else:
+            kwargs[f.name] = getattr(obj, f.name)
+    return type(obj)(**kwargs, **changes)  # a name left over raises its TypeError
+
+
+# ---- collecting the fields -------------------------------------------------------------------------
+
+
+def _collect(cls: type) -> tuple[Field, ...] | None:
+    """CLS's fields, a base's first (None: what only the standard library handles)."""
     own = cls.__dict__
     if "__slots__" in own or "__setattr__" in own or "__delattr__" in own:
-        return False
-    annotations = own.get("__annotations__", {})
-    if any(_is_special(annotation) for annotation in annotations.values()):
-        return False
-    return not any(isinstance(value, dataclasses.Field) and value.kw_only is True for value in own.values())
+        return None
+    fields: dict[str, Field] = {}
+    for base in cls.__mro__[-1:0:-1]:
+        if "__dataclass_fields__" in base.__dict__ and _FIELDS not in base.__dict__:
+            return None  # a standard-library dataclass as a base
+        for f in base.__dict__.get(_FIELDS, ()):
+            fields[f.name] = f
+    for name, annotation in own.get("__annotations__", {}).items():
+        text = annotation if isinstance(annotation, str) else repr(annotation)
+        if "InitVar" in text or "KW_ONLY" in text:
+            return None
+        if _is_classvar(text):
+            continue
+        f = _own_field(cls, name, own.get(name, MISSING))
+        if f is None:
+            return None
+        f.name, f.type = name, annotation
+        fields[name] = f
+    return _checked(tuple(fields.values()))
 
 
-def _is_special(annotation: Any) -> bool:
-    """InitVar and KW_ONLY change `__init__`'s parameters (ClassVar is no field: fields() leaves it out)."""
-    text = annotation if isinstance(annotation, str) else repr(annotation)
-    return "InitVar" in text or "KW_ONLY" in text
+def _is_classvar(text: str) -> bool:
+    head = text.split("[", 1)[0].strip()
+    return head in {"ClassVar", "typing.ClassVar", "t.ClassVar"} or head.endswith("typing.ClassVar")
+
+
+def _own_field(cls: type, name: str, value: Any) -> Field | None:
+    """The field NAME of CLS's body (its class attribute set as the standard library leaves it); None
+    for a keyword-only one."""
+    standard = sys.modules.get("dataclasses")
+    if standard is not None and isinstance(value, standard.Field):
+        if value.kw_only is True:
+            return None
+        value = Field(
+            _ours(value.default, standard),
+            _ours(value.default_factory, standard),
+            value.init,
+            value.repr,
+            value.hash,
+            value.compare,
+            value.metadata,
+        )
+    if not isinstance(value, Field):
+        value = Field(value, MISSING, True, True, None, True, None)
+    elif value.default is MISSING:
+        if name in cls.__dict__:
+            delattr(cls, name)
+    else:
+        setattr(cls, name, value.default)
+    if value.default is not MISSING and value.default.__class__.__hash__ is None:
+        raise ValueError(f"mutable default {type(value.default)} for field {name} is not allowed: use default_factory")
+    return value
+
+
+def _ours(value: Any, standard: Any) -> Any:
+    return MISSING if value is standard.MISSING else value
+
+
+def _checked(fields: tuple[Field, ...]) -> tuple[Field, ...]:
+    """The standard library's one check of the order: no parameter without a default after one with."""
+    seen_default = False
+    for f in fields:
+        if not f.init:
+            continue
+        has_default = f.default is not MISSING or f.default_factory is not MISSING
+        if seen_default and not has_default:
+            raise TypeError(f"non-default argument {f.name!r} follows default argument")
+        seen_default = seen_default or has_default
+    return fields
 
 
 def _has_explicit_hash(cls: type) -> bool:
     """The standard library's rule: a class body's own `__hash__`, unless it is the None Python sets
     beside a body's own `__eq__`."""
-    class_hash = cls.__dict__.get("__hash__", dataclasses.MISSING)
-    return not (class_hash is dataclasses.MISSING or (class_hash is None and "__eq__" in cls.__dict__))
+    class_hash = cls.__dict__.get("__hash__", MISSING)
+    return not (class_hash is MISSING or (class_hash is None and "__eq__" in cls.__dict__))
+
+
+# ---- __init__ from a template per shape -----------------------------------------------------------
+
+_TEMPLATES: dict[str, CodeType] = {}
+
+
+def _init(cls: type, fields: tuple[Field, ...]) -> Callable[..., None]:
+    """`__init__` as the standard library writes it for a frozen class (object's __setattr__ per
+    field, defaults bound once, factories called per instance): the template of the fields' shape,
+    renamed to the class's fields, over a namespace of this class's defaults and factories."""
+    has_post_init = hasattr(cls, "__post_init__")
+    shape = "".join(f.kind for f in fields) + ("+" if has_post_init else "")
+    template = _TEMPLATES.get(shape) or _template(shape)
+    names = [f.name for f in fields]
+    params = [f.name for f in fields if f.init]
+    code = template.replace(
+        co_varnames=("self", *params, *template.co_varnames[1 + len(params) :]),
+        co_consts=tuple(names[int(c[2:])] if isinstance(c, str) and c[:2] == "\0n" else c for c in template.co_consts),
+        co_name="__init__",
+        co_qualname=f"{cls.__qualname__}.__init__",
+    )
+    namespace: dict[str, Any] = {"__builtins__": builtins, "_set": object.__setattr__, "_FACTORY": _FACTORY}
+    defaults = []
+    for i, f in enumerate(fields):
+        namespace[f"_d{i}"], namespace[f"_f{i}"] = f.default, f.default_factory
+        if f.init and (f.default is not MISSING or f.default_factory is not MISSING):
+            defaults.append(_FACTORY if f.default_factory is not MISSING else f.default)
+    init = FunctionType(code, namespace, "__init__", tuple(defaults) or None)
+    init.__qualname__ = f"{cls.__qualname__}.__init__"
+    init.__module__ = cls.__module__
+    return init
+
+
+def _template(shape: str) -> CodeType:
+    """The code of `__init__` for SHAPE (a field's kind each, then + when `__post_init__` runs), its
+    parameters named a0, a1, ... and its fields' names the constants '\\0n0', '\\0n1', ..."""
+    params, lines = ["self"], []
+    for i, kind in enumerate(shape.rstrip("+")):
+        value = {"p": f"a{i}", "f": f"_f{i}() if a{i} is _FACTORY else a{i}", "d": f"_d{i}", "F": f"_f{i}()"}
+        if kind in "pf":
+            params.append(f"a{i}")
+        if kind in value:
+            lines.append(f"    _set(self, '\\0n{i}', {value[kind]})")
+    if shape.endswith("+"):
+        lines.append("    self.__post_init__()")
+    source = f"def __init__({', '.join(params)}):\n" + ("\n".join(lines) or "    pass") + "\n"
+    namespace: dict[str, Any] = {}
+    exec(source, namespace)  # noqa: S102 - our own source, from a shape of field kinds
+    code: CodeType = namespace["__init__"].__code__
+    _TEMPLATES[shape] = code
+    return code
+
+
+def _signature_text(f: Field) -> str:
+    annotation = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", repr(f.type))
+    if f.default_factory is not MISSING:
+        return f"{f.name}: {annotation} = <factory>"
+    return f"{f.name}: {annotation}" + (f" = {f.default!r}" if f.default is not MISSING else "")
+
+
+# ---- the other methods --------------------------------------------------------------------------
 
 
 def _add(cls: type, name: str, method: Callable[..., Any]) -> None:
     if name not in cls.__dict__:
         method.__qualname__ = f"{cls.__qualname__}.{name}"
         setattr(cls, name, method)
-
-
-def _init(cls: type, fields: list[dataclasses.Field[Any]]) -> tuple[Callable[..., None], str]:
-    """`__init__` compiled from source as the standard library writes it for a frozen class (object's
-    __setattr__ per field, defaults bound once, factories called per instance), and its signature."""
-    namespace: dict[str, Any] = {"__builtins__": builtins, "_set": object.__setattr__, "_FACTORY": _FACTORY}
-    params, signature, lines = ["self"], list[str](), list[str]()
-    for f in fields:
-        value = _field_value(f, namespace, params, signature)
-        if value is not None:
-            lines.append(f"    _set(self, {f.name!r}, {value})")
-    if hasattr(cls, "__post_init__"):
-        lines.append("    self.__post_init__()")
-    source = f"def __init__({', '.join(params)}):\n" + ("\n".join(lines) or "    pass") + "\n"
-    exec(source, namespace)  # noqa: S102 - our own source, from the class's field names
-    init: Callable[..., None] = namespace["__init__"]
-    init.__qualname__ = f"{cls.__qualname__}.__init__"
-    init.__module__ = cls.__module__
-    return init, f"({', '.join(signature)})"
-
-
-def _field_value(
-    f: dataclasses.Field[Any], namespace: dict[str, Any], params: list[str], signature: list[str]
-) -> str | None:
-    """The expression a field is set to in `__init__` (None: not set), adding its parameter."""
-    default, factory = f"_default_{f.name}", f"_factory_{f.name}"
-    has_default = f.default is not dataclasses.MISSING
-    has_factory = f.default_factory is not dataclasses.MISSING
-    namespace[default], namespace[factory] = f.default, f.default_factory
-    if not f.init:
-        return default if has_default else f"{factory}()" if has_factory else None
-    if has_factory:
-        params.append(f"{f.name}=_FACTORY")
-        signature.append(f"{f.name}: {_type_text(f.type)} = <factory>")
-        return f"{factory}() if {f.name} is _FACTORY else {f.name}"
-    params.append(f"{f.name}={default}" if has_default else f.name)
-    signature.append(f"{f.name}: {_type_text(f.type)}" + (f" = {f.default!r}" if has_default else ""))
-    return f.name
-
-
-def _type_text(annotation: Any) -> str:
-    return annotation if isinstance(annotation, str) else getattr(annotation, "__name__", repr(annotation))
 
 
 def _repr(names: list[str]) -> Callable[[Any], str]:
@@ -176,10 +346,16 @@ def _compiled(cls: Any, name: str, names: list[str]) -> Callable[..., Any]:
     return method
 
 
+def _frozen_error(message: str) -> Exception:
+    import dataclasses
+
+    return dataclasses.FrozenInstanceError(message)
+
+
 def _setattr(cls: Any, names: frozenset[str]) -> Callable[[Any, str, Any], None]:
     def __setattr__(self: Any, name: str, value: Any) -> None:
         if type(self) is cls or name in names:
-            raise dataclasses.FrozenInstanceError(f"cannot assign to field {name!r}")
+            raise _frozen_error(f"cannot assign to field {name!r}")
         super(cls, self).__setattr__(name, value)
 
     __setattr__.__qualname__ = f"{cls.__qualname__}.__setattr__"
@@ -189,8 +365,49 @@ def _setattr(cls: Any, names: frozenset[str]) -> Callable[[Any, str, Any], None]
 def _delattr(cls: Any, names: frozenset[str]) -> Callable[[Any, str], None]:
     def __delattr__(self: Any, name: str) -> None:
         if type(self) is cls or name in names:
-            raise dataclasses.FrozenInstanceError(f"cannot delete field {name!r}")
+            raise _frozen_error(f"cannot delete field {name!r}")
         super(cls, self).__delattr__(name)
 
     __delattr__.__qualname__ = f"{cls.__qualname__}.__delattr__"
     return __delattr__
+
+
+# ---- the standard library's view, made on first access --------------------------------------------
+
+
+class _StandardView:
+    """`__dataclass_fields__` (0) or `__dataclass_params__` (1) of a frozen class, made on first access
+    (dataclasses.fields, replace, asdict and is_dataclass all read them through getattr) by the standard
+    library from a stand-in class with the same fields, then set on the class itself."""
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+
+    def __get__(self, obj: Any, owner: type) -> Any:
+        cls = next(c for c in owner.__mro__ if isinstance(c.__dict__.get("__dataclass_fields__"), _StandardView))
+        fields, params = _standard_view(cls)
+        cls.__dataclass_fields__, cls.__dataclass_params__ = fields, params  # type: ignore[attr-defined]
+        return (fields, params)[self.index]
+
+
+def _standard_view(cls: type) -> tuple[dict[str, Any], Any]:
+    """The standard library's fields and parameters for CLS, from a stand-in without bases that
+    declares all of CLS's fields in their order (a base's `__init_subclass__` never sees it)."""
+    import dataclasses
+
+    namespace: dict[str, Any] = {"__module__": cls.__module__, "__qualname__": cls.__qualname__}
+    annotations = {}
+    for f in cls.__dict__[_FIELDS]:
+        annotations[f.name] = f.type
+        namespace[f.name] = dataclasses.field(
+            default=dataclasses.MISSING if f.default is MISSING else f.default,
+            default_factory=dataclasses.MISSING if f.default_factory is MISSING else f.default_factory,
+            init=f.init,
+            repr=f.repr,
+            hash=f.hash,
+            compare=f.compare,
+            metadata=f.metadata,
+        )
+    namespace["__annotations__"] = annotations
+    stand_in: Any = dataclasses.dataclass(frozen=True)(type(cls.__name__, (), namespace))
+    return stand_in.__dataclass_fields__, stand_in.__dataclass_params__

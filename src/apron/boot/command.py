@@ -7,11 +7,10 @@ from __future__ import annotations
 import os
 import re
 import shlex
-from dataclasses import field
 from typing import Any
 
 from apron.errors import BadInput
-from apron.frozen import frozen
+from apron.frozen import field, frozen
 from apron.units import shorten
 
 LOG_LEVELS = ("INFO", "DEBUG")

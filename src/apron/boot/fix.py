@@ -12,13 +12,14 @@ Host and harness faults are not the model's: the boot itself retries those elsew
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from apron.boot.answers import AnswerSettings, after_healthy_hook
 from apron.boot.hosts import NO_SSH, SshSettings
 from apron.boot.runner import BootResult, boot
 from apron.boot.session import BootOptions, Progress
 from apron.boot.targets import TargetSpec
+from apron.frozen import replace
 from apron.plan.result import Plan
 from apron.plan.settings import UserSettings
 from apron.records.documents import FixRecord

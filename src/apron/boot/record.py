@@ -3,11 +3,10 @@ command, timings, and every number the engine's log printed (apron.records.docum
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 from apron.boot.session import Attempt
-from apron.frozen import frozen
+from apron.frozen import frozen, replace
 from apron.measure.logparse import ParsedLog, parse_log
 from apron.plan.quantity import Unit
 from apron.records.documents import (

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import field, replace
 
 from apron.boot.answers import AnswerSettings
 from apron.boot.fix import FixOutcome, boot_with_fix, replan_from_plan
@@ -17,7 +16,7 @@ from apron.boot.runner import BootResult, probe_engine
 from apron.boot.session import BootOptions, Progress
 from apron.boot.targets import parse_target
 from apron.errors import BadInput
-from apron.frozen import frozen
+from apron.frozen import field, frozen, replace
 from apron.plan.result import Plan
 from apron.records.saved import saved_plan
 from apron.records.store import RecordStore

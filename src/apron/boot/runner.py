@@ -4,7 +4,6 @@ bounded number of times), and write the boot record beside the plan record."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
 
 from apron.boot.hosts import NO_SSH, Host, LocalHost, SshHost, SshSettings
 from apron.boot.record import EngineLog, boot_record
@@ -21,7 +20,7 @@ from apron.boot.session import (
 )
 from apron.boot.targets import TargetSpec
 from apron.errors import BadInput, HostFault
-from apron.frozen import frozen
+from apron.frozen import frozen, replace
 from apron.plan.result import Plan
 from apron.records.documents import BootRecord, EarlierAttempt, PlanRecord, ProbeRecord
 from apron.records.store import RecordStore

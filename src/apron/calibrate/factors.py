@@ -15,11 +15,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import field
 from typing import Any
 
 from apron.errors import Failed
-from apron.frozen import frozen
+from apron.frozen import field, frozen
 from apron.plan.calibration import TERMS, Calibration, GroupCalibration, LooError, is_observed
 from apron.plan.result import Plan
 from apron.records.documents import BootRecord, PlanRecord

@@ -9,11 +9,15 @@ from __future__ import annotations
 import json
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
 
 from apron.checkpoint import files as cf
 from apron.checkpoint.model import Checkpoint
 from apron.checkpoint.snapshot import load_snapshot
+from apron.frozen import replace
+
+TYPE_CHECKING = False  # typing is not imported at run time (mypy reads the name)
+if TYPE_CHECKING:
+    from typing import Any
 
 # Package data sits beside the code (importlib.resources costs ~13 ms of start-up for the same files).
 CATALOG = Path(__file__).parent / "catalog"
@@ -61,6 +65,4 @@ def load_from_catalog(repo_id: str) -> Checkpoint:
 
 
 def _with_notes(checkpoint: Checkpoint, *notes: str) -> Checkpoint:
-    from dataclasses import replace
-
     return replace(checkpoint, notes=checkpoint.notes + notes)

@@ -15,14 +15,13 @@ import random
 import statistics
 import struct
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from apron.checkpoint.model import RANDOM_WEIGHTS_KEY
 from apron.checkpoint.tiny_tokenizer import BOS, EOS, PAD, TinyTokenizer, build_tokenizer
 from apron.errors import BadInput
-from apron.frozen import frozen
+from apron.frozen import frozen, replace
 
 TRANSFORMERS_VERSION = "5.19.0"
 SCALE_FACTOR = 2  # Idefics3's pixel shuffle: (2 x 2) patches -> one image token

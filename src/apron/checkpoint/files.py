@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable
-from typing import Any
 
 from apron.checkpoint.safetensors import TensorInfo
 from apron.errors import BadInput
 from apron.frozen import frozen
+
+TYPE_CHECKING = False  # typing is not imported at run time (mypy reads the name)
+if TYPE_CHECKING:
+    from typing import Any
 
 CONFIG = "config.json"
 GENERATION_CONFIG = "generation_config.json"

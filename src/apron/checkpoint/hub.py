@@ -17,7 +17,6 @@ import re
 import sys
 import threading
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
-from typing import Any
 
 from apron.checkpoint import files as cf
 from apron.checkpoint import hub_cache
@@ -34,6 +33,10 @@ from apron.checkpoint.model import Checkpoint
 from apron.checkpoint.safetensors import LENGTH_PREFIX_BYTES, TensorInfo, header_length, parse_header
 from apron.errors import BadInput, Failed
 from apron.frozen import frozen
+
+TYPE_CHECKING = False  # typing is not imported at run time (mypy reads the name)
+if TYPE_CHECKING:
+    from typing import Any
 
 COMMIT_SHA = re.compile(r"^[0-9a-f]{40}$")
 SMALL_FILES = (cf.CONFIG, *cf.OPTIONAL_FILES, cf.INDEX)

@@ -21,17 +21,20 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
 
 from apron.checkpoint.safetensors import LENGTH_PREFIX_BYTES, header_length
 from apron.errors import ApronError, BadInput, Failed
 from apron.frozen import frozen
 
+TYPE_CHECKING = False  # typing is not imported at run time (apron/lite_typing.py)
+if TYPE_CHECKING:
+    from typing import Any, TypeVar
+
+    T = TypeVar("T")
+
 # The statuses the Hub (or a CDN in front of it) uses for "not now": worth another try.
 TRANSIENT_STATUS = (408, 429, 500, 502, 503, 504)
 TOKEN_HINT = "set HF_TOKEN or run `hf auth login`"
-
-T = TypeVar("T")
 
 
 @frozen

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from dataclasses import field
 from functools import cached_property
-from typing import Any, Literal, get_args
 
 from apron.checkpoint.safetensors import TensorInfo
 from apron.errors import BadInput
-from apron.frozen import frozen
+from apron.frozen import field, frozen
+
+TYPE_CHECKING = False  # typing is not imported at run time (apron/lite_typing.py)
+if TYPE_CHECKING:
+    from typing import Any, Literal, get_args
+else:
+    from apron.lite_typing import Literal, get_args
 
 SourceKind = Literal["local", "hub", "snapshot", "catalog"]
 # safetensors __metadata__ key: "true" in a checkpoint whose weights are random (`apron example tiny`)

@@ -10,10 +10,13 @@ from __future__ import annotations
 import json
 import math
 import struct
-from typing import Any
 
 from apron.errors import BadInput
 from apron.frozen import frozen
+
+TYPE_CHECKING = False  # typing is not imported at run time (mypy reads the name)
+if TYPE_CHECKING:
+    from typing import Any
 
 # The safetensors reader refuses headers above 100 MB (MAX_HEADER_SIZE in the safetensors crate).
 MAX_HEADER_BYTES = 100_000_000

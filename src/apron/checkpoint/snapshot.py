@@ -10,12 +10,15 @@ from __future__ import annotations
 import gzip
 import os
 from pathlib import Path
-from typing import Any
 
 from apron.checkpoint import files as cf
 from apron.checkpoint.model import Checkpoint, SourceKind
 from apron.checkpoint.safetensors import TensorInfo, validate_header
 from apron.errors import BadInput
+
+TYPE_CHECKING = False  # typing is not imported at run time (mypy reads the name)
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def read_snapshot_document(path: str | os.PathLike[str]) -> dict[str, Any]:

@@ -13,9 +13,12 @@ This module imports no click: `apron plan` and `apron fit` on a well-formed comm
 from __future__ import annotations
 
 import sys
-from typing import Any
 
 from apron.cli.commands import COMMANDS, FAST, SUMMARIES
+
+TYPE_CHECKING = False  # typing is not imported at run time (mypy reads the name)
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["COMMANDS", "FAST", "SUMMARIES", "entry", "main"]
 

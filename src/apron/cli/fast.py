@@ -12,10 +12,12 @@ parse against click's on generated command lines.
 
 from __future__ import annotations
 
-from typing import Any
-
 from apron.cli.options import AtLeast, Choice, CommandSpec, HumanInt, OptionSpec
 from apron.errors import BadInput
+
+TYPE_CHECKING = False  # typing is not imported at run time (mypy reads the name)
+if TYPE_CHECKING:
+    from typing import Any
 
 # command -> (module, declaration, body), the commands this path runs (apron.cli.FAST)
 BODIES = {

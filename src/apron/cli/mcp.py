@@ -18,7 +18,6 @@ import os
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager, redirect_stderr, redirect_stdout
-from dataclasses import field
 from typing import Any
 
 import click
@@ -26,7 +25,7 @@ import click
 from apron.cli.groups import GroupedCommand
 from apron.cli.options import HumanInt
 from apron.errors import BadInput
-from apron.frozen import frozen
+from apron.frozen import field, frozen
 
 INSTRUCTIONS = (
     "Apron answers, before anyone rents a GPU, whether an exact LLM checkpoint fits, boots and answers on a "

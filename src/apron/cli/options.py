@@ -14,17 +14,18 @@ AtLeast, HumanInt), turned into click's types only when a click command is built
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
 from functools import cache
-from typing import TYPE_CHECKING, Any, TypeVar
 
 from apron.errors import BadInput
-from apron.frozen import frozen
+from apron.frozen import frozen, replace
 
+TYPE_CHECKING = False  # typing is not imported at run time (apron/lite_typing.py)
 if TYPE_CHECKING:
+    from typing import Any, TypeVar
+
     import click
 
-F = TypeVar("F", bound=Callable[..., Any])
+    F = TypeVar("F", bound=Callable[..., Any])
 
 
 @frozen

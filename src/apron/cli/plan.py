@@ -8,7 +8,6 @@ same declarations for everything else (--help, errors, MCP).
 from __future__ import annotations
 
 from functools import cache
-from typing import Any
 
 from apron.cli.options import GPU_OPTIONS, SETTINGS_OPTIONS, CommandSpec, specs
 from apron.cli.shared import (
@@ -23,6 +22,10 @@ from apron.cli.shared import (
     say,
 )
 from apron.errors import BadInput, Failed
+
+TYPE_CHECKING = False  # typing is not imported at run time (mypy reads the name)
+if TYPE_CHECKING:
+    from typing import Any
 
 PLAN = CommandSpec(
     "plan",

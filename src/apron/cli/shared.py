@@ -7,11 +7,13 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
 
 from apron.errors import ApronError, Failed
 
+TYPE_CHECKING = False  # typing is not imported at run time (mypy reads the name)
 if TYPE_CHECKING:
+    from typing import Any
+
     from apron.hardware import Gpu
     from apron.plan.candidate import CandidatePlan
     from apron.plan.planner import PlanRequest

@@ -14,12 +14,15 @@ from __future__ import annotations
 import hashlib
 import sys
 from pathlib import Path
-from typing import Any
 
 from apron.deploy.candidate import Candidate, Found, Sourced
 from apron.deploy.formats import format_for
 from apron.deploy.formats.base import Document, name_of, with_config_file
 from apron.errors import BadInput
+
+TYPE_CHECKING = False  # typing is not imported at run time (mypy reads the name)
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["Candidate", "Found", "Sourced", "pick", "read_deployments"]
 

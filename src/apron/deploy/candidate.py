@@ -3,13 +3,16 @@ nodes, every flag and variable, and for each field where in the file it came fro
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
-from typing import Any
+from dataclasses import dataclass, field
 
 from apron.deploy.env import EnvVar, classify, planned_settings
 from apron.deploy.options import release_options
 from apron.deploy.serve_args import Arg, ServeArgs, parse_serve_args
-from apron.frozen import frozen
+from apron.frozen import frozen, replace
+
+TYPE_CHECKING = False  # typing is not imported at run time (mypy reads the name)
+if TYPE_CHECKING:
+    from typing import Any
 
 
 @frozen

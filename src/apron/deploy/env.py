@@ -11,10 +11,13 @@ kernels, no effect where it only names paths, tokens, logging or ports.
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from apron.deploy.options import ReleaseOptions
 from apron.frozen import frozen
+
+TYPE_CHECKING = False  # typing is not imported at run time (mypy reads the name)
+if TYPE_CHECKING:
+    from typing import Any
 
 PLANNED = {"VLLM_ALLOW_LONG_MAX_MODEL_LEN", "VLLM_CPU_KVCACHE_SPACE"}
 _WHY = {

@@ -9,11 +9,14 @@ import gzip
 import json
 from functools import cache
 from pathlib import Path
-from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
 from apron.frozen import frozen
+
+TYPE_CHECKING = False  # typing is not imported at run time (mypy reads the name)
+if TYPE_CHECKING:
+    from typing import Any
 
 _TABLE = Path(__file__).parent / "data" / "serve-options.json.gz"
 

@@ -16,11 +16,13 @@ from __future__ import annotations
 import json
 import re
 import shlex
-from dataclasses import field
-from typing import Any
 
 from apron.deploy.options import Option, ReleaseOptions
-from apron.frozen import frozen
+from apron.frozen import field, frozen
+
+TYPE_CHECKING = False  # typing is not imported at run time (mypy reads the name)
+if TYPE_CHECKING:
+    from typing import Any
 
 # EngineArgs field -> (UserSettings field, how the value reads)
 PLANNED = {

@@ -13,11 +13,16 @@ import json
 import re
 from functools import cache, cached_property, lru_cache
 from pathlib import Path
-from typing import Any, cast
 
 from apron.engine import templates
 from apron.errors import BadInput
 from apron.frozen import frozen
+
+TYPE_CHECKING = False  # typing is not imported at run time (apron/lite_typing.py)
+if TYPE_CHECKING:
+    from typing import Any, cast
+else:
+    from apron.lite_typing import cast
 
 FACTS_SCHEMA = "apron.engine-facts/1"
 # Shipped facts sit beside the code (importlib.resources costs ~13 ms of start-up for the same files).
@@ -132,7 +137,7 @@ class EngineFacts:
 
     @property
     def version(self) -> str:
-        return cast(str, self.data["version"])
+        return cast("str", self.data["version"])
 
     @property
     def version_key(self) -> VersionKey:
@@ -143,31 +148,31 @@ class EngineFacts:
 
     @property
     def defaults(self) -> dict[str, Any]:
-        return cast(dict[str, Any], self.data["defaults"])
+        return cast("dict[str, Any]", self.data["defaults"])
 
     @property
     def architectures(self) -> dict[str, dict[str, Any]]:
-        return cast(dict[str, dict[str, Any]], self.data["registry"]["architectures"])
+        return cast("dict[str, dict[str, Any]]", self.data["registry"]["architectures"])
 
     def architecture(self, arch: str) -> dict[str, Any] | None:
         return self.architectures.get(arch)
 
     def previously_supported(self, arch: str) -> str | None:
-        return cast(str | None, self.data["registry"].get("previously_supported", {}).get(arch))
+        return cast("str | None", self.data["registry"].get("previously_supported", {}).get(arch))
 
     def out_of_tree(self, arch: str) -> str | None:
-        return cast(str | None, self.data["registry"].get("out_of_tree", {}).get(arch))
+        return cast("str | None", self.data["registry"].get("out_of_tree", {}).get(arch))
 
     def quantization(self, method: str) -> dict[str, Any] | None:
-        return cast(dict[str, Any] | None, (self.data.get("quantization") or {}).get(method))
+        return cast("dict[str, Any] | None", (self.data.get("quantization") or {}).get(method))
 
     @property
     def reasoning_parsers(self) -> dict[str, dict[str, Any]]:
-        return cast(dict[str, dict[str, Any]], (self.data.get("parsers") or {}).get("reasoning") or {})
+        return cast("dict[str, dict[str, Any]]", (self.data.get("parsers") or {}).get("reasoning") or {})
 
     @property
     def tool_parsers(self) -> dict[str, dict[str, Any]]:
-        return cast(dict[str, dict[str, Any]], (self.data.get("parsers") or {}).get("tool") or {})
+        return cast("dict[str, dict[str, Any]]", (self.data.get("parsers") or {}).get("tool") or {})
 
     def reasoning_parser(self, name: str) -> dict[str, Any] | None:
         return self.reasoning_parsers.get(name)
@@ -177,7 +182,7 @@ class EngineFacts:
 
     @property
     def tokenizer_modes(self) -> dict[str, dict[str, Any]]:
-        return cast(dict[str, dict[str, Any]], (self.data.get("tokenizer") or {}).get("modes") or {})
+        return cast("dict[str, dict[str, Any]]", (self.data.get("tokenizer") or {}).get("modes") or {})
 
     def has_tokenizer_mode(self, mode: str) -> bool:
         """Whether `--tokenizer-mode mode` names a tokenizer this release has."""
@@ -186,19 +191,19 @@ class EngineFacts:
 
     def default_tokenizer_mode(self, arch: str) -> str | None:
         """The mode `tokenizer_mode="auto"` becomes for this architecture, None if it stays auto."""
-        return cast(str | None, ((self.data.get("tokenizer") or {}).get("arch_defaults") or {}).get(arch))
+        return cast("str | None", ((self.data.get("tokenizer") or {}).get("arch_defaults") or {}).get(arch))
 
     def env_default(self, name: str, fallback: Any = None) -> Any:
         return self.defaults.get("env", {}).get(name, fallback)
 
     def attention_backend(self, name: str) -> dict[str, Any] | None:
-        return cast(dict[str, Any] | None, (self.data.get("attention_backends") or {}).get(name))
+        return cast("dict[str, Any] | None", (self.data.get("attention_backends") or {}).get(name))
 
     def backend_priority(self, compute_capability: Capability, use_mla: bool = False) -> list[str] | None:
         """Backends in the order platforms/cuda.py tries them for this GPU (unconditional entries)."""
         table = (self.data.get("backend_priority") or {}).get("mla" if use_mla else "default") or {}
         major = str(capability_int(compute_capability) // 10)
-        return cast(list[str] | None, table.get(major, table.get("default")))
+        return cast("list[str] | None", table.get(major, table.get("default")))
 
     # ------------------------------------------------------------ batch and graph defaults
 
@@ -240,11 +245,11 @@ class EngineFacts:
         capability = capability_int(compute_capability)
         for family, size in rules.get("max_graph_size_by_capability_family", {}).items():
             if capability // 10 == int(family) // 10:
-                return cast(int, size)
+                return cast("int", size)
         for exact, size in rules.get("max_graph_size_by_capability", {}).items():
             if capability == int(exact):
-                return cast(int, size)
-        return cast(int | None, rules.get("default_max_graph_size"))
+                return cast("int", size)
+        return cast("int | None", rules.get("default_max_graph_size"))
 
     # ------------------------------------------------------------ log lines and refusals
 
@@ -374,7 +379,7 @@ def facts_origin(version: str) -> str | None:
 def _decode(name: str, raw: bytes) -> dict[str, Any]:
     if name.endswith(".gz"):
         raw = gzip.decompress(raw)
-    return cast(dict[str, Any], json.loads(raw.decode("utf-8")))
+    return cast("dict[str, Any]", json.loads(raw.decode("utf-8")))
 
 
 def core_path(path: Path) -> Path:

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Literal
 
 from apron.errors import BadInput
-from apron.frozen import frozen
+from apron.frozen import frozen, replace
 from apron.hardware.cpu import CPU_NAMES, cpu_flags, node_memory
+
+TYPE_CHECKING = False  # typing is not imported at run time (mypy reads the name)
+if TYPE_CHECKING:
+    from typing import Any, Literal
 
 MIB = 2**20
 GB = 10**9  # datasheets' unit for bandwidth

@@ -11,11 +11,14 @@ import datetime
 import hashlib
 import json
 from pathlib import Path
-from typing import Any
 
 from apron.errors import BadInput
 from apron.frozen import frozen
 from apron.hardware.gpus import resolve_gpu
+
+TYPE_CHECKING = False  # typing is not imported at run time (mypy reads the name)
+if TYPE_CHECKING:
+    from typing import Any
 
 SCHEMA = "apron.prices/1"
 TIERS = ("on-demand", "spot")

@@ -16,11 +16,10 @@ import random
 import re
 import secrets
 from collections.abc import Callable
-from dataclasses import field, replace
 from typing import Any
 
 from apron.errors import BadInput
-from apron.frozen import frozen
+from apron.frozen import field, frozen, replace
 from apron.measure.endpoint import Endpoint, Reply, ServedModel
 from apron.measure.haystack import build_haystack
 from apron.measure.png import COLOURS, data_url, solid_png

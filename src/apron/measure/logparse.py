@@ -25,11 +25,11 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import field, fields, replace
+from dataclasses import fields
 from pathlib import Path
 from typing import Any, Protocol
 
-from apron.frozen import frozen
+from apron.frozen import field, frozen, replace
 from apron.measure.logerrors import LogError, errors_in, is_code_line
 from apron.measure.loglines import LogLine, read_lines, shutdown_index
 

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 
 from apron.frozen import frozen
 
@@ -102,27 +101,31 @@ class Replay:
         return self.final.reserved_bytes - self.final.allocated_bytes
 
 
-@dataclass(eq=False)
 class _Block:
-    segment: int
-    addr: int
-    size: int
-    stream: int
-    is_small: bool
-    tag: str | None = None
-    requested: int = 0
-    prev: _Block | None = None
-    next: _Block | None = None
+    """One block of a segment (mutable: the replay splits and merges them in place)."""
+
+    __slots__ = ("segment", "addr", "size", "stream", "is_small", "tag", "requested", "prev", "next")
+
+    def __init__(self, segment: int, addr: int, size: int, stream: int, is_small: bool) -> None:
+        self.segment, self.addr, self.size, self.stream, self.is_small = segment, addr, size, stream, is_small
+        self.tag: str | None = None
+        self.requested = 0
+        self.prev: _Block | None = None
+        self.next: _Block | None = None
 
     @property
     def key(self) -> tuple[int, int, int]:
         return (self.stream, self.size, self.addr)
 
 
-@dataclass
 class _Pool:
-    keys: list[tuple[int, int, int]] = field(default_factory=list)
-    blocks: dict[tuple[int, int, int], _Block] = field(default_factory=dict)
+    """The free blocks of one pool, ordered as the allocator's set (stream, size, address)."""
+
+    __slots__ = ("keys", "blocks")
+
+    def __init__(self) -> None:
+        self.keys: list[tuple[int, int, int]] = []
+        self.blocks: dict[tuple[int, int, int], _Block] = {}
 
     def insert(self, block: _Block) -> None:
         bisect.insort(self.keys, block.key)

@@ -20,12 +20,14 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import field, replace
 from pathlib import Path
-from typing import Any
 
 from apron.errors import BadInput
-from apron.frozen import frozen
+from apron.frozen import field, frozen, replace
+
+TYPE_CHECKING = False  # typing is not imported at run time (mypy reads the name)
+if TYPE_CHECKING:
+    from typing import Any
 
 SCHEMA = "apron.calibration/1"
 GIB = 2**30

@@ -12,9 +12,7 @@ an unresolved $TP, several nodes, ...) is listed beside it.
 from __future__ import annotations
 
 import shlex
-from dataclasses import field, replace
 from pathlib import Path
-from typing import Any
 
 from apron.checkpoint import Checkpoint, load_checkpoint
 from apron.deploy import Candidate
@@ -23,13 +21,17 @@ from apron.deploy.options import release_options
 from apron.deploy.serve_args import PLANNED, REACH, Flag
 from apron.engine.facts import known_versions
 from apron.errors import BadInput
-from apron.frozen import frozen
+from apron.frozen import field, frozen, replace
 from apron.hardware import Gpu, resolve_gpu
 from apron.plan.calibration import Calibration
 from apron.plan.planner import plan_checkpoint
 from apron.plan.quantity import Problem
 from apron.plan.result import Plan
 from apron.plan.settings import UserSettings, user_flags
+
+TYPE_CHECKING = False  # typing is not imported at run time (mypy reads the name)
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["CandidatePlan", "candidate_engine", "candidate_gpu", "candidate_settings", "plan_candidate"]
 

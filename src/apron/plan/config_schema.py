@@ -19,10 +19,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
 
 from apron.errors import BadInput
 from apron.frozen import frozen
+
+TYPE_CHECKING = False  # typing is not imported at run time (mypy reads the name)
+if TYPE_CHECKING:
+    from typing import Any
 
 # Bounds no real model comes near (the largest today: ~200 layers, 256 heads, ~32k hidden, ~1M
 # vocabulary, ~10M positions, a few hundred experts); a value past them is a typo or garbage.

@@ -14,12 +14,10 @@ FamilyContext.state_dtypes).
 from __future__ import annotations
 
 import math
-from dataclasses import replace
-from typing import Any
 
 from apron.checkpoint import Checkpoint
 from apron.engine.facts import EngineFacts
-from apron.frozen import frozen
+from apron.frozen import frozen, replace
 from apron.hardware import Gpu
 from apron.plan.cpu_resident import WORKER, Resident, worker_resident
 from apron.plan.kv.layouts import KVLayout, build_layout
@@ -31,6 +29,10 @@ from apron.plan.quantity import Label, Problem, Quantity, Unit
 from apron.plan.result import VERDICTS
 from apron.plan.settings import EngineSettings
 from apron.plan.weights import WeightsEstimate
+
+TYPE_CHECKING = False  # typing is not imported at run time (mypy reads the name)
+if TYPE_CHECKING:
+    from typing import Any
 
 NO_GRAPHS = "none on the CPU platform: platforms/cpu.py check_and_update_config empties cudagraph_capture_sizes"
 NO_PEAK = (

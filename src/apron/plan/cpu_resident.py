@@ -33,11 +33,13 @@ lab boot of tests/fixtures/logs/c_auto_kv_util_005.log, 0.54 GiB.
 
 from __future__ import annotations
 
-from typing import Literal
-
 from apron.frozen import frozen
 from apron.plan.settings import EngineSettings
 from apron.plan.weights import WeightsEstimate
+
+TYPE_CHECKING = False  # typing is not imported at run time (mypy reads the name)
+if TYPE_CHECKING:
+    from typing import Literal
 
 GIB = 2**30
 WORKER = "vllm/v1/worker/cpu_worker.py determine_available_memory"

@@ -21,13 +21,15 @@ peer-to-peer), no scheduling or prefill interleaving. Real decode is slower.
 
 from __future__ import annotations
 
-from typing import Any
-
 from apron.frozen import frozen
 from apron.hardware import Gpu
 from apron.plan.model_config import ModelConfig
 from apron.plan.result import Plan
 from apron.plan.weights import DTYPE_BYTES
+
+TYPE_CHECKING = False  # typing is not imported at run time (mypy reads the name)
+if TYPE_CHECKING:
+    from typing import Any
 
 FORMULA = (
     "1 / ((weights read + N x KV per request) / memory bandwidth "

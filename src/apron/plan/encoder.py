@@ -20,17 +20,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import field
-from typing import Any
 
 from apron.engine.facts import EngineFacts
 from apron.errors import BadInput
-from apron.frozen import frozen
+from apron.frozen import field, frozen
 from apron.plan.activation import Buffer, Moment
 from apron.plan.model_config import ModelConfig
 from apron.plan.settings import EngineSettings
 from apron.plan.towers import TOWERS
 from apron.plan.weights import DTYPE_BYTES
+
+TYPE_CHECKING = False  # typing is not imported at run time (mypy reads the name)
+if TYPE_CHECKING:
+    from typing import Any
 
 # config/multimodal.py get_limit_per_prompt: an unspecified modality is allowed 999 items.
 DEFAULT_LIMIT = 999
@@ -692,8 +694,9 @@ FAMILY_SOURCES = {
     "deepseek_v41": "models/deepseek_v41/common/mm_preprocess.py 0.33.0:261-300 (0.30.0:261-282), "
     "deepseek_v41/nvidia/vl_model.py 0.33.0:208-247 and deepseek_v4/common/vision.py 0.33.0:81-240",
 }
-CostsFn = Callable[[ModelConfig, EngineSettings, dict[str, Any], EngineFacts], list[ModalityCost]]
-TowerFn = Callable[[ModelConfig, str], "Tower | None"]
+if TYPE_CHECKING:
+    CostsFn = Callable[[ModelConfig, EngineSettings, dict[str, Any], EngineFacts], list[ModalityCost]]
+    TowerFn = Callable[[ModelConfig, str], Tower | None]
 # tower family -> (costs, tower)
 _FUNCTIONS: dict[str, tuple[CostsFn, TowerFn]] = {
     "qwen3_vl": (qwen3_vl_costs, qwen3_vl_tower),

@@ -16,17 +16,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import field, replace
-from typing import Any
 
 from apron.checkpoint import Checkpoint, load_checkpoint
-from apron.deploy import Candidate, pick, read_deployments
 from apron.engine.facts import EngineFacts
 from apron.errors import BadInput
-from apron.frozen import frozen
+from apron.frozen import field, frozen, replace
 from apron.hardware import Gpu, all_gpus, resolve_gpu
 from apron.hardware.prices import TIERS, Price, PriceTable, load_prices
-from apron.plan.candidate import candidate_engine, candidate_gpu, candidate_settings, file_command
 from apron.plan.decode import DecodeBound, decode_bound
 from apron.plan.memory import MARGIN_BYTES
 from apron.plan.model_config import ModelConfig
@@ -34,6 +30,12 @@ from apron.plan.planner import choose_engine, model_config, plan_checkpoint, uns
 from apron.plan.quantity import Quantity
 from apron.plan.result import Plan
 from apron.plan.settings import UserSettings
+
+TYPE_CHECKING = False  # typing is not imported at run time (mypy reads the name)
+if TYPE_CHECKING:
+    from typing import Any
+
+    from apron.deploy import Candidate
 
 SCHEMA = "apron.fit/1"
 # Machines are rented in these sizes; a plan at TP 3 would rent 4 (research/gpu-prices.md).
@@ -551,6 +553,8 @@ class FitQuery:
 def run_fit(query: FitQuery) -> FitResult:
     if query.tier not in TIERS:
         raise BadInput(f"--tier {query.tier!r} must be one of {', '.join(TIERS)}")
+    if query.candidate_file:
+        from apron.plan import candidate as seeded  # deployment files are read for --from only
     candidate = _one_candidate(query) if query.candidate_file else None
     written = (
         str(candidate.model.value) if candidate and candidate.model and not candidate.model_is_unresolved else None
@@ -560,20 +564,22 @@ def run_fit(query: FitQuery) -> FitResult:
     source = query.source or written
     if not source:
         raise BadInput("give SOURCE (a model) or --from FILE (a deployment naming one)")
-    engine, note = candidate_engine(candidate, query.engine_version) if candidate else (query.engine_version, None)
+    engine, note = (
+        seeded.candidate_engine(candidate, query.engine_version) if candidate else (query.engine_version, None)
+    )
     if candidate is not None and engine and engine != candidate.release_read:
         candidate = candidate.for_release(engine)
     context = query.context_tokens or (candidate.args.settings.get("max_model_len") if candidate else None)
     if not context:
         raise BadInput("--context is required (the tokens each request may hold; --max-model-len is the same)")
-    base = candidate_settings(candidate, query.settings) if candidate else UserSettings(**query.settings)
+    base = seeded.candidate_settings(candidate, query.settings) if candidate else UserSettings(**query.settings)
     gpus = tuple(resolve_gpu(g.strip()) for g in query.gpus.split(",") if g.strip()) if query.gpus else all_gpus()
     extra: tuple[tuple[Gpu, int], ...] = ()
     if candidate is not None and candidate.gpu is not None:
         # the file's own shape: the GPUs vLLM uses (its tensor parallel size), else the GPUs it rents
         count = base.tensor_parallel_size if "tensor_parallel_size" in candidate.settings else None
         rented = candidate.gpu_count.value if candidate.gpu_count and isinstance(candidate.gpu_count.value, int) else 1
-        extra = ((candidate_gpu(candidate), count or rented),)
+        extra = ((seeded.candidate_gpu(candidate), count or rented),)
     prices = load_prices(query.prices)
     request = FitRequest(
         query.users,
@@ -593,7 +599,7 @@ def run_fit(query: FitQuery) -> FitResult:
     result = fit(checkpoint, request, prices)
     notes = result.notes + ((note,) if note else ())
     if candidate is not None:
-        rows = tuple(replace(r, plan=replace(r.plan, command=file_command(candidate, checkpoint, r.plan, r.user)))
+        rows = tuple(replace(r, plan=replace(r.plan, command=seeded.file_command(candidate, checkpoint, r.plan, r.user)))
                      for r in result.rows)  # fmt: skip
         refused = candidate.args.of("refused")
         if refused:
@@ -603,6 +609,8 @@ def run_fit(query: FitQuery) -> FitResult:
 
 
 def _one_candidate(query: FitQuery) -> Candidate:
+    from apron.deploy import pick, read_deployments
+
     assert query.candidate_file is not None
     chosen = pick(read_deployments(query.candidate_file), query.candidate_name)
     if len(chosen) > 1:

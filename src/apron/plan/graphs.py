@@ -21,9 +21,7 @@ first + (N_full - 1) x max(second, 1 MiB). `measured` holds:
 
 from __future__ import annotations
 
-from dataclasses import replace
-
-from apron.frozen import frozen
+from apron.frozen import frozen, replace
 from apron.plan.allocator import allocation_size
 from apron.plan.model_config import ModelConfig
 from apron.plan.overheads import (

@@ -7,12 +7,10 @@ available_kv = ceil(total x util) - weights - non-torch - activation peak - CUDA
 from __future__ import annotations
 
 import math
-from dataclasses import field
-from typing import TYPE_CHECKING, Any
 
 from apron.checkpoint import Checkpoint
 from apron.engine.facts import EngineFacts
-from apron.frozen import frozen
+from apron.frozen import field, frozen
 from apron.hardware import Gpu
 from apron.plan import moe, overheads, ranges
 from apron.plan.activation import ActivationEstimate, Buffer, KeptAllocation, estimate_activation
@@ -33,7 +31,10 @@ from apron.plan.weights import (
     pad_to,
 )
 
+TYPE_CHECKING = False  # typing is not imported at run time (mypy reads the name)
 if TYPE_CHECKING:  # a calibrated or a multimodal plan's only: imported where they are used
+    from typing import Any
+
     from apron.plan.calibration import GroupCalibration
     from apron.plan.encoder import EncoderProfile
 

@@ -9,10 +9,13 @@ place; what each key must be is declared in apron.plan.config_schema and checked
 from __future__ import annotations
 
 from functools import cached_property
-from typing import Any
 
 from apron.frozen import frozen
 from apron.plan.config_schema import check_config, check_nulls
+
+TYPE_CHECKING = False  # typing is not imported at run time (mypy reads the name)
+if TYPE_CHECKING:
+    from typing import Any
 
 # Aliases vLLM / transformers accept for the same quantity, in the order they are tried.
 _LAYERS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from apron.checkpoint.catalog import catalog_index, load_from_catalog
 from apron.frozen import frozen
 from apron.plan.kv.families import family_for
 from apron.plan.model_config import ModelConfig
+
+TYPE_CHECKING = False  # typing is not imported at run time (mypy reads the name)
+if TYPE_CHECKING:
+    from typing import Any
 
 
 @frozen

@@ -26,15 +26,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import field
 from functools import cache, lru_cache
-from typing import Any
 
 from apron.checkpoint import Checkpoint
 from apron.engine.facts import EngineFacts, version_key
-from apron.frozen import frozen
+from apron.frozen import field, frozen
 from apron.plan.model_config import ModelConfig
 from apron.plan.quantity import Problem, ProblemKind
+
+TYPE_CHECKING = False  # typing is not imported at run time (mypy reads the name)
+if TYPE_CHECKING:
+    from typing import Any
 
 # Degrees a plan's refusal lists as passing, and the test walks: machines are rented with up to 8 GPUs.
 MAX_LISTED_TP = 8

@@ -8,12 +8,14 @@ when the pinned release registers them (its facts file's parser registries).
 
 from __future__ import annotations
 
-from typing import Literal
-
 from apron.checkpoint import Checkpoint
 from apron.engine.facts import EngineFacts
 from apron.frozen import frozen
 from apron.plan.quantity import Problem
+
+TYPE_CHECKING = False  # typing is not imported at run time (mypy reads the name)
+if TYPE_CHECKING:
+    from typing import Literal
 
 
 @frozen

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import re
 import shlex
-from dataclasses import replace
-from typing import TYPE_CHECKING, Any
 
 from apron.checkpoint import Checkpoint, load_checkpoint
 from apron.engine.facts import (
@@ -18,7 +16,7 @@ from apron.engine.facts import (
     version_key,
 )
 from apron.errors import BadInput
-from apron.frozen import frozen
+from apron.frozen import frozen, replace
 from apron.hardware import Gpu
 from apron.plan import memory, parallel
 from apron.plan.model_config import ModelConfig
@@ -31,7 +29,10 @@ from apron.plan.settings import EngineSettings, UserSettings, resolve_settings, 
 from apron.plan.towers import is_tower_whole_on_every_rank, tower_family
 from apron.plan.weights import WeightsEstimate, WeightSettings, estimate_weights
 
+TYPE_CHECKING = False  # typing is not imported at run time (mypy reads the name)
 if TYPE_CHECKING:
+    from typing import Any
+
     from apron.plan.calibration import Calibration  # `--calibration FILE` only
 
 

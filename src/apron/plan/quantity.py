@@ -9,9 +9,16 @@ unknown           the layout or term is not modelled; the value is null
 
 from __future__ import annotations
 
-from typing import Any, Literal, TypeVar, get_args
-
 from apron.frozen import frozen
+
+TYPE_CHECKING = False  # typing is not imported at run time (apron/lite_typing.py)
+if TYPE_CHECKING:
+    from typing import Any, Literal, TypeVar, get_args
+
+    T = TypeVar("T", bound=str)
+else:
+    from apron.lite_typing import Literal, get_args
+
 
 Label = Literal["derived", "proven_constraint", "predicted", "measured", "unknown"]
 Unit = Literal["bytes", "tokens", "sequences", "blocks"]
@@ -51,9 +58,6 @@ ProblemKind = Literal[
 LABELS: tuple[Label, ...] = get_args(Label)
 UNITS: tuple[Unit, ...] = get_args(Unit)
 PROBLEM_KINDS: tuple[ProblemKind, ...] = get_args(ProblemKind)
-
-
-T = TypeVar("T", bound=str)
 
 
 def one_of(value: object, allowed: tuple[T, ...], what: str) -> T:

@@ -14,8 +14,7 @@ dtype and the GPU); loading the weights into host memory; the profiling run and 
 
 from __future__ import annotations
 
-from dataclasses import replace
-
+from apron.frozen import replace
 from apron.plan.quantity import Problem
 
 AFTER_FIRST = "after fixing the first"

@@ -8,14 +8,18 @@ field's default.
 
 from __future__ import annotations
 
-from dataclasses import field
 from pathlib import PurePath
-from typing import Any, Literal, get_args
 
 from apron.checkpoint.model import SOURCE_KINDS, SourceKind
 from apron.errors import BadInput
-from apron.frozen import frozen
+from apron.frozen import field, frozen
 from apron.plan.quantity import Problem, Quantity, one_of
+
+TYPE_CHECKING = False  # typing is not imported at run time (apron/lite_typing.py)
+if TYPE_CHECKING:
+    from typing import Any, Literal, get_args
+else:
+    from apron.lite_typing import Literal, get_args
 
 SCHEMA = "apron.plan/1"
 # unsupported: the release does not register the architecture (or refuses its quantization on this GPU)

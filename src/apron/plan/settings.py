@@ -9,18 +9,20 @@ _set_default_max_num_seqs_and_batched_tokens_args), CUDA-graph capture sizes
 from __future__ import annotations
 
 import re
-from dataclasses import field
-from typing import Any
 
 from apron.checkpoint import Checkpoint
 from apron.engine.facts import EngineFacts
 from apron.errors import BadInput
-from apron.frozen import frozen
+from apron.frozen import field, frozen
 from apron.hardware import Gpu
 from apron.plan.config_schema import MAX_LEN_KEYS
 from apron.plan.model_config import ModelConfig
 from apron.plan.quantity import Problem
 from apron.plan.result import PlanSettings
+
+TYPE_CHECKING = False  # typing is not imported at run time (mypy reads the name)
+if TYPE_CHECKING:
+    from typing import Any
 
 DTYPE_ALIASES = {
     "auto": "auto",

@@ -5,8 +5,7 @@ only for a multimodal model."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+TYPE_CHECKING = False  # typing is not imported at run time (mypy reads the name)
 if TYPE_CHECKING:
     from apron.plan.settings import EngineSettings
 

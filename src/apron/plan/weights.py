@@ -12,12 +12,10 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
-from typing import Any
 
 from apron.checkpoint import Checkpoint
 from apron.checkpoint.safetensors import TensorInfo
-from apron.frozen import frozen
+from apron.frozen import frozen, replace
 from apron.plan import weights_glm5next
 from apron.plan.allocator import Event, load_block_bytes
 from apron.plan.model_config import ModelConfig
@@ -31,6 +29,10 @@ from apron.plan.weights_repack import (
     marlin_fp8_events,
     repack_block_bytes,
 )
+
+TYPE_CHECKING = False  # typing is not imported at run time (mypy reads the name)
+if TYPE_CHECKING:
+    from typing import Any
 
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 _FLOAT_DTYPES = {"F32", "F16", "BF16", "F64"}
@@ -248,11 +250,15 @@ class WeightSettings:
     release: str = "0.33.0"  # the vLLM release (the MoE backend a layout is re-laid for depends on it)
 
 
-@dataclass
 class _Tally:
-    by_group: dict[str, list[int]] = field(default_factory=dict)
-    skipped: dict[str, int] = field(default_factory=dict)
-    unknown: list[str] = field(default_factory=list)
+    """The running sums of one pass over the tensors."""
+
+    __slots__ = ("by_group", "skipped", "unknown")
+
+    def __init__(self) -> None:
+        self.by_group: dict[str, list[int]] = {}
+        self.skipped: dict[str, int] = {}
+        self.unknown: list[str] = []
 
     def add(self, group: str, checkpoint_bytes: int, gpu_bytes: int) -> None:
         entry = self.by_group.setdefault(group, [0, 0])

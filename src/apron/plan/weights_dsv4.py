@@ -18,9 +18,12 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any
 
 from apron.plan.model_config import ModelConfig
+
+TYPE_CHECKING = False  # typing is not imported at run time (mypy reads the name)
+if TYPE_CHECKING:
+    from typing import Any
 
 DSV4_MODEL_TYPES = ("deepseek_v4", "deepseek_v41", "deepseek_v41_text")
 

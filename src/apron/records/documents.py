@@ -11,10 +11,9 @@ boot record, the fix loop the fix record); this module only says what a document
 
 from __future__ import annotations
 
-from dataclasses import field
 from typing import Any, ClassVar, Literal, get_args
 
-from apron.frozen import frozen
+from apron.frozen import field, frozen
 from apron.plan.quantity import UNITS, Unit, one_of
 from apron.plan.result import REQUIRED_QUANTITIES, Plan
 from apron.plan.result import SCHEMA as PLAN_SCHEMA

@@ -17,10 +17,9 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import field, replace
 from typing import Any
 
-from apron.frozen import frozen
+from apron.frozen import field, frozen, replace
 
 READING_SCHEMA = "apron.probe-reading/1"
 CUDA_BLOCK_BYTES = 512  # c10/cuda/CUDACachingAllocator.cpp round_size (kMinBlockSize), as plan/allocator.py

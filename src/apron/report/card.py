@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any, Protocol
-
 from apron.plan.result import REQUIRED_QUANTITIES, Plan
 from apron.report.reading import reading_lines
 from apron.units import format_bytes, format_count
+
+TYPE_CHECKING = False  # typing is not imported at run time (apron/lite_typing.py)
+if TYPE_CHECKING:
+    from typing import Any, Protocol
+else:
+    from apron.lite_typing import Protocol
 
 
 class QuantityLike(Protocol):

@@ -4,7 +4,10 @@ configuration that does not serve the load. Rendered from the apron.fit/1 docume
 
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False  # typing is not imported at run time (mypy reads the name)
+if TYPE_CHECKING:
+    from typing import Any
+
 
 _REASON_WIDTH = 150
 

@@ -5,10 +5,13 @@ multimodal tower the plan profiled (it changes the activation peak and the budge
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from apron.plan.result import Plan
 from apron.units import format_bytes
+
+TYPE_CHECKING = False  # typing is not imported at run time (mypy reads the name)
+if TYPE_CHECKING:
+    from typing import Any
 
 # details.kv.layers keys: "<kind> page <bytes> B, block <tokens>" (apron.plan.memory _kv_details)
 _LAYER_KEY = re.compile(r"^(?P<kind>\w+) page (?P<page>\d+) B, block (?P<block>\d+)$")

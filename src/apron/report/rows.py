@@ -11,10 +11,9 @@ prediction made before the measurement. A plan made later for the same model is 
 from __future__ import annotations
 
 import shlex
-from dataclasses import field
 from pathlib import Path
 
-from apron.frozen import frozen
+from apron.frozen import field, frozen
 from apron.plan.result import Plan
 from apron.records.documents import (
     BootRecord,

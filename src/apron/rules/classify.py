@@ -20,10 +20,9 @@ from __future__ import annotations
 
 import ast
 import re
-from dataclasses import field, replace
 from typing import Any
 
-from apron.frozen import frozen
+from apron.frozen import field, frozen, replace
 from apron.measure.logerrors import EXCEPTION
 from apron.rules.catalog import CatalogEntry, catalog
 from apron.rules.families import (

@@ -7,12 +7,11 @@ import gzip
 import hashlib
 import json
 import shlex
-from dataclasses import field
 from pathlib import Path
 from typing import Any
 
 from apron.errors import BadInput
-from apron.frozen import frozen
+from apron.frozen import field, frozen
 from apron.measure.logparse import ParsedLog, parse_log
 from apron.plan.result import Plan
 from apron.plan.settings import UserSettings, user_flags

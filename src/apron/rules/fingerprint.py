@@ -14,10 +14,9 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import field, replace
 from typing import Any
 
-from apron.frozen import frozen
+from apron.frozen import field, frozen, replace
 from apron.measure.logerrors import LogError, is_code_line
 from apron.measure.loglines import QUIET_LEVELS, LogLine
 from apron.measure.logparse import ParsedLog, parse_log

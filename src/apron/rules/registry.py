@@ -18,13 +18,12 @@ from __future__ import annotations
 import importlib
 import logging
 import pkgutil
-from dataclasses import field
 from functools import lru_cache
 from types import ModuleType
 from typing import Any
 
 from apron.errors import ApronError, BadInput
-from apron.frozen import frozen
+from apron.frozen import field, frozen
 from apron.plan.result import Plan
 from apron.plan.settings import UserSettings
 from apron.rules.families import Fields

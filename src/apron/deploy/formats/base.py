@@ -14,13 +14,16 @@ import re
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any
 
 from apron.deploy.candidate import Found, Sourced
 from apron.deploy.invocation import Invocation, find_invocation, visible_devices
 from apron.deploy.serve_args import Arg
 from apron.deploy.shell import read_script
 from apron.errors import BadInput
+
+TYPE_CHECKING = False  # typing is not imported at run time (mypy reads the name)
+if TYPE_CHECKING:
+    from typing import Any
 
 # Helm's references and control lines ({{ .Values.x }}, {{- if }}); Jinja's block tags ({% if %}) only
 # where the text is not YAML as it stands (a chat template inside a ConfigMap uses them too).

@@ -9,9 +9,8 @@ a number from another layout.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from apron.engine.facts import EngineFacts
+from apron.frozen import replace
 from apron.plan.kv.backends import CPU_FAMILIES, Backend, BackendChoice, NoBackend, choose_backend, cpu_backend
 from apron.plan.kv.families import family_for
 from apron.plan.kv.families.base import FamilyContext, KVLayout, Refusal

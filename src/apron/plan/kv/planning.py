@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from dataclasses import dataclass, replace
 
-from apron.frozen import frozen
+from apron.frozen import frozen, replace
 from apron.plan.kv.specs import (
     CircularBufferSpec,
     FullAttentionSpec,
@@ -158,9 +157,14 @@ def approximate_gcd(values: list[int], lower_bound: int) -> int:
     return best
 
 
-@dataclass
 class _Bucket:
-    specs: dict[str, KVSpec]
+    """Layers of one uniform type, bucketed as `_get_packed_kv_cache_groups` does (mutable: layers are added
+    as they are met)."""
+
+    __slots__ = ("specs",)
+
+    def __init__(self, specs: dict[str, KVSpec]) -> None:
+        self.specs = specs
 
     def by_page(self) -> dict[int, list[str]]:
         out: dict[int, list[str]] = {}

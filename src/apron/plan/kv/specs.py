@@ -7,11 +7,15 @@ request at max_model_len may hold in that layer), the two numbers vLLM's planner
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 from functools import cached_property
-from typing import Protocol
 
-from apron.frozen import frozen
+from apron.frozen import frozen, replace
+
+TYPE_CHECKING = False  # typing is not imported at run time (apron/lite_typing.py)
+if TYPE_CHECKING:
+    from typing import Protocol
+else:
+    from apron.lite_typing import Protocol
 
 
 def cdiv(a: int, b: int) -> int:

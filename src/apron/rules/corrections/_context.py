@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 from typing import Any
 
+from apron.frozen import replace
 from apron.measure.loglines import read_lines
 from apron.measure.logparse import SETTINGS_WINDOW, settings_in
 from apron.plan.result import Plan

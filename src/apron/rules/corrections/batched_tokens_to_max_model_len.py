@@ -6,8 +6,7 @@ config/scheduler.py verify_max_model_len: "max_num_batched_tokens (B) is smaller
 
 from __future__ import annotations
 
-from dataclasses import replace
-
+from apron.frozen import replace
 from apron.rules.corrections._context import Fields, Fingerprint, Plan, UserSettings
 
 FAMILIES = ("batched_tokens_below_max_model_len",)

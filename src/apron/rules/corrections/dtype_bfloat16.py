@@ -7,8 +7,7 @@ is refused too, so the plan's GPU picks float32 there.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
+from apron.frozen import replace
 from apron.rules.corrections._context import Fields, Fingerprint, Plan, UserSettings, gpu_capability
 
 FAMILIES = ("float16_unsupported",)

@@ -6,8 +6,7 @@ of at least 8.0 ... You can use float16 instead ... --dtype=half."
 
 from __future__ import annotations
 
-from dataclasses import replace
-
+from apron.frozen import replace
 from apron.rules.corrections._context import Fields, Fingerprint, Plan, UserSettings
 
 FAMILIES = ("bfloat16_unsupported",)

@@ -7,8 +7,7 @@ decode speed. The rule does not match a boot that already ran eager.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
+from apron.frozen import replace
 from apron.rules.corrections._context import Fields, Fingerprint, Plan, UserSettings, ran_with
 
 FAMILIES = ("cudagraph_capture_failed", "cuda_oom", "cuda_illegal_memory_access", "cuda_error")

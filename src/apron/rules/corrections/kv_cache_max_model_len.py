@@ -8,8 +8,7 @@ engine's own binary search over its block planner, so it is taken as is.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
+from apron.frozen import replace
 from apron.rules.corrections._context import Fields, Fingerprint, Plan, UserSettings
 
 FAMILIES = ("kv_cache_too_small",)

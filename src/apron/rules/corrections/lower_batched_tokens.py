@@ -7,8 +7,7 @@ is already small (512 tokens or fewer) the rule halves max_model_len instead, do
 
 from __future__ import annotations
 
-from dataclasses import replace
-
+from apron.frozen import replace
 from apron.rules.corrections._context import Fields, Fingerprint, Plan, UserSettings, ran_with
 
 FAMILIES = ("cuda_oom",)

@@ -8,8 +8,7 @@ this usually means another process holds memory: a host fault, for the retry on 
 
 from __future__ import annotations
 
-from dataclasses import replace
-
+from apron.frozen import replace
 from apron.rules.corrections._context import Fields, Fingerprint, Plan, UserSettings, floor_hundredth
 
 FAMILIES = ("gpu_startup_free_memory", "cpu_startup_memory")

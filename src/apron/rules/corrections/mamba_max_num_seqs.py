@@ -6,8 +6,7 @@ sequences may run than there are Mamba/state blocks (one per running sequence) a
 
 from __future__ import annotations
 
-from dataclasses import replace
-
+from apron.frozen import replace
 from apron.rules.corrections._context import Fields, Fingerprint, Plan, UserSettings
 
 FAMILIES = ("mamba_blocks_below_max_num_seqs",)

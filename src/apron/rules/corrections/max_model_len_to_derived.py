@@ -6,8 +6,7 @@ config.json (max_position_embeddings and friends, scaled by RoPE) and prints tha
 
 from __future__ import annotations
 
-from dataclasses import replace
-
+from apron.frozen import replace
 from apron.rules.corrections._context import Fields, Fingerprint, Plan, UserSettings
 
 FAMILIES = ("max_model_len_over_derived",)

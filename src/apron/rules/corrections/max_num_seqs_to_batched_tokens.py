@@ -6,8 +6,7 @@ Lowering the sequences keeps the user's batch (the memory the plan counted for i
 
 from __future__ import annotations
 
-from dataclasses import replace
-
+from apron.frozen import replace
 from apron.rules.corrections._context import Fields, Fingerprint, Plan, UserSettings
 
 FAMILIES = ("batched_tokens_below_max_num_seqs",)

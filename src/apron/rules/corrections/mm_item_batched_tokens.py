@@ -7,8 +7,7 @@ max_num_batched_tokens."
 
 from __future__ import annotations
 
-from dataclasses import replace
-
+from apron.frozen import replace
 from apron.rules.corrections._context import Fields, Fingerprint, Plan, UserSettings
 
 FAMILIES = ("mm_item_over_batched_tokens",)

@@ -13,8 +13,8 @@ match: the memory is not there, and raising the fraction would only move the fai
 from __future__ import annotations
 
 import re
-from dataclasses import replace
 
+from apron.frozen import replace
 from apron.rules.corrections._context import (
     Fields,
     Fingerprint,

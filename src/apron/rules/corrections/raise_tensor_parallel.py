@@ -10,8 +10,7 @@ match rather than guess.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
+from apron.frozen import replace
 from apron.rules.corrections._context import Fields, Fingerprint, Plan, UserSettings, model_shape, ran_with
 
 FAMILIES = ("cuda_oom",)

@@ -6,8 +6,7 @@ sampler with N dummy requests. Please try lowering `max_num_seqs` ...". N is max
 
 from __future__ import annotations
 
-from dataclasses import replace
-
+from apron.frozen import replace
 from apron.rules.corrections._context import Fields, Fingerprint, Plan, UserSettings
 
 FAMILIES = ("sampler_warmup_oom", "pooler_warmup_oom")

@@ -7,8 +7,7 @@ corrected settings then says whether the weights still fit.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
+from apron.frozen import replace
 from apron.rules.corrections._context import Fields, Fingerprint, Plan, UserSettings
 
 FAMILIES = ("tp_heads_indivisible",)

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Literal
 
 from apron.engine.facts import EngineFacts
 from apron.frozen import frozen
@@ -37,6 +36,10 @@ from apron.plan.kv.specs import (
 from apron.plan.model_config import ModelConfig
 from apron.plan.quantity import ProblemKind
 from apron.plan.settings import EngineSettings
+
+TYPE_CHECKING = False  # typing is not imported at run time (mypy reads the name)
+if TYPE_CHECKING:
+    from typing import Literal
 
 DEFAULT_LAYER_KINDS = frozenset({"full_attention", "sliding_attention"})
 KV_DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1}

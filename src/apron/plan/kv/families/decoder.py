@@ -8,10 +8,12 @@ which layers slide (qwen2/3's use_sliding_window, gemma's alternation, ...) is m
 
 from __future__ import annotations
 
-from typing import Any
-
 from apron.plan.kv.families.base import FamilyContext, KVLayout, Layer, attention_layout
 from apron.plan.model_config import ModelConfig
+
+TYPE_CHECKING = False  # typing is not imported at run time (mypy reads the name)
+if TYPE_CHECKING:
+    from typing import Any
 
 NAME = "decoder"
 FALLBACK = True

@@ -24,9 +24,9 @@ attention.py 0.30.0:123-158, 0.31.0:129-170).
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 
 from apron.errors import BadInput
+from apron.frozen import replace
 from apron.plan.kv.backends import BackendChoice, backend_from_facts
 from apron.plan.kv.families.base import (
     FamilyContext,

@@ -20,9 +20,9 @@ i-th layer aliasing MLA layer i's region. A block is then the MLA and indexer pa
 from __future__ import annotations
 
 import math
-from typing import Any
 
 from apron.errors import BadInput
+from apron.frozen import replace
 from apron.plan.kv.backends import BackendChoice, backend_from_facts
 from apron.plan.kv.families.base import (
     FamilyContext,
@@ -34,6 +34,10 @@ from apron.plan.kv.families.base import (
 )
 from apron.plan.kv.specs import CircularBufferSpec, KVSpec, MambaSpec, MLAAttentionSpec, cdiv
 from apron.plan.model_config import ModelConfig
+
+TYPE_CHECKING = False  # typing is not imported at run time (mypy reads the name)
+if TYPE_CHECKING:
+    from typing import Any
 
 NAME = "glm5_next"
 ARCHITECTURES = frozenset({"Glm5NextForConditionalGeneration", "Glm5NextForCausalLM"})
@@ -279,14 +283,10 @@ def kpool_buffers(ctx: FamilyContext, kpool: int) -> tuple[ProfilingBuffer, ...]
 
 def _with_stride(spec: MLAAttentionSpec, rows: int) -> MLAAttentionSpec:
     """sparse_utils.py align_blocks_to_rows: blocks a whole number of `rows`-row pages apart."""
-    from dataclasses import replace
-
     return replace(spec, stride_alignment=rows * spec.state_content_bytes())
 
 
 def _with_spec_stride(spec: MLAAttentionSpec, stride: int) -> MLAAttentionSpec:
-    from dataclasses import replace
-
     return replace(spec, stride_alignment=stride)
 
 

@@ -6,13 +6,15 @@ so the model is one KV cache group.
 
 from __future__ import annotations
 
-from typing import Any
-
 from apron.errors import BadInput
 from apron.plan.kv.backends import BackendChoice, backend_from_facts
 from apron.plan.kv.families.base import FamilyContext, KVLayout, ProfilingBuffer, Refusal, layer_name
 from apron.plan.kv.specs import FullAttentionSpec, KVSpec, MLAAttentionSpec
 from apron.plan.model_config import ModelConfig
+
+TYPE_CHECKING = False  # typing is not imported at run time (mypy reads the name)
+if TYPE_CHECKING:
+    from typing import Any
 
 NAME = "minimax_m3"
 ARCHITECTURES = frozenset({"MiniMaxM3SparseForConditionalGeneration", "MiniMaxM3SparseForCausalLM"})
