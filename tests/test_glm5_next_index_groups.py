@@ -7,12 +7,15 @@ physical top-k indices and [T + 1] valid counts (0.30 also arange(T) request ids
 T = max_num_batched_tokens (8,192 by default on an H200, 16,384 on a B200, engine/arg_utils.py
 0.30.0:2730-2749). The byte counts below are worked by hand from those shapes and the caching
 allocator's rules (a request of 20 MiB or more keeps its whole 2 MiB-rounded segment; the small pool
-rounds to 512 B)."""
+rounds to 512 B). The shapes are checked against the model vLLM builds itself: every tensor it holds
+that is not a parameter (tests/engine/vllm_construction_side.py) is one of the plan's construction
+buffers, and none is missing."""
 
 from __future__ import annotations
 
 import json
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -61,35 +64,55 @@ def test_the_groups_do_not_split_with_tensor_parallelism(apron_home_with_facts):
     assert construction("0.30.0", "B200", tp=2)["bytes"] == construction("0.30.0", "B200", tp=4)["bytes"]
 
 
-@pytest.mark.parametrize("release", ["0.32.0", "0.30.0"])
-def test_vllm_builder_makes_these_tensors(release, apron_home_with_facts):
-    """vLLM's own SparseMLAIndexGroupBuilder (the CPU build of RELEASE), one per layer as
-    SparseMLACommonImpl makes it, over a [T, width] top-k buffer: the tensors it allocates are the
-    plan's buffers, shape for shape."""
+CONSTRUCTION_SIDE = Path(__file__).parent / "engine" / "vllm_construction_side.py"
+# The CUDA model class (0.30 keeps it in nvidia/, 0.31+ in common/) and the sparse MLA backend per GPU.
+MODEL_CLASS = "vllm.models.glm5next.{}.model.Glm5NextForConditionalGeneration"
+BACKENDS = {(9, 0): "FLASHINFER_MLA_SPARSE_SM90", (10, 0): "FLASHINFER_MLA_SPARSE"}
+
+
+@pytest.mark.parametrize("release,capability", [("0.30.0", (9, 0)), ("0.32.0", (10, 0))])
+def test_vllm_built_model_holds_exactly_these_tensors_besides_its_parameters(
+    release, capability, apron_home_with_facts
+):
+    """vLLM builds GLM-5.3-Flash itself (its CPU build of RELEASE, the CUDA model class, the sparse
+    MLA backend of the GPU, on the meta device: tests/engine/vllm_build.py) and lists every tensor the
+    model holds that is not a parameter; they are the plan's construction buffers, shape for shape
+    (the MoE experts are not built there: their kernels' tensors are outside this check)."""
     from apron.engine.facts import load_facts
-    from apron.plan.kv.families.base import FamilyContext
-    from apron.plan.kv.families.glm5_next import index_group_buffers
+    from apron.plan.kv.layouts import build_layout
     from apron.plan.model_config import ModelConfig
     from apron.plan.settings import resolve_settings
 
-    tokens, layers = 256, MLA_LAYERS
-    script = (
-        "import json, sys, torch\n"
-        "from vllm.v1.attention.backends.mla.index_group import SparseMLAIndexGroupBuilder\n"
-        f"logical = torch.empty({tokens}, {WIDTH}, dtype=torch.int32)\n"
-        "made = []\n"
-        f"for _ in range({layers}):\n"
-        "    group, _ = SparseMLAIndexGroupBuilder(logical).register_layer(True, None)\n"
-        "    made += [[n, list(v.shape), v.element_size()] for n, v in sorted(vars(group).items())\n"
-        "             if isinstance(v, torch.Tensor) and v is not logical]\n"
-        "print(json.dumps(made))\n"
-    )
-    out = subprocess.run([vllm_python(release), "-c", script], capture_output=True, text=True, timeout=600, check=True)
-    made = json.loads(out.stdout.strip().splitlines()[-1])
     checkpoint = loaded_snapshot(GLM_FLASH)
     config, facts = ModelConfig.from_config(checkpoint.config), load_facts(release)
-    user = UserSettings(tensor_parallel_size=4, language_model_only=True, max_num_batched_tokens=tokens)
+    user = UserSettings(tensor_parallel_size=4, language_model_only=True, max_model_len=65536)
     settings = resolve_settings(checkpoint, config, resolve_gpu("H200"), facts, user)
-    ctx = FamilyContext(checkpoint.architecture, config, settings, facts)
-    planned = sorted((list(b.shape), b.dtype_bytes) for b in index_group_buffers(ctx, WIDTH) for _ in range(b.count))
-    assert sorted((shape, size) for _, shape, size in made) == planned
+    layout = build_layout(
+        checkpoint.architecture, config, settings, facts, capability=capability, is_attention_free=False
+    )
+    planned = sorted(
+        (list(b.shape), b.dtype_bytes) for b in layout.buffers if b.when == "persistent" for _ in range(b.count)
+    )
+    case = {
+        "config": json.loads(json.dumps(checkpoint.config)),
+        "model_class": MODEL_CLASS.format("common" if facts.at_least("0.31.0") else "nvidia"),
+        "tp": 4,
+        "capability": list(capability),
+        "kv_cache_dtype": "auto",
+        "dtype": "bfloat16",
+        "language_model_only": True,
+        "max_model_len": settings.max_model_len,
+        "max_num_batched_tokens": settings.max_num_batched_tokens,
+        "backends": {kind: BACKENDS[capability] for kind in ("dense", "mla", "sparse")},
+    }
+    out = subprocess.run(
+        [vllm_python(release), str(CONSTRUCTION_SIDE)],
+        input=json.dumps(case),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    held = json.loads(out.stdout.strip().splitlines()[-1])
+    assert sum("index_group" in name for name, _, _ in held) == (3 if release == "0.30.0" else 2) * MLA_LAYERS
+    assert sorted((shape, size) for _, shape, size in held) == planned
