@@ -286,8 +286,9 @@ def index_group_buffers(ctx: FamilyContext, width: int) -> tuple[ProfilingBuffer
     0.33.0:684-694), and a builder's first register_layer makes a group sized to that buffer's rows,
     max_num_batched_tokens (v1/attention/backends/mla/index_group.py 0.30.0:436-488, 0.31.0:336-383,
     0.32.0:342-389, 0.33.0:349-396): physical top-k indices [T + 1, width] int32 and valid counts
-    [T + 1] int32, and in 0.30 request ids arange(T) int32. One group per MLA layer: DeepSeek-V3.2's
-    models share one builder capped at max_num_seqs rows instead (deepseek_v2.py 0.30.0:1446-1453)."""
+    [T + 1] int32, and in 0.30 request ids arange(T) int32. One group per MLA layer: DeepSeek-V3.2-style
+    models instead share one builder of min(T, max_num_seqs x query length) rows, a group per indexer
+    layer (deepseek_v2.py 0.30.0:1446-1453, deepseek_v32/nvidia/model.py 0.30.0:198-201)."""
     tokens = ctx.settings.max_num_batched_tokens
     layers = sum(1 for kind in ctx.t["layer_types"][: ctx.config.num_layers] if kind != "linear_attention")
     buffers: tuple[ProfilingBuffer, ...] = (
