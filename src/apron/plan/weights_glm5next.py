@@ -70,7 +70,9 @@ def note(added_bytes: dict[str, int]) -> str:
         f"GLM-5.3-Flash: MLA projections dequantized from FP8 to the model dtype at load "
         f"(+{dequantized / 2**20:.1f} MiB), float32 hyper-connection, router-bias and KDA "
         f"convolution parameters (+{fp32 / 2**20:.1f} MiB) (models/glm5next model.py, kda.py); "
-        "not explained by the loading code read: the rest of what boots of this model are reported "
-        "to load, larger on SM100 than on SM90 (the experts keep their bytes on both the Triton and "
-        "the FlashInfer TRT-LLM FP8 MoE layouts); a boot's 'Model loading took' on each would settle it"
+        "the per-layer sparse MLA index groups follow max_num_batched_tokens, not the GPU (counted with "
+        "the construction buffers; vLLM's defaults double it on GPUs of 160 GiB or more); not explained "
+        "by the loading code read: the rest of what boots of this model are reported to load (the experts "
+        "keep their bytes on both the Triton and the FlashInfer TRT-LLM FP8 MoE layouts); a boot's 'Model "
+        "loading took' on each GPU at two max_num_batched_tokens would settle it"
     )

@@ -278,7 +278,30 @@ def kpool_buffers(ctx: FamilyContext, kpool: int) -> tuple[ProfilingBuffer, ...]
     pooled_length = length // kpool if ctx.facts.at_least("0.31.0") else length
     decode = min(seqs, tokens) * pooled_length * 4
     probe = ProfilingBuffer(probe.name, (max(decode, probe.num_bytes),), 1, "forward")
-    return topk, workspace, probe
+    return (topk, workspace, probe, *index_group_buffers(ctx, width))
+
+
+def index_group_buffers(ctx: FamilyContext, width: int) -> tuple[ProfilingBuffer, ...]:
+    """Each sparse MLA layer's own index group, made when its attention impl is constructed (inside
+    load_model, so "Model loading took" holds them). GLM-5.3-Flash's MLAModules pass no
+    index_group_builder (models/glm5next/nvidia/attention.py 0.30.0:549-566, common/attention.py
+    0.31.0:561, 0.32.0/0.33.0:534), so SparseMLACommonImpl makes a builder per layer over the model's
+    top-k buffer (layers/attention/sparse_mla_attention.py 0.30.0:688-698, 0.31.0/0.32.0:675-685,
+    0.33.0:684-694), and a builder's first register_layer makes a group sized to that buffer's rows,
+    max_num_batched_tokens (v1/attention/backends/mla/index_group.py 0.30.0:436-488, 0.31.0:336-383,
+    0.32.0:342-389, 0.33.0:349-396): physical top-k indices [T + 1, width] int32 and valid counts
+    [T + 1] int32, and in 0.30 request ids arange(T) int32. One group per MLA layer: DeepSeek-V3.2-style
+    models instead share one builder of min(T, max_num_seqs x query length) rows, a group per indexer
+    layer (deepseek_v2.py 0.30.0:1446-1453, deepseek_v32/nvidia/model.py 0.30.0:198-201)."""
+    tokens = ctx.settings.max_num_batched_tokens
+    layers = sum(1 for kind in ctx.t["layer_types"][: ctx.config.num_layers] if kind != "linear_attention")
+    buffers: tuple[ProfilingBuffer, ...] = (
+        ProfilingBuffer("sparse MLA index group: physical top-k indices", (tokens + 1, width), 4, "persistent", layers),
+        ProfilingBuffer("sparse MLA index group: valid top-k counts", (tokens + 1,), 4, "persistent", layers),
+    )
+    if not ctx.facts.at_least("0.31.0"):
+        buffers += (ProfilingBuffer("sparse MLA index group: request ids", (tokens,), 4, "persistent", layers),)
+    return buffers
 
 
 def _with_stride(spec: MLAAttentionSpec, rows: int) -> MLAAttentionSpec:

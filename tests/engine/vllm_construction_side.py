@@ -1,0 +1,95 @@
+"""Runs inside the vLLM CPU build: construct a model on the meta device (vllm_build.py) and list the
+tensors it holds that are not parameters: buffers and plain tensor attributes, reached from the
+modules and the objects they keep (attention impls, their index groups, the forward context).
+
+Reads one build case as JSON on stdin (vllm_build.build's fields) and prints a JSON list of
+[name, shape, element size] on stdout, each tensor once. 0-d tensors (per-layer scale scalars) and
+empty ones (the KV cache placeholders, a zero-width rotary cache) are left out, and so is a tower
+vLLM skips (StageMissingLayer: built on the meta device, models/utils.py no_init_weights). The MoE experts are not built here (vllm_build.STAND_INS), so their tensors are not listed.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import re
+import sys
+import tempfile
+from pathlib import Path
+
+os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import vllm_build  # noqa: E402
+
+MAX_DEPTH = 4  # attribute hops from a module to a tensor (impl -> index group -> tensor is two)
+
+
+def construct(case: dict):
+    import torch
+    from vllm.config import set_current_vllm_config
+    from vllm.distributed import parallel_state
+
+    vllm_build._BACKENDS.update(case.get("backends") or {})
+    vllm_build._set_capability(tuple(case["capability"]))
+    folder = Path(tempfile.mkdtemp())
+    (folder / "config.json").write_text(json.dumps(case["config"]))
+    vc = vllm_build.vllm_config_for(case, folder)
+    vllm_build._init_distributed(vc)
+    vc.parallel_config.tensor_parallel_size = case["tp"]
+    module_name, class_name = case["model_class"].rsplit(".", 1)
+    cls = getattr(importlib.import_module(module_name), class_name)
+    vllm_build._patch_module_functions(case["tp"])
+    parallel_state.get_tp_group().world_size = case["tp"]
+    with set_current_vllm_config(vc), torch.device("meta"):
+        return cls(vllm_config=vc, prefix="")
+
+
+def non_parameters(model) -> list[list]:
+    import torch
+
+    found: dict[int, list] = {}
+
+    def visit(obj, path: str, depth: int) -> None:
+        if isinstance(obj, torch.Tensor):
+            if not isinstance(obj, torch.nn.Parameter) and obj.dim() > 0 and obj.numel() and id(obj) not in found:
+                name = re.sub(r"\.\d+\.", ".N.", path)
+                found[id(obj)] = [name, list(obj.shape), obj.element_size()]
+            return
+        if depth > MAX_DEPTH:
+            return
+        if type(obj).__name__ == "StageMissingLayer":
+            return  # a skipped tower (--language-model-only): vLLM builds it on the meta device
+        if isinstance(obj, torch.nn.Module):
+            for key, buf in obj._buffers.items():
+                if buf is not None:
+                    visit(buf, f"{path}.{key}", depth)
+            for key, value in vars(obj).items():
+                if key not in ("_parameters", "_buffers", "_modules"):
+                    visit(value, f"{path}.{key}", depth + 1)
+            for key, sub in obj._modules.items():
+                if sub is not None:
+                    visit(sub, f"{path}.{key}", depth)
+        elif isinstance(obj, (list, tuple)):
+            for value in obj:
+                visit(value, f"{path}[]", depth + 1)
+        elif isinstance(obj, dict):
+            for key, value in obj.items():
+                visit(value, f"{path}[{key}]", depth + 1)
+        elif hasattr(obj, "__dict__") and not isinstance(obj, type) and type(obj).__module__.startswith("vllm"):
+            for key, value in vars(obj).items():
+                visit(value, f"{path}.{key}", depth + 1)
+
+    visit(model, "model", 0)
+    return list(found.values())
+
+
+def main() -> None:
+    case = json.load(sys.stdin)
+    vllm_build.install_stand_ins(tuple(case["capability"]))
+    print(json.dumps(non_parameters(construct(case))))
+
+
+if __name__ == "__main__":
+    main()
