@@ -12,7 +12,7 @@ from apron.checkpoint import Checkpoint
 from apron.engine.facts import EngineFacts
 from apron.frozen import field, frozen
 from apron.hardware import Gpu
-from apron.plan import moe, overheads, ranges
+from apron.plan import overheads, ranges
 from apron.plan.activation import ActivationEstimate, Buffer, KeptAllocation, estimate_activation
 from apron.plan.graphs import cudagraph_estimate
 from apron.plan.kv.layouts import KVLayout, build_layout
@@ -32,9 +32,10 @@ from apron.plan.weights import (
 )
 
 TYPE_CHECKING = False  # typing is not imported at run time (mypy reads the name)
-if TYPE_CHECKING:  # a calibrated or a multimodal plan's only: imported where they are used
+if TYPE_CHECKING:  # a MoE, calibrated or multimodal plan's only: imported where they are used
     from typing import Any
 
+    from apron.plan import moe
     from apron.plan.calibration import GroupCalibration
     from apron.plan.encoder import EncoderProfile
 
@@ -331,6 +332,8 @@ def moe_terms(
     the intermediates a monolithic kernel allocates inside the forward."""
     if not config.is_moe:
         return None, 0, ()
+    from apron.plan import moe  # a dense model's plan never imports the MoE kernel oracle
+
     backend = moe.choose_backend(
         config,
         gpu.compute_capability,

@@ -115,9 +115,9 @@ _FIX_FLAGS: dict[str, tuple[str, type]] = {
     "--kv-cache-dtype": ("kv_cache_dtype", str),
     TEXT_ONLY_FLAG: ("language_model_only", bool),
 }
-_FIX_FLAG = re.compile(
-    r"(?<![\w-])(" + "|".join(re.escape(f) for f in _FIX_FLAGS) + r")(?![\w-])(?:\s+(?:to\s+)?([\w.]+))?"
-)
+# A fix line's flag and its value; a pattern string, compiled on its first use (re's cache): most plans
+# carry no fix line.
+_FIX_FLAG = r"(?<![\w-])(" + "|".join(re.escape(f) for f in _FIX_FLAGS) + r")(?![\w-])(?:\s+(?:to\s+)?([\w.]+))?"
 MAX_FIX_TRIALS = 4
 
 
@@ -129,7 +129,7 @@ def fixed_command(
     for problem in plan.problems:
         if problem.kind != "fix":
             continue
-        for match in _FIX_FLAG.finditer(problem.message):
+        for match in re.finditer(_FIX_FLAG, problem.message):
             fixed_user = _with_flag(user, match.group(1), match.group(2))
             if fixed_user is None or trials == MAX_FIX_TRIALS:
                 continue
@@ -385,7 +385,7 @@ def registering_releases(architecture: str, facts: EngineFacts) -> str:
     return f"no known release ({versions[0]} to {versions[-1]}) registers it"
 
 
-_WHERE = re.compile(r" \(((?:vLLM [\d.]+ |no known release ).*)\)$")
+_WHERE = r" \(((?:vLLM [\d.]+ |no known release ).*)\)$"  # compiled on first use
 
 
 def unsupported_summary(plan: Plan) -> str:
@@ -393,7 +393,7 @@ def unsupported_summary(plan: Plan) -> str:
     refusal = next((p for p in plan.problems if p.kind in _UNSUPPORTED), None)
     if refusal is None or refusal.kind == "quantization_capability":
         return f"vLLM {plan.engine_version} refuses the checkpoint's quantization on {plan.gpu_name}"
-    found = _WHERE.search(refusal.message)
+    found = re.search(_WHERE, refusal.message)
     where = f" ({found.group(1)})" if found else ""
     return f"vLLM {plan.engine_version} does not register {plan.model.architecture}{where}"
 

@@ -66,65 +66,92 @@ _TOWER_PREFIXES = ("vision.",)
 # Tensors vLLM keeps in pinned host memory by default (EngramConfig.cpu_offload, the default):
 # DeepSeek-V4.1's Engram tables (models/deepseek_v41/common/engram.py ParallelEngramEmbedding) and
 # Qwen3.8-Flash-Next's PLE n-gram embedding (models/qwen4_exp/nvidia/ngram_embedding.py).
-_HOST_TABLES = re.compile(r"\.engram\.embed\.(weight|scale)$|\.ple_embedding\.ngram_embedding\.")
+_HOST_TABLES = r"\.engram\.embed\.(weight|scale)$|\.ple_embedding\.ngram_embedding\."  # compiled on first use
 # Layers the newest models keep whole on every rank or split, by name (their model files):
 # DeepSeek-V4/V4.1 (attention.py fused_wqa_wkv / compressor / indexer disable_tp, ReplicatedLinear
 # hc_* mixers and routers), GLM-5.x DSA indexers (deepseek_v32/attention.py), Qwen3.8-Flash-Next
 # hyper-connections and PLE projections (nvidia/hyperconnection.py, ple_layer.py), MiniMax-M3's
 # one-head index key projection (nvidia/model.py).
-_NAMED_ROLES = (
-    (re.compile(r"\.attn\.(wq_a|wkv)\.(weight|scale)$"), "replicated"),
-    (re.compile(r"\.attn\.(wq_b|wo_a|wo_b)\.(weight|scale)$"), "sharded"),
-    (re.compile(r"\.attn\.(indexer\.)?compressor\.|\.attn\.indexer\.(wq_b|weights_proj)\."), "replicated"),
-    (re.compile(r"(^|\.)hc_(attn|ffn|head)_|\.attn\.attn_sink$|\.ffn\.gate\.(weight|bias|tid2eid)$"), "replicated"),
-    (re.compile(r"\.engram\.(wkv|k_weight|q_weight|norm)"), "replicated"),
-    (re.compile(r"\.self_attn\.indexer\.(wq_b|wk|weights_proj|k_norm)\."), "replicated"),
-    (re.compile(r"\.indexer\.(index_kpool_compress_\w+|k_norm)"), "replicated"),
+# (needles, pattern, role): a pattern is tried, and compiled on its first use (re's cache), only for a
+# name holding one of its needles, so a plan of a model none of them names compiles none of them
+# (tests/test_weights_roles.py holds every match in the fixtures to a needle).
+_NAMED_ROLES: tuple[tuple[tuple[str, ...], str, str], ...] = (
+    ((".attn.wq_a.", ".attn.wkv."), r"\.attn\.(wq_a|wkv)\.(weight|scale)$", "replicated"),
+    ((".attn.wq_b.", ".attn.wo_a.", ".attn.wo_b."), r"\.attn\.(wq_b|wo_a|wo_b)\.(weight|scale)$", "sharded"),
     (
-        re.compile(r"hyper_connection\.|hyper_connection_mixer\.|\.ple\.(key_proj|value_proj|conv1d|norm_\w+)\."),
+        (".attn.compressor.", ".attn.indexer."),
+        r"\.attn\.(indexer\.)?compressor\.|\.attn\.indexer\.(wq_b|weights_proj)\.",
         "replicated",
     ),
-    (re.compile(r"\.ple\.ple_embedding\.layer_multipliers$|\.index_qk_proj\."), "replicated"),
-    (re.compile(r"\.self_attn\.index_k_proj\."), "replicated"),
+    (
+        ("hc_attn_", "hc_ffn_", "hc_head_", ".attn.attn_sink", ".ffn.gate."),
+        r"(^|\.)hc_(attn|ffn|head)_|\.attn\.attn_sink$|\.ffn\.gate\.(weight|bias|tid2eid)$",
+        "replicated",
+    ),
+    ((".engram.",), r"\.engram\.(wkv|k_weight|q_weight|norm)", "replicated"),
+    ((".self_attn.indexer.",), r"\.self_attn\.indexer\.(wq_b|wk|weights_proj|k_norm)\.", "replicated"),
+    ((".indexer.",), r"\.indexer\.(index_kpool_compress_\w+|k_norm)", "replicated"),
+    (
+        ("hyper_connection", ".ple."),
+        r"hyper_connection\.|hyper_connection_mixer\.|\.ple\.(key_proj|value_proj|conv1d|norm_\w+)\.",
+        "replicated",
+    ),
+    (
+        (".ple.ple_embedding.layer_multipliers", ".index_qk_proj."),
+        r"\.ple\.ple_embedding\.layer_multipliers$|\.index_qk_proj\.",
+        "replicated",
+    ),
+    ((".self_attn.index_k_proj.",), r"\.self_attn\.index_k_proj\.", "replicated"),
     # DeepSeek-V4.1's image span embeddings are plain parameters of the wrapper and its patch embedding
     # a ReplicatedLinear (deepseek_v41/nvidia/vl_model.py 0.33.0:159-167, deepseek_v4/common/vision.py
     # 0.33.0:81-95); MiniMax-M3's Conv3d patch embedding has no TP class (minimax_m3/common/
     # vision_tower.py 0.33.0:56-62) and its projector and patch merger are column (linear_1) then row
     # (linear_2) parallel (vision_tower.py 0.33.0:543-558, 584-599).
     (
-        re.compile(
-            r"^image_(start|end|newline)$|^vision\.patch_embed\.proj\.|\.vision_model\.embeddings\.patch_embedding\.weight$"
-        ),
+        ("image_", "vision.patch_embed.proj.", ".vision_model.embeddings.patch_embedding.weight"),
+        r"^image_(start|end|newline)$|^vision\.patch_embed\.proj\.|\.vision_model\.embeddings\.patch_embedding\.weight$",
         "replicated",
     ),
     (
-        re.compile(
-            r"^(multi_modal_projector|patch_merge_mlp)\.linear_1\.|^(multi_modal_projector|patch_merge_mlp)\.linear_2\.weight$"
-        ),
+        ("multi_modal_projector.", "patch_merge_mlp."),
+        r"^(multi_modal_projector|patch_merge_mlp)\.linear_1\.|^(multi_modal_projector|patch_merge_mlp)\.linear_2\.weight$",
         "sharded",
     ),
-    (re.compile(r"^(multi_modal_projector|patch_merge_mlp)\.linear_2\.bias$"), "replicated"),
+    (
+        ("multi_modal_projector.", "patch_merge_mlp."),
+        r"^(multi_modal_projector|patch_merge_mlp)\.linear_2\.bias$",
+        "replicated",
+    ),
     # MiniMax-M3's tower attention: a QKVParallelLinear with as many KV heads as heads (vision_tower.py
     # 0.33.0:101-109), so k and v split like q, not by the language model's KV heads.
-    (re.compile(r"^vision_tower\.vision_model\.encoder\.layers\.\d+\.self_attn\.[kv]_proj\."), "sharded"),
+    (
+        ("vision_tower.vision_model.encoder.layers.",),
+        r"^vision_tower\.vision_model\.encoder\.layers\.\d+\.self_attn\.[kv]_proj\.",
+        "sharded",
+    ),
     # Qwen-VL-style towers (Qwen3-VL family, GLM-5.3-Flash): the attention's qkv is a QKVParallelLinear
     # with as many KV heads as heads and its out projection a RowParallelLinear (model_executor/models/
     # qwen2_5_vl.py 0.33.0:374-395; models/glm5next/common/multimodal.py 0.33.0:150-166); GLM's merger
     # proj a ColumnParallelLinear with gather_output (multimodal.py 0.33.0:302-310): all keep 1 / tp.
     (
-        re.compile(r"visual\.blocks\.\d+\.attn\.(qkv\.(weight|bias)|proj\.weight)$|visual\.merger\.proj\.weight$"),
+        ("visual.blocks.", "visual.merger.proj.weight"),
+        r"visual\.blocks\.\d+\.attn\.(qkv\.(weight|bias)|proj\.weight)$|visual\.merger\.proj\.weight$",
         "sharded",
     ),
     # Their patch embeddings (Conv3dLayer: qwen3_vl.py 0.33.0:392, glm5next/common/multimodal.py 0.33.0:67),
     # learned position table (nn.Embedding: qwen3_vl.py 0.33.0:617) and GLM's downsample (Conv2dLayer:
     # multimodal.py 0.33.0:427) have no TP class: whole on every rank.
-    (re.compile(r"visual\.(patch_embed\.proj|pos_embed|downsample)\.weight$"), "replicated"),
-    (re.compile(r"\.self_attn\.index_q_proj\."), "kv"),
+    (("visual.",), r"visual\.(patch_embed\.proj|pos_embed|downsample)\.weight$", "replicated"),
+    ((".self_attn.index_q_proj.",), r"\.self_attn\.index_q_proj\.", "kv"),
     # GLM-5.3-Flash KDA (glm5next/common/kda.py): f_a / g_a are the replicated shards of the fused
     # input projection; b, f_b, g_b and the short convolutions split by head.
-    (re.compile(r"\.self_attn\.(f_a_proj|g_a_proj)\."), "replicated"),
-    (re.compile(r"\.self_attn\.(b_proj|f_b_proj|g_b_proj|[qkv]_conv1d)\."), "sharded"),
-    (re.compile(r"\.ple_embedding\.ngram_heads_(offsets|vocab_sizes)$"), "replicated"),
+    ((".self_attn.f_a_proj.", ".self_attn.g_a_proj."), r"\.self_attn\.(f_a_proj|g_a_proj)\.", "replicated"),
+    (
+        (".self_attn.b_proj.", ".self_attn.f_b_proj.", ".self_attn.g_b_proj.", "_conv1d."),
+        r"\.self_attn\.(b_proj|f_b_proj|g_b_proj|[qkv]_conv1d)\.",
+        "sharded",
+    ),
+    ((".ple_embedding.ngram_heads_",), r"\.ple_embedding\.ngram_heads_(offsets|vocab_sizes)$", "replicated"),
 )
 
 # Layer names by tensor-parallel behaviour (model_executor/layers/linear.py classes they map to).
@@ -431,19 +458,21 @@ def _key(tensor: TensorInfo, config: ModelConfig, tied: bool, method: str | None
     else:
         dtype_class = "float" if tensor.dtype in _FLOAT_DTYPES else "keep"
     relayout = method in ("mxfp4", "gpt_oss_mxfp4") and ".experts." in name and leaf in _MXFP4_LEAVES
-    relayout = relayout or (is_dsv4_fp4(config) and bool(_DSV4_EXPERT.search(name)))
+    relayout = relayout or (is_dsv4_fp4(config) and bool(re.search(_DSV4_EXPERT, name)))
     int4 = method in _INT4_METHODS and name.endswith(_INT4_LEAVES)
     return (group, skip, role, dtype_class, tensor.shape[0] if vocab else 0, relayout, int4)
 
 
 def is_host_table(name: str) -> bool:
-    return bool(_HOST_TABLES.search(name))
+    return (".engram.embed." in name or ".ple_embedding.ngram_embedding." in name) and bool(
+        re.search(_HOST_TABLES, name)
+    )
 
 
 def _skip_kind(name: str, config: ModelConfig, tied: bool) -> str | None:
     if name.endswith(_ROTARY_CACHES):
         return "rotary"
-    if _HOST_TABLES.search(name):
+    if is_host_table(name):
         return "host"
     if tied and (name.endswith("lm_head.weight") or name == "output.weight"):
         return "lm_head"
@@ -645,8 +674,9 @@ def _group(name: str) -> str:
 
 def _role(tensor: TensorInfo, module: str, leaf: str, config: ModelConfig) -> str:
     """How tensor parallelism splits this tensor (model_executor/layers/linear.py classes)."""
-    for pattern, role in _NAMED_ROLES:
-        if pattern.search(tensor.name):
+    name = tensor.name
+    for needles, pattern, role in _NAMED_ROLES:
+        if any(needle in name for needle in needles) and re.search(pattern, name):
             return role
     if "norm" in module or "norm" in leaf or module in _REPLICATED or leaf in _REPLICATED:
         return "replicated"
@@ -835,7 +865,7 @@ def _mxfp4_experts(checkpoint: Checkpoint, config: ModelConfig, settings: Weight
 
 
 # DeepSeek-V4 / V4.1 routed experts: layers.N.ffn.experts.E.w{1,2,3}.{weight,scale} (MTP layers are mtp.N).
-_DSV4_EXPERT = re.compile(r"^(model\.)?layers\.\d+\.ffn\.experts\.\d+\.w[123]\.(weight|scale)$")
+_DSV4_EXPERT = r"^(model\.)?layers\.\d+\.ffn\.experts\.\d+\.w[123]\.(weight|scale)$"  # compiled on first use
 _DSV4_MODEL_TYPES = ("deepseek_v4", "deepseek_v41", "deepseek_v41_text")
 
 
@@ -876,7 +906,7 @@ def _dsv4_fp4_experts(
     w13 [2 I, H/2] and w2 [H, I/2] uint8 (two fp4 values a byte) with one e8m0 scale per 32 values,
     at the backend's padded per-rank I and H. Marlin's repack and TRTLLM's shuffle keep those byte
     counts (prepare_moe_mxfp4_layer_for_marlin keeps e8m0 scales: marlin_utils_fp4.py 0.30.0:578-675)."""
-    names = [t for t in checkpoint.tensors if _DSV4_EXPERT.search(t.name)]
+    names = [t for t in checkpoint.tensors if re.search(_DSV4_EXPERT, t.name)]
     layers = {int(m.group(1)) for t in names for m in [_LAYER_INDEX.search(t.name)] if m}
     experts, hidden = config.num_experts, config.hidden_size
     backend, align_i, align_h = dsv4_mxfp4_backend(settings.capability, settings.release)

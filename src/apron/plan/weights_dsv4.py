@@ -35,7 +35,8 @@ DSV4_MODEL_TYPES = ("deepseek_v4", "deepseek_v41", "deepseek_v41_text")
 # state_dtype float32, 0.29-0.33), the router's e_score_correction_bias and bias_vl (nvidia/model.py
 # 0.30.0:866-878; V4.1's MoE subclasses it: deepseek_v41/nvidia/model.py 0.30.0:60-61) and V4.1's
 # hyper-connections (deepseek_v41/nvidia/model.py 0.30.0:271-310, 0.33.0:442).
-_FP32_PARAMS = re.compile(
+# Pattern strings, compiled on their first use (re's cache): a plan of another model compiles none.
+_FP32_PARAMS = (
     r"(^|\.)hc_(attn|ffn|head)_(fn|base|scale)$|\.attn\.attn_sink$|\.compressor\.ape$|\.ffn\.gate\.(bias|bias_vl)$"
 )
 
@@ -46,7 +47,7 @@ def is_dsv4(config: ModelConfig) -> bool:
 
 def keeps_fp32(name: str, config: ModelConfig) -> bool:
     """A DeepSeek-V4/V4.1 checkpoint tensor whose vLLM parameter is float32 (not the model dtype)."""
-    return is_dsv4(config) and bool(_FP32_PARAMS.search(name))
+    return is_dsv4(config) and bool(re.search(_FP32_PARAMS, name))
 
 
 def _layer_kinds(config: ModelConfig) -> set[str]:

@@ -30,8 +30,9 @@ from apron.plan.model_config import ModelConfig
 
 _MODEL_TYPES = ("glm5_next", "glm5_next_text")
 # The FP8 projections the model keeps in the model dtype (_FP8_ATTN_PROJS and the indexer's wk).
-_DEQUANTIZED = re.compile(r"\.self_attn\.(q_a_proj|kv_a_proj_with_mqa|q_b_proj|o_proj|indexer\.wk)\.weight")
-_FLOAT32 = re.compile(
+# Pattern strings, compiled on their first use (re's cache): a plan of another model compiles none.
+_DEQUANTIZED = r"\.self_attn\.(q_a_proj|kv_a_proj_with_mqa|q_b_proj|o_proj|indexer\.wk)\.weight"
+_FLOAT32 = (
     r"(^|\.)hc_(attn|ffn)_(fn|base|scale)$|\.gate\.e_score_correction_bias$"
     r"|\.self_attn\.[qkv]_conv1d\.weight$|\.self_attn\.dt_bias$|\.indexer\.index_kpool_compress_ape$"
 )
@@ -48,18 +49,18 @@ def dtype_class(name: str, dtype: str, config: ModelConfig) -> str | None:
     scale of one, never kept) or "fp32_param" (a float32 parameter). None: the generic rule holds."""
     if not is_glm5_next(config):
         return None
-    match = _DEQUANTIZED.search(name)
+    match = re.search(_DEQUANTIZED, name)
     if match and name.endswith(".weight") and dtype in _FP8_DTYPES:
         return "dequantized"
     if match and name.endswith(".weight_scale_inv"):
         return "dropped_scale"
-    if _FLOAT32.search(name):
+    if re.search(_FLOAT32, name):
         return "fp32_param"
     return None
 
 
 def is_dropped_scale(name: str, config: ModelConfig) -> bool:
-    return is_glm5_next(config) and bool(_DEQUANTIZED.search(name)) and name.endswith(".weight_scale_inv")
+    return is_glm5_next(config) and bool(re.search(_DEQUANTIZED, name)) and name.endswith(".weight_scale_inv")
 
 
 def note(added_bytes: dict[str, int]) -> str:
