@@ -185,6 +185,33 @@ class CachingAllocator:
         self.next_addr = 0
         self.reserved = self.allocated = self.requested = self.peak = 0
         self.num_mallocs = 0
+        self.is_fork = False
+
+    def fork(self) -> CachingAllocator:
+        """A copy to go on allocating from, cheaply: its free blocks are copied (a later request may
+        take or split one) and its live ones are not (an allocation-only continuation never frees or
+        merges them), so a fork takes malloc and empty_cache, and refuses free and views."""
+        other = CachingAllocator(self.max_split)
+        other.next_addr, other.num_mallocs, other.is_fork = self.next_addr, self.num_mallocs, True
+        other.reserved, other.allocated, other.requested, other.peak = (
+            self.reserved,
+            self.allocated,
+            self.requested,
+            self.peak,
+        )
+        neighbour = _Block(-1, -1, 0, -1, False)  # stands in for the live blocks it did not copy
+        neighbour.tag = "(live, not copied)"
+        other.segment_sizes = dict(self.segment_sizes)
+        other.segments = dict.fromkeys(self.segments, neighbour)  # only the ids: empty_cache deletes them
+        for source, target in ((self.small, other.small), (self.large, other.large)):
+            for key in source.keys:
+                block = source.blocks[key]
+                copy = _Block(block.segment, block.addr, block.size, block.stream, block.is_small)
+                # whether it shares its segment (empty_cache frees only whole free segments)
+                copy.prev = neighbour if block.prev is not None else None
+                copy.next = neighbour if block.next is not None else None
+                target.insert(copy)
+        return other
 
     def stats(self) -> Stats:
         return Stats(self.reserved, self.allocated, self.peak, self.requested)
@@ -210,6 +237,8 @@ class CachingAllocator:
         self.peak = max(self.peak, self.allocated)
 
     def free(self, tag: str) -> None:
+        if self.is_fork:
+            raise ValueError("allocator replay: a fork only allocates")
         block = self.live.pop(tag, None)
         if block is None:
             raise ValueError(f"allocator replay: tag {tag!r} is not live")
@@ -235,6 +264,8 @@ class CachingAllocator:
                     del self.segment_sizes[block.segment]
 
     def views(self) -> tuple[SegmentView, ...]:
+        if self.is_fork:
+            raise ValueError("allocator replay: a fork keeps no live blocks to view")
         out = []
         for seg, first in sorted(self.segments.items()):
             tags, free, block = [], 0, first

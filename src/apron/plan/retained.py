@@ -34,7 +34,17 @@ from collections.abc import Sequence
 
 from apron.engine.facts import EngineFacts
 from apron.frozen import frozen
-from apron.plan.allocator import LARGE_SEGMENT_SIZE, MIB, Event, Replay, load_block_bytes, replay
+from apron.plan.allocator import (
+    K_SMALL_SIZE,
+    LARGE_SEGMENT_SIZE,
+    MIB,
+    CachingAllocator,
+    Event,
+    Replay,
+    load_block_bytes,
+    replay,
+    round_size,
+)
 from apron.plan.model_config import ModelConfig
 from apron.plan.settings import EngineSettings
 from apron.plan.weights import DTYPE_BYTES, pad_to
@@ -152,9 +162,42 @@ def load_window_slack(
     tails of the 20 MiB segments that parameters and buffers of 1-10 MiB share, the small pool's tails,
     and the 2 MiB rounding of buffers of 20 MiB or more. Cached: plans that differ only in settings the
     window does not see (max_model_len, the GPU beyond its batch defaults) replay it once."""
-    result = replay(load_window_events(runner_bytes, param_bytes, buffer_bytes))
+    reserved = sum(
+        _pool_reserved_bytes(is_small, runner_bytes, param_bytes, buffer_bytes) for is_small in (True, False)
+    )
     counted = sum(load_block_bytes(n) for n in param_bytes) + sum(runner_bytes) + sum(buffer_bytes)
-    return max(result.final.reserved_bytes - counted, 0)
+    return max(reserved - counted, 0)
+
+
+def _pool_reserved_bytes(
+    is_small: bool, runner_bytes: tuple[int, ...], param_bytes: tuple[int, ...], buffer_bytes: tuple[int, ...]
+) -> int:
+    """One pool's reserved bytes at the end of load_window_events. CUDACachingAllocator keeps its small
+    (<= 1 MiB) and large pools apart (a request takes a block of its own pool only; empty_cache frees
+    each pool's whole free segments), so each replays alone; the pool's state after the parameters is
+    kept per parameter list (fit's settings change only the buffers), and the buffers, which only
+    allocate, go on from a fork of it. tests/test_allocator_fork.py holds this to the whole replay."""
+
+    def mine(sizes: tuple[int, ...]) -> tuple[int, ...]:
+        return tuple(n for n in sizes if (round_size(n) <= K_SMALL_SIZE) == is_small)
+
+    alloc = _after_load(mine(runner_bytes), mine(param_bytes)).fork()
+    for i, n in enumerate(mine(buffer_bytes)):
+        alloc.malloc(n, f"buffer {i}")
+    return alloc.reserved
+
+
+@functools.lru_cache(maxsize=32)
+def _after_load(runner_bytes: tuple[int, ...], param_bytes: tuple[int, ...]) -> CachingAllocator:
+    """load_window_events up to the mark, for one pool's requests (never changed: callers fork it)."""
+    alloc = CachingAllocator()
+    for i, n in enumerate(runner_bytes):
+        alloc.malloc(n, f"runner {i}")
+    alloc.max_split = LOAD_MAX_SPLIT_BYTES
+    for i, n in enumerate(param_bytes):
+        alloc.malloc(n, f"param {i}")
+    alloc.empty_cache()
+    return alloc
 
 
 def sampler_buffer_bytes(max_num_seqs: int, vocab_size: int) -> list[int]:
