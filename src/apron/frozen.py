@@ -162,7 +162,7 @@ def _collect(cls: type) -> tuple[Field, ...] | None:
         text = annotation if isinstance(annotation, str) else repr(annotation)
         if "InitVar" in text or "KW_ONLY" in text:
             return None
-        if _is_classvar(text):
+        if "ClassVar" in text and _is_classvar(text):
             continue
         f = _own_field(cls, name, own.get(name, MISSING))
         if f is None:
@@ -180,7 +180,7 @@ def _is_classvar(text: str) -> bool:
 def _own_field(cls: type, name: str, value: Any) -> Field | None:
     """The field NAME of CLS's body (its class attribute set as the standard library leaves it); None
     for a keyword-only one."""
-    standard = sys.modules.get("dataclasses")
+    standard = sys.modules.get("dataclasses") if value is not MISSING else None
     if standard is not None and isinstance(value, standard.Field):
         if value.kw_only is True:
             return None

@@ -7,6 +7,7 @@ available_kv = ceil(total x util) - weights - non-torch - activation peak - CUDA
 from __future__ import annotations
 
 import math
+from functools import cached_property
 
 from apron.checkpoint import Checkpoint
 from apron.engine.facts import EngineFacts
@@ -383,7 +384,12 @@ class _Budget:
 
     def term_ranges(self) -> dict[str, tuple[int, int]] | None:
         """Each subtracted term's (low, high): its components' ranges, and for a predicted term
-        half a log step on each side (ranges.RESOLUTION_BYTES); None while the peak is unknown."""
+        half a log step on each side (ranges.RESOLUTION_BYTES); None while the peak is unknown.
+        Worked out once per budget (a plan reads it for both ends of the KV range and its basis)."""
+        return self._term_ranges
+
+    @cached_property
+    def _term_ranges(self) -> dict[str, tuple[int, int]] | None:
         if self.peak_range is None:
             return None
         raw = {

@@ -577,9 +577,10 @@ def _load_order_key(settings: WeightSettings, quant: _Quant) -> tuple[object, ..
     """What _load_order's sizes depend on: the settings but the GPU's capability and the release, and
     of those only what _entry_bytes and the re-layout checks read (Machete's zero points, Marlin's
     int4 and FP8 layouts), so fit's GPUs of several capabilities share one entry. A new per-capability
-    layout in _entry_bytes must add its own flag here."""
+    layout in _entry_bytes must add its own flag here. Machete's zero points (awq_zeros) and Marlin's
+    int4 parts exist only under the int4 methods, so other checkpoints share one entry across them."""
     plain = replace(settings, capability=(0, 0), release="")
-    return plain, uses_machete(settings), quant.uses_marlin, quant.uses_marlin_fp8
+    return plain, quant.is_int4 and uses_machete(settings), quant.is_int4 and quant.uses_marlin, quant.uses_marlin_fp8
 
 
 def _params_in_build_order(checkpoint: Checkpoint, config: ModelConfig) -> list[list[_Entry]]:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from functools import cached_property
 
 from apron.engine.facts import EngineFacts
 from apron.frozen import frozen
@@ -124,8 +125,9 @@ class KVLayout:
     # one ("glm5_next": v1/core/kv_cache_utils.py _get_kv_cache_groups_glm5_next, 0.30 and 0.31).
     grouping: str = "generic"
 
-    @property
+    @cached_property
     def has_state(self) -> bool:
+        # cached: a layout is kept per checkpoint and settings (plan/memory.py _layout), fit asks again
         return any(spec.kind == "mamba" for _, spec in self.specs)
 
 
