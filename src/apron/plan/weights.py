@@ -297,6 +297,20 @@ class _Tally:
 
 
 def estimate_weights(checkpoint: Checkpoint, config: ModelConfig, settings: WeightSettings) -> WeightsEstimate:
+    """The weights term, kept per checkpoint for the same config and settings (a frozen value): fit
+    plans one model on many GPUs and settings, and those of one capability, release and TP share it.
+    The config object is kept beside it, so a different one never takes another's entry."""
+    cache: dict[tuple[int, WeightSettings], tuple[ModelConfig, WeightsEstimate]]
+    cache = checkpoint.extra.setdefault("_weights_estimates", {})
+    hit = cache.get((id(config), settings))
+    if hit is not None and hit[0] is config:
+        return hit[1]
+    estimate = _estimate_weights(checkpoint, config, settings)
+    cache[(id(config), settings)] = (config, estimate)
+    return estimate
+
+
+def _estimate_weights(checkpoint: Checkpoint, config: ModelConfig, settings: WeightSettings) -> WeightsEstimate:
     tally = _Tally()
     quant = _Quant.from_config(config, settings)
     for entry in classified(checkpoint, config):
