@@ -42,7 +42,11 @@ def construct(case: dict):
     cls = getattr(importlib.import_module(module_name), class_name)
     vllm_build._patch_module_functions(case["tp"])
     parallel_state.get_tp_group().world_size = case["tp"]
-    with set_current_vllm_config(vc), torch.device("meta"):
+    from vllm.utils.torch_utils import set_default_torch_dtype
+
+    # model_loader/base_loader.py load_model (0.30.0:66, 0.32.0:73): the model is built under the
+    # model dtype, which is what get_rope's caches take (dtype None: torch.get_default_dtype()).
+    with set_current_vllm_config(vc), set_default_torch_dtype(vc.model_config.dtype), torch.device("meta"):
         return cls(vllm_config=vc, prefix="")
 
 

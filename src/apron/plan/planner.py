@@ -241,6 +241,7 @@ def _plan(
             vocab_padding_size=facts.defaults.get("vocab_padding_size", 64),
             has_caching_allocator=not gpu.is_cpu,
             release=facts.version,
+            tower_family=tower_family(checkpoint.architecture),
         ),
     )
     problems += list(settings.problems) + list(weights.problems)

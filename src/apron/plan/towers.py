@@ -7,6 +7,7 @@ from __future__ import annotations
 
 TYPE_CHECKING = False  # typing is not imported at run time (mypy reads the name)
 if TYPE_CHECKING:
+    from apron.plan.model_config import ModelConfig
     from apron.plan.settings import EngineSettings
 
 # architecture -> (tower family, supports --mm-encoder-tp-mode data); plan/encoder.py FAMILIES adds
@@ -47,3 +48,27 @@ def is_tower_whole_on_every_rank(architecture: str, settings: EngineSettings) ->
     (config/model.py 0.33.0:836-843)."""
     tower = TOWERS.get(architecture)
     return bool(tower and tower[1]) and settings.user.mm_encoder_tp_mode == "data"
+
+
+def rotary_cache_shape(family: str | None, config: ModelConfig, release: str) -> tuple[int, int] | None:
+    """The tower's own rotary cos/sin cache, [rows, rotary_dim] in the model dtype: a get_rope
+    buffer (rotary_embedding/base.py registers cos_sin_cache at construction, under load_model's
+    default dtype: model_loader/base_loader.py 0.30.0:66), not in the checkpoint and not split under
+    TP. The Qwen3-VL tower (Qwen3-VL/3.5/3.8) builds it over 8,192 positions (qwen3_vl.py 0.29.0:620,
+    0.31.0:622, 0.32.0/0.33.0:630), GLM-5.3-Flash's over 8,192 in 0.30 and 0.31 (glm5next
+    nvidia/multimodal.py 0.30.0:390-395, common/multimodal.py 0.31.0:390-395) and over the text's
+    max_position_embeddings from 0.32 (common/multimodal.py 0.32.0/0.33.0:397-402); both rotate half
+    of each head (partial_rotary_factor 0.5). The other towers Apron models build no get_rope."""
+    if family not in ("qwen3_vl", "glm5next"):
+        return None
+    from apron.engine.facts import version_key
+
+    vision = config.vision
+    heads = int(vision.get("num_heads") or 0)
+    if heads <= 0:
+        return None
+    rows = 8192
+    if family == "glm5next" and version_key(release) >= version_key("0.32.0"):
+        rows = int(config.text.get("max_position_embeddings") or 0)
+    width = int(int(vision.get("hidden_size") or 0) // heads * 0.5)
+    return (rows, width) if rows and width else None

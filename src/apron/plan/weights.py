@@ -20,6 +20,7 @@ from apron.plan import weights_glm5next
 from apron.plan.allocator import Event, load_block_bytes
 from apron.plan.model_config import ModelConfig
 from apron.plan.quantity import Problem
+from apron.plan.towers import rotary_cache_shape
 from apron.plan.weights_dsv4 import humming_stacked_bytes, is_dsv4, keeps_fp32, unread_note
 from apron.plan.weights_dsv4 import rotary_cache_bytes as dsv4_rotary_cache_bytes
 from apron.plan.weights_repack import (
@@ -275,6 +276,7 @@ class WeightSettings:
     # The CUDA caching allocator's segment rounding (plan/allocator.py); the CPU platform has none.
     has_caching_allocator: bool = True
     release: str = "0.33.0"  # the vLLM release (the MoE backend a layout is re-laid for depends on it)
+    tower_family: str | None = None  # plan/towers.py: the tower's family (its rotary cache)
 
 
 class _Tally:
@@ -341,6 +343,11 @@ def _estimate_weights(checkpoint: Checkpoint, config: ModelConfig, settings: Wei
     if rope_bytes:
         tally.add("rotary cos/sin cache", 0, rope_bytes)
         notes.append(rope_note)
+    if not settings.language_model_only and (
+        tower_rope := rotary_cache_shape(settings.tower_family, config, settings.release)
+    ):
+        tally.add("vision/audio tower", 0, math.prod(tower_rope) * DTYPE_BYTES[settings.runtime_dtype])
+        notes.append(f"plus the vision tower's rotary cos/sin cache {list(tower_rope)}, whole on every GPU")
     if is_tied(checkpoint, config):
         notes.append("tied embeddings stored once")
     if unread := unread_note(config):

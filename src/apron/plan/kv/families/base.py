@@ -102,6 +102,25 @@ def sparse_indexer_buffers(ctx: FamilyContext, topk: int, min_ratio: int = 1) ->
     )
 
 
+def sparse_mla_index_groups(ctx: FamilyContext, rows: int, width: int, num_groups: int) -> tuple[ProfilingBuffer, ...]:
+    """The sparse MLA index groups a SparseMLAIndexGroupBuilder makes at construction, inside
+    load_model (v1/attention/backends/mla/index_group.py register_layer, 0.30.0:450-495,
+    0.31.0:350-390, 0.32.0:356-396, 0.33.0:363-403): each group's physical top-k indices
+    [rows + 1, width] int32 and valid counts [rows + 1] int32, and in 0.30 request ids arange(rows)
+    int32. 0.29 has no index groups."""
+    if not ctx.facts.at_least("0.30.0") or num_groups <= 0:
+        return ()
+    buffers: tuple[ProfilingBuffer, ...] = (
+        ProfilingBuffer(
+            "sparse MLA index group: physical top-k indices", (rows + 1, width), 4, "persistent", num_groups
+        ),
+        ProfilingBuffer("sparse MLA index group: valid top-k counts", (rows + 1,), 4, "persistent", num_groups),
+    )
+    if not ctx.facts.at_least("0.31.0"):
+        buffers += (ProfilingBuffer("sparse MLA index group: request ids", (rows,), 4, "persistent", num_groups),)
+    return buffers
+
+
 @frozen
 class KVLayout:
     specs: tuple[tuple[str, KVSpec], ...]

@@ -11,7 +11,15 @@ from __future__ import annotations
 
 from apron.errors import BadInput
 from apron.plan.kv.backends import BackendChoice, backend_from_facts
-from apron.plan.kv.families.base import FamilyContext, KVLayout, Refusal, layer_name, sparse_indexer_buffers
+from apron.plan.kv.families.base import (
+    FamilyContext,
+    KVLayout,
+    ProfilingBuffer,
+    Refusal,
+    layer_name,
+    sparse_indexer_buffers,
+    sparse_mla_index_groups,
+)
 from apron.plan.kv.specs import KVSpec, MLAAttentionSpec
 from apron.plan.model_config import ModelConfig
 
@@ -41,7 +49,8 @@ IRRELEVANT = frozenset(
 SOURCES = {
     "0.29.0": "as 0.30: the same indexer placement and caches (run by test_kv_conformance.py on 0.29's CPU build)",
     "0.30.0-0.33.0": "models/deepseek_v32/attention.py (indexer placement), model_executor/models/deepseek_v2.py "
-    "DeepseekV32IndexerCache, layers/attention/mla_attention.py MLAAttention.get_kv_cache_spec",
+    "DeepseekV32IndexerCache, layers/attention/mla_attention.py MLAAttention.get_kv_cache_spec, "
+    "v1/attention/backends/mla/index_group.py (the index groups made at construction)",
 }
 MIN_RELEASE = "0.29.0"  # registry.py 0.29.0:122
 BLOCK = 64  # mla/indexer.py: the CUDA indexer takes [64]; the sparse MLA backends take MultipleOf(64)
@@ -95,7 +104,8 @@ def layer_specs(ctx: FamilyContext) -> KVLayout:
         latent = MLAAttentionSpec(BLOCK, 1, head, ctx.model_bytes, role="latent records")
     keys = MLAAttentionSpec(BLOCK, 1, dim + 4, 1, role="indexer keys (fp8 + fp32 scale)")
     specs: list[tuple[str, KVSpec]] = []
-    for i, has_indexer in enumerate(indexer_layers(ctx)):
+    indexers = indexer_layers(ctx)
+    for i, has_indexer in enumerate(indexers):
         if has_indexer:
             specs.append((layer_name(i, "self_attn.indexer.k_cache"), keys))
         specs.append((layer_name(i, "self_attn.attn"), latent))
@@ -117,5 +127,34 @@ def layer_specs(ctx: FamilyContext) -> KVLayout:
         notes=tuple(ctx.notes),
         unknowns=tuple(ctx.unknowns),
         family=NAME,
-        buffers=sparse_indexer_buffers(ctx, int(ctx.t["index_topk"])),
+        buffers=sparse_indexer_buffers(ctx, int(ctx.t["index_topk"]))
+        + index_group_buffers(ctx, indexers)
+        + impl_buffers(ctx, name),
     )
+
+
+def index_group_buffers(ctx: FamilyContext, indexers: list[bool]) -> tuple[ProfilingBuffer, ...]:
+    """The model's one SparseMLAIndexGroupBuilder (models/deepseek_v32/nvidia/model.py
+    0.30.0-0.33.0:192-201, the CUDA class of both architectures: models/deepseek_v32/__init__.py) over
+    its [T, index_topk] top-k buffer, with get_sparse_mla_index_group_max_rows rows: min(T,
+    max_num_seqs x the widest decode query) (index_group.py 0.30.0:498-512, 0.31.0:393-398, 0.32.0:399-404,
+    0.33.0:406-411). That query is 1 without speculative decoding, which Apron does not plan
+    (v1/attention/backend.py max_decode_query_len, 0.31.0:579-596). The builder makes a group at
+    every layer with its own indexer, and at the first layer if that has none (register_layer's
+    `is_index_producing_layer or self.current_group is None`; the sparse impl passes `indexer is not
+    None`: layers/attention/sparse_mla_attention.py 0.30.0:688-698, 0.33.0:684-694; placement:
+    models/deepseek_v32/attention.py 0.30.0-0.33.0:166-191). The MTP layer's own builder
+    (nvidia/mtp.py 0.30.0:81-89) is built only with a draft, which Apron does not plan."""
+    rows = min(ctx.settings.max_num_batched_tokens, ctx.settings.max_num_seqs)
+    num_groups = sum(indexers) + (0 if not indexers or indexers[0] else 1)
+    return sparse_mla_index_groups(ctx, rows, int(ctx.t["index_topk"]), num_groups)
+
+
+def impl_buffers(ctx: FamilyContext, backend: str) -> tuple[ProfilingBuffer, ...]:
+    """FLASH_ATTN_MLA_SPARSE's impl keeps cu_seqlens arange(T + 1) int32 from 0.31, one per MLA
+    layer, made in its __init__ inside load_model (v1/attention/backends/mla/flashattn_mla_sparse.py
+    0.31.0:181-185, 0.32.0:201-205, 0.33.0:208-212; 0.30 has none)."""
+    if backend != "FLASH_ATTN_MLA_SPARSE" or not ctx.facts.at_least("0.31.0"):
+        return ()
+    rows = ctx.settings.max_num_batched_tokens + 1
+    return (ProfilingBuffer("FlashAttention sparse MLA cu_seqlens", (rows,), 4, "persistent", ctx.config.num_layers),)

@@ -31,6 +31,7 @@ from apron.plan.kv.families.base import (
     Refusal,
     layer_name,
     sparse_indexer_buffers,
+    sparse_mla_index_groups,
 )
 from apron.plan.kv.specs import CircularBufferSpec, KVSpec, MambaSpec, MLAAttentionSpec, cdiv
 from apron.plan.model_config import ModelConfig
@@ -293,15 +294,8 @@ def index_group_buffers(ctx: FamilyContext, width: int) -> tuple[ProfilingBuffer
     [T + 1] int32, and in 0.30 request ids arange(T) int32. One group per MLA layer: DeepSeek-V3.2-style
     models instead share one builder of min(T, max_num_seqs x query length) rows, a group per indexer
     layer (deepseek_v2.py 0.30.0:1446-1453, deepseek_v32/nvidia/model.py 0.30.0:198-201)."""
-    tokens = ctx.settings.max_num_batched_tokens
     layers = sum(1 for kind in ctx.t["layer_types"][: ctx.config.num_layers] if kind != "linear_attention")
-    buffers: tuple[ProfilingBuffer, ...] = (
-        ProfilingBuffer("sparse MLA index group: physical top-k indices", (tokens + 1, width), 4, "persistent", layers),
-        ProfilingBuffer("sparse MLA index group: valid top-k counts", (tokens + 1,), 4, "persistent", layers),
-    )
-    if not ctx.facts.at_least("0.31.0"):
-        buffers += (ProfilingBuffer("sparse MLA index group: request ids", (tokens,), 4, "persistent", layers),)
-    return buffers
+    return sparse_mla_index_groups(ctx, ctx.settings.max_num_batched_tokens, width, layers)
 
 
 def _with_stride(spec: MLAAttentionSpec, rows: int) -> MLAAttentionSpec:
