@@ -132,7 +132,7 @@ def test_graph_size_parsers_tokenizer(two_versions):
 
 
 def test_diff(two_versions):
-    diff = diff_facts(load_facts("0.99.0").data, load_facts("0.99.1").data)
+    diff = diff_facts(load_facts("0.99.0").full_data, load_facts("0.99.1").full_data)
     assert diff["architectures"]["added"] == ["ToyVL2ForConditionalGeneration"]
     assert diff["architectures"]["removed"] == ["ToyNoPPForCausalLM"]
     assert diff["parsers"]["tool"]["added"] == ["toy_tools"]
@@ -193,3 +193,26 @@ def test_sync_from_index_uses_pip_download(apron_home, tmp_path, monkeypatch):
     result = sync("vllm==0.99.2")
     assert result.version == "0.99.2" and result.path.parent == apron_home / "cache" / "engine-facts"
     assert load_facts("0.99.2").data["source"]["kind"] == "wheel"
+
+
+def test_a_core_companion_written_before_architecture_lines_still_reads(tmp_path):
+    """Facts synced by an earlier Apron have a one-line core companion whose registry still holds the
+    architectures: it reads as it did, and the current format reads to the same facts."""
+    import gzip as gzip_module
+
+    from apron.engine.facts import DATA_DIR, MESSAGE_KEYS, EngineFacts, core_bytes, read_core
+
+    full = json.loads(gzip_module.decompress((DATA_DIR / "vllm-0.33.0.json.gz").read_bytes()))
+    core = {key: value for key, value in full.items() if key not in MESSAGE_KEYS}
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps(core, sort_keys=True, separators=(",", ":")) + "\n")
+    new = tmp_path / "new.json"
+    new.write_bytes(core_bytes(full))
+    old_data, old_lines = read_core(str(old))
+    new_data, new_lines = read_core(str(new))
+    assert old_lines is None and new_lines is not None
+    old_facts = EngineFacts(old_data)
+    new_facts = EngineFacts(new_data, architecture_lines=new_lines)
+    assert old_facts.registry == new_facts.registry == full["registry"]
+    arch = "Qwen3ForCausalLM"
+    assert old_facts.architecture(arch) == new_facts.architecture(arch) == full["registry"]["architectures"][arch]

@@ -101,7 +101,7 @@ def test_registries_change_between_releases(apron_home):
     assert load_facts("0.33.0").architecture("MedusaModel") is None  # removed in 0.33.0
     assert choose_version("MedusaModel", SHIPPED).version == "0.32.0"
     assert load_facts("0.33.0").architecture("GlmForCausalLM")["module"] == "vllm.model_executor.models.transformers"
-    diff = diff_facts(load_facts("0.32.0").data, load_facts("0.33.0").data)
+    diff = diff_facts(load_facts("0.32.0").full_data, load_facts("0.33.0").full_data)
     assert "MedusaModel" in diff["architectures"]["removed"]
     # 0.33 moved KV grouping to v1/core/kv_cache_planning.py: a move, found by qualified name
     assert diff["mirrored_functions"]["moved"]["_check_enough_kv_cache_memory"] == [
@@ -193,9 +193,18 @@ def test_core_companion_is_the_full_file_without_the_message_tables(version):
     import json
     from importlib import resources
 
-    from apron.engine.facts import MESSAGE_KEYS
+    from apron.engine.facts import MESSAGE_KEYS, EngineFacts, core_bytes, read_core
 
     root = resources.files("apron.engine").joinpath("data")
     full = json.loads(gzip.decompress(root.joinpath(f"vllm-{version}.json.gz").read_bytes()))
-    core = json.loads(root.joinpath("core", f"vllm-{version}.json").read_text())
+    path = root.joinpath("core", f"vllm-{version}.json")
+    assert path.read_bytes() == core_bytes(full)  # written by the sync from the full file, nothing else
+    data, lines = read_core(str(path))
+    assert lines is not None and "architectures" not in data["registry"]
+    facts = EngineFacts(data, architecture_lines=lines)
+    core = {**data, "registry": {**data["registry"], "architectures": facts.architectures}}
     assert core == {k: v for k, v in full.items() if k not in MESSAGE_KEYS}
+    # one architecture's line decoded alone is its entry; an unknown one is None
+    for arch in list(full["registry"]["architectures"])[:: max(1, len(full["registry"]["architectures"]) // 25)]:
+        assert EngineFacts(data, architecture_lines=lines).architecture(arch) == full["registry"]["architectures"][arch]
+    assert EngineFacts(data, architecture_lines=lines).architecture('NoSuch"Arch\nForCausalLM') is None

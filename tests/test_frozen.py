@@ -121,6 +121,31 @@ def test_the_standard_library_s_view_is_frozen_and_made_on_first_use() -> None:
     assert done.stdout.splitlines() == ["False False", "True True ['x', 'y']"]
 
 
+def test_a_field_a_base_binds_to_a_property_is_set_through_it_as_the_standard_library_does() -> None:
+    """`__init__` stores fields in the instance's __dict__, except where a data descriptor has the
+    name: there it goes through object.__setattr__, as the standard library's always does."""
+
+    class Doubling:
+        @property
+        def x(self) -> int:
+            return int(self.__dict__["_x"])
+
+        @x.setter
+        def x(self, value: int) -> None:
+            self.__dict__["_x"] = value * 2
+
+    def make(spec: Any) -> type:
+        class Child(Doubling):
+            x: int  # type: ignore[assignment]
+            y: int = 1
+
+        return Child
+
+    ours, theirs = _both(make)
+    assert ours(3).x == theirs(3).x == 6
+    assert ours(3).__dict__ == theirs(3).__dict__ == {"_x": 6, "y": 1}
+
+
 def test_post_init_subclasses_and_a_body_s_own_methods() -> None:
     @frozen
     class Base:

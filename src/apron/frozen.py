@@ -8,8 +8,9 @@ the largest cost of starting `apron plan` (benchmarks/plan_speed.py). Here:
   base's fields first, ClassVar left out, `field(...)` specifiers, a mutable default refused);
 - `__init__` is a template compiled once per shape of fields (which take a factory, which are not
   parameters, whether `__post_init__` runs) and given each class's own names by `CodeType.replace`: the
-  package's ~150 classes share a few dozen templates, and an instance is built by the same bytecode
-  the standard library would compile;
+  package's ~150 classes share a few dozen templates. It stores each field in the instance's
+  `__dict__`, which is what the standard library's `object.__setattr__` call does there, at half the
+  cost (a field whose name a class binds to a data descriptor still goes through object.__setattr__);
 - `__eq__` and `__hash__` are compiled on their first call, and `__repr__` and the frozen
   `__setattr__` / `__delattr__` are shared functions over the class's field names;
 - `dataclasses.fields`, `replace`, `asdict` and `is_dataclass` still work: `__dataclass_fields__` and
@@ -240,6 +241,8 @@ def _init(cls: type, fields: tuple[Field, ...]) -> Callable[..., None]:
     renamed to the class's fields, over a namespace of this class's defaults and factories."""
     has_post_init = hasattr(cls, "__post_init__")
     shape = "".join(f.kind for f in fields) + ("+" if has_post_init else "")
+    if any(_is_data_descriptor(cls, f.name) for f in fields):
+        shape += "!"  # a field name the class also binds to a descriptor: object.__setattr__ reaches it
     template = _TEMPLATES.get(shape) or _template(shape)
     names = [f.name for f in fields]
     params = [f.name for f in fields if f.init]
@@ -262,16 +265,23 @@ def _init(cls: type, fields: tuple[Field, ...]) -> Callable[..., None]:
 
 
 def _template(shape: str) -> CodeType:
-    """The code of `__init__` for SHAPE (a field's kind each, then + when `__post_init__` runs), its
-    parameters named a0, a1, ... and its fields' names the constants '\\0n0', '\\0n1', ..."""
+    """The code of `__init__` for SHAPE (a field's kind each, then + when `__post_init__` runs and !
+    when a field must be set through object.__setattr__), its parameters named a0, a1, ... and its
+    fields' names the constants '\\0n0', '\\0n1', ... Without !, a field is stored in the instance's
+    __dict__, which is what object.__setattr__ does there (no descriptor has the name), at half the
+    cost: the planner builds thousands of these values a plan."""
     params, lines = ["self"], []
-    for i, kind in enumerate(shape.rstrip("+")):
+    through_setattr = shape.endswith("!")
+    for i, kind in enumerate(shape.rstrip("+!")):
         value = {"p": f"a{i}", "f": f"_f{i}() if a{i} is _FACTORY else a{i}", "d": f"_d{i}", "F": f"_f{i}()"}
         if kind in "pf":
             params.append(f"a{i}")
         if kind in value:
-            lines.append(f"    _set(self, '\\0n{i}', {value[kind]})")
-    if shape.endswith("+"):
+            setter = f"_set(self, '\\0n{i}', {{}})" if through_setattr else f"_fields['\\0n{i}'] = {{}}"
+            lines.append("    " + setter.format(value[kind]))
+    if lines and not through_setattr:
+        lines.insert(0, "    _fields = self.__dict__")
+    if "+" in shape:
         lines.append("    self.__post_init__()")
     source = f"def __init__({', '.join(params)}):\n" + ("\n".join(lines) or "    pass") + "\n"
     namespace: dict[str, Any] = {}
@@ -279,6 +289,15 @@ def _template(shape: str) -> CodeType:
     code: CodeType = namespace["__init__"].__code__
     _TEMPLATES[shape] = code
     return code
+
+
+def _is_data_descriptor(cls: type, name: str) -> bool:
+    """Whether CLS (or a base) binds NAME to an object that intercepts assignment (a property, a slot)."""
+    for klass in cls.__mro__:
+        if name in klass.__dict__:
+            kind = type(klass.__dict__[name])
+            return hasattr(kind, "__set__") or hasattr(kind, "__delete__")
+    return False
 
 
 def _signature_text(f: Field) -> str:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from apron.engine import templates
 from apron.errors import BadInput
-from apron.frozen import frozen
+from apron.frozen import field, frozen
 
 TYPE_CHECKING = False  # typing is not imported at run time (apron/lite_typing.py)
 if TYPE_CHECKING:
@@ -115,6 +115,9 @@ class VersionChoice:
 
 # The planner reads everything but these two tables, which are most of a facts file; each facts
 # file therefore has a "core" companion without them (core/vllm-X.json), and the tables load lazily.
+# The companion's first line is the rest of the file but the registry's architectures, which follow
+# one a line: a plan decodes the line of its own architecture, not the ~400 of the registry (the
+# decode was a twentieth of a plan's start-up).
 MESSAGE_KEYS = ("log_formats", "refusals")
 
 
@@ -123,6 +126,8 @@ class EngineFacts:
     data: dict[str, Any]
     full_path: str | None = None  # where the full file is, when `data` is the core companion
     is_shipped: bool = False  # read from the facts that ship with Apron (a validated release)
+    # The core companion's architecture lines, where `data` holds no registry.architectures.
+    architecture_lines: bytes | None = field(default=None, compare=False, repr=False)
 
     @cached_property
     def _messages(self) -> dict[str, Any]:
@@ -133,7 +138,15 @@ class EngineFacts:
     @property
     def full_data(self) -> dict[str, Any]:
         """The whole facts file, message tables included (for show --full, diff and summaries)."""
-        return {**self.data, **{key: self._messages.get(key) for key in MESSAGE_KEYS}}
+        data = {**self.data, **{key: self._messages.get(key) for key in MESSAGE_KEYS}}
+        return {**data, "registry": self.registry}
+
+    @property
+    def registry(self) -> dict[str, Any]:
+        """The registry table, its architectures included (the core companion keeps them apart)."""
+        if self.architecture_lines is None:
+            return cast("dict[str, Any]", self.data["registry"])
+        return {**self.data["registry"], "architectures": self.architectures}
 
     @property
     def version(self) -> str:
@@ -150,12 +163,22 @@ class EngineFacts:
     def defaults(self) -> dict[str, Any]:
         return cast("dict[str, Any]", self.data["defaults"])
 
-    @property
+    @cached_property
     def architectures(self) -> dict[str, dict[str, Any]]:
-        return cast("dict[str, dict[str, Any]]", self.data["registry"]["architectures"])
+        if self.architecture_lines is None:
+            return cast("dict[str, dict[str, Any]]", self.data["registry"]["architectures"])
+        return {
+            arch: entry for line in self.architecture_lines.splitlines() for arch, entry in json.loads(line).items()
+        }
 
     def architecture(self, arch: str) -> dict[str, Any] | None:
-        return self.architectures.get(arch)
+        """ARCH's registry entry; from the core companion, only ARCH's line is decoded."""
+        if self.architecture_lines is None or "architectures" in self.__dict__:
+            return self.architectures.get(arch)
+        found: dict[str, dict[str, Any] | None] = self.__dict__.setdefault("_architecture_entries", {})
+        if arch not in found:
+            found[arch] = _architecture_line(self.architecture_lines, arch)
+        return found[arch]
 
     def previously_supported(self, arch: str) -> str | None:
         return cast("str | None", self.data["registry"].get("previously_supported", {}).get(arch))
@@ -388,8 +411,45 @@ def core_path(path: Path) -> Path:
 
 
 def core_bytes(facts: dict[str, Any]) -> bytes:
+    """The core companion: the facts but the message tables, on one line, then the registry's
+    architectures one a line (sorted), as `read_core` reads them."""
     core = {key: value for key, value in facts.items() if key not in MESSAGE_KEYS}
-    return (json.dumps(core, sort_keys=True, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
+    registry = dict(core.get("registry") or {})
+    architectures = registry.pop("architectures", {})
+    lines = [_dumps({**core, "registry": registry})]
+    lines += [_dumps({arch: architectures[arch]}) for arch in sorted(architectures)]
+    return ("\n".join(lines) + "\n").encode("utf-8")
+
+
+def read_core(path: str) -> tuple[dict[str, Any], bytes | None]:
+    """A core companion: its facts, and its architecture lines (None in a companion written before
+    they had lines of their own, whose registry still holds them)."""
+    try:
+        raw = Path(path).read_bytes()
+        first, _, rest = raw.partition(b"\n")
+        data = cast("dict[str, Any]", json.loads(first.decode("utf-8")))
+    except (OSError, ValueError) as exc:
+        raise BadInput(f"engine facts {path}: unreadable ({exc}); run `apron engine sync` for it again") from None
+    _check_schema(data, path)
+    if "architectures" in (data.get("registry") or {}):
+        return data, None
+    return data, rest
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def _architecture_line(lines: bytes, arch: str) -> dict[str, Any] | None:
+    """ARCH's entry from core_bytes' architecture lines, each `{"Arch":{...}}` as _dumps writes it."""
+    key = b"\n{" + json.dumps(arch, ensure_ascii=False).encode("utf-8") + b":"
+    text = b"\n" + lines
+    start = text.find(key)
+    if start < 0:
+        return None
+    end = text.find(b"\n", start + 1)
+    entry: dict[str, Any] = json.loads(text[start + 1 : end if end >= 0 else None])[arch]
+    return entry
 
 
 def _read_facts(path: str) -> dict[str, Any]:
@@ -397,12 +457,16 @@ def _read_facts(path: str) -> dict[str, Any]:
         data = _decode(path, Path(path).read_bytes())
     except (OSError, ValueError, EOFError) as exc:
         raise BadInput(f"engine facts {path}: unreadable ({exc}); run `apron engine sync` for it again") from None
+    _check_schema(data, path)
+    return data
+
+
+def _check_schema(data: dict[str, Any], path: str) -> None:
     if data.get("schema") != FACTS_SCHEMA:
         raise BadInput(
             f"engine facts {path}: schema {data.get('schema')!r} is not {FACTS_SCHEMA}; run "
             f"`apron engine sync vllm=={data.get('version')}` again"
         )
-    return data
 
 
 @cache
@@ -410,7 +474,8 @@ def _load(version: str, path: str, mtime_ns: int = 0) -> EngineFacts:
     core = core_path(Path(path))
     shipped = Path(path).parent == DATA_DIR
     if core.is_file() and core.stat().st_mtime_ns >= mtime_ns:
-        return EngineFacts(_read_facts(str(core)), full_path=path, is_shipped=shipped)
+        data, lines = read_core(str(core))
+        return EngineFacts(data, full_path=path, is_shipped=shipped, architecture_lines=lines)
     return EngineFacts(_read_facts(path), is_shipped=shipped)
 
 

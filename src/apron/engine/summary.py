@@ -60,12 +60,13 @@ def summary(facts: EngineFacts) -> dict[str, Any]:
 def list_rows() -> list[dict[str, Any]]:
     rows = []
     for version in known_versions():
-        data = load_facts(version).data
+        facts = load_facts(version)
+        data = facts.data
         rows.append(
             {
                 "version": version,
                 "origin": facts_origin(version),
-                "num_architectures": len(data["registry"]["architectures"]),
+                "num_architectures": len(facts.architectures),
                 "torch": data["pins"].get("torch"),
                 "sha256": data["source"]["sha256"],
                 "filename": data["source"]["filename"],

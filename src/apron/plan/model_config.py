@@ -63,7 +63,7 @@ class ModelConfig:
         value = self.text.get(key)
         return self.raw.get(key, default) if value is None else value
 
-    @property
+    @cached_property
     def is_multimodal_config(self) -> bool:
         return self.text is not self.raw or any(
             k in self.raw for k in ("vision_config", "audio_config", "vision_tower")
@@ -75,90 +75,90 @@ class ModelConfig:
         table = self.raw.get("vision_config")
         return table if isinstance(table, dict) else {}
 
-    @property
+    @cached_property
     def model_type(self) -> str:
         return str(self.raw.get("model_type") or "")
 
-    @property
+    @cached_property
     def text_model_type(self) -> str:
         return str(self.text.get("model_type") or self.model_type)
 
-    @property
+    @cached_property
     def num_layers(self) -> int:
         return int(_first(self.text, _LAYERS, 0))
 
-    @property
+    @cached_property
     def hidden_size(self) -> int:
         return int(_first(self.text, _HIDDEN, 0))
 
-    @property
+    @cached_property
     def num_heads(self) -> int:
         return int(_first(self.text, _HEADS, 0))
 
-    @property
+    @cached_property
     def num_kv_heads(self) -> int:
         value = _first(self.text, _KV_HEADS)
         return int(value) if value is not None else self.num_heads
 
-    @property
+    @cached_property
     def head_dim(self) -> int:
         value = self.text.get("head_dim")
         if value:
             return int(value)
         return self.hidden_size // self.num_heads if self.num_heads else 0
 
-    @property
+    @cached_property
     def vocab_size(self) -> int:
         return int(self.get("vocab_size") or 0)
 
-    @property
+    @cached_property
     def intermediate_size(self) -> int:
         return int(_first(self.text, _INTERMEDIATE, 0))
 
-    @property
+    @cached_property
     def num_experts(self) -> int:
         return int(_first(self.text, _EXPERTS, 0) or 0)
 
-    @property
+    @cached_property
     def is_moe(self) -> bool:
         return self.num_experts > 1
 
-    @property
+    @cached_property
     def moe_intermediate_size(self) -> int:
         return int(_first(self.text, _MOE_INTERMEDIATE, 0) or self.intermediate_size)
 
-    @property
+    @cached_property
     def num_experts_per_tok(self) -> int:
         return int(_first(self.text, _TOPK, 0) or 0)
 
-    @property
+    @cached_property
     def kv_lora_rank(self) -> int | None:
         value = self.text.get("kv_lora_rank")
         return int(value) if value else None
 
-    @property
+    @cached_property
     def is_mla(self) -> bool:
         return self.kv_lora_rank is not None
 
-    @property
+    @cached_property
     def qk_rope_head_dim(self) -> int:
         return int(self.text.get("qk_rope_head_dim") or 0)
 
-    @property
+    @cached_property
     def num_nextn_predict_layers(self) -> int:
         return int(self.text.get("num_nextn_predict_layers") or self.text.get("mtp_num_hidden_layers") or 0)
 
-    @property
+    @cached_property
     def quantization_config(self) -> dict[str, Any] | None:
         q = self.raw.get("quantization_config") or self.raw.get("compression_config")
         return q if isinstance(q, dict) else None
 
-    @property
+    @cached_property
     def quant_method(self) -> str | None:
         q = self.quantization_config
         return str(q.get("quant_method")).lower() if q and q.get("quant_method") else None
 
-    @property
+    @cached_property
     def config_dtype(self) -> str | None:
         """The dtype the config declares (`dtype` in transformers 5, `torch_dtype` before)."""
         for source in (self.raw, self.text, self.raw.get("vision_config") or {}):
@@ -167,7 +167,7 @@ class ModelConfig:
                 return value.removeprefix("torch.")
         return None
 
-    @property
+    @cached_property
     def tie_word_embeddings(self) -> bool | None:
         value = self.raw.get("tie_word_embeddings", self.text.get("tie_word_embeddings"))
         return None if value is None else bool(value)
@@ -183,27 +183,27 @@ class ModelConfig:
             params["rope_type"] = params["type"]
         return params
 
-    @property
+    @cached_property
     def rope_theta(self) -> float | None:
         value = self.text.get("rope_theta") or self.rope_parameters.get("rope_theta")
         return float(value) if value is not None else None
 
-    @property
+    @cached_property
     def partial_rotary_factor(self) -> float:
         value = self.text.get("partial_rotary_factor") or self.rope_parameters.get("partial_rotary_factor")
         return float(value) if value else 1.0
 
-    @property
+    @cached_property
     def max_position_embeddings(self) -> int | None:
         value = _first(self.text, ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length"))
         return int(value) if value else None
 
-    @property
+    @cached_property
     def layer_types(self) -> list[str] | None:
         value = self.text.get("layer_types")
         return list(value) if isinstance(value, list) else None
 
-    @property
+    @cached_property
     def sliding_window(self) -> int | None:
         value = self.text.get("sliding_window")
         return int(value) if value else None

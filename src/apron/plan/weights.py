@@ -436,12 +436,13 @@ def _classify(checkpoint: Checkpoint, config: ModelConfig) -> list[_Entry]:
         if key is None:
             key = seen[like] = _key(tensor, config, tied, method)
         names.setdefault(key, tensor.name)
+        elements, num_bytes = tensor.num_elements, tensor.num_bytes
         bucket = sums.setdefault(key, [0, 0])
-        bucket[0] += tensor.num_elements
-        bucket[1] += tensor.num_bytes
+        bucket[0] += elements
+        bucket[1] += num_bytes
         part = params.setdefault(_param_name(tensor.name), {}).setdefault(key, [0, 0])
-        part[0] += tensor.num_elements
-        part[1] += tensor.num_bytes
+        part[0] += elements
+        part[1] += num_bytes
     checkpoint.extra["_weight_params"] = [
         [_Entry(*key, elements=e, checkpoint_bytes=b, example=name) for key, (e, b) in parts.items()]
         for name, parts in params.items()
