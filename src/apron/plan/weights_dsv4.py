@@ -159,12 +159,17 @@ def humming_stacked_bytes(num_experts: int, inter: int, hidden: int, release: st
 
 
 def unread_note(config: ModelConfig) -> str:
-    """What of a DeepSeek-V4 checkpoint's load is not read, said in the basis."""
+    """What of a DeepSeek-V4 checkpoint's load is not counted, said in the basis. DeepGEMM's
+    transform_sf_into_required_layout was read in the vendored deep_gemm 2.8.0 binary of the 0.30.0
+    wheel (docs/memory.md section 5, the DeepGEMM row): on SM90 it keeps the float32 block scales as
+    loaded; on SM100 it broadcasts them per row and packs UE8M0, whose size is taken from DeepGEMM's
+    published layout rule, not decoded from the binary."""
     if not is_dsv4(config) or config.quant_method != "fp8":
         return ""
     return (
-        "DeepSeek-V4 not read: the FP8 linears' scales as DeepGEMM re-lays them "
-        "(transform_sf_into_required_layout, native code in the wheel's vendored deep_gemm; "
-        "fp8_utils.py 0.30.0:1082-1160): float32 block scales on SM90 (~1 MiB), and if SM100 keeps one "
-        "UE8M0 scale per row and 128 columns, N x K / 128 bytes a linear per rank (~13 MiB for DeepSeek-V4-Flash at TP 4)"
+        "DeepSeek-V4 not counted: the FP8 linears' scales as DeepGEMM re-lays them on SM100 "
+        "(transform_sf_into_required_layout in the wheel's vendored deep_gemm; fp8_utils.py 0.30.0:1082-1160): "
+        "one UE8M0 scale per row and 128 columns, packed four a word, N x K / 128 bytes a linear per rank by "
+        "DeepGEMM's published layout (~13 MiB for DeepSeek-V4-Flash at TP 4); SM90 keeps the float32 block "
+        "scales as loaded (read in the binary)"
     )
