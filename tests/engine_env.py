@@ -77,6 +77,32 @@ def vllm_python(release: str | None = None) -> str:
 _lock_held = False
 
 
+CONSTRUCTION_SIDE = ROOT / "tests" / "engine" / "vllm_construction_side.py"
+
+
+def built_non_parameters(release: str, case: dict) -> list[list]:
+    """The tensors besides parameters that vLLM's own model holds after construction, for one build
+    CASE (tests/engine/vllm_construction_side.py, in RELEASE's CPU build): [name, shape, element size]."""
+    out = subprocess.run(
+        [vllm_python(release), str(CONSTRUCTION_SIDE)],
+        input=json.dumps(case),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    held: list[list] = json.loads(out.stdout.strip().splitlines()[-1])
+    return held
+
+
+def persistent_buffers(layout) -> list[tuple[list[int], int]]:
+    """A KV layout's construction buffers as built_non_parameters lists them: (shape, element size)
+    each, once per copy, sorted."""
+    return sorted(
+        (list(b.shape), b.dtype_bytes) for b in layout.buffers if b.when == "persistent" for _ in range(b.count)
+    )
+
+
 @contextlib.contextmanager
 def engine_lock():
     """One engine at a time on this machine. Taking it twice in one process would wait forever (the

@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
-from pathlib import Path
 
 import pytest
 
@@ -25,7 +23,7 @@ from apron.hardware import resolve_gpu
 from apron.plan.planner import plan_checkpoint
 from apron.plan.settings import UserSettings
 from conftest import loaded_snapshot
-from engine_env import vllm_python
+from engine_env import built_non_parameters, persistent_buffers
 
 GLM = "zai-org/GLM-5.3"
 MIB = 2**20
@@ -72,7 +70,6 @@ def test_the_groups_do_not_split_with_tensor_parallelism(apron_home_with_facts):
     assert construction_bytes("0.32.0", gpu="B200", tp=8) == construction_bytes("0.32.0", gpu="B200", tp=4)
 
 
-CONSTRUCTION_SIDE = Path(__file__).parent / "engine" / "vllm_construction_side.py"
 MODEL_CLASS = "vllm.models.deepseek_v32.nvidia.model.DeepseekV32ForCausalLM"  # both architectures on CUDA
 
 
@@ -97,9 +94,7 @@ def test_vllm_built_model_holds_exactly_these_tensors_besides_its_parameters(rel
     layout = build_layout(
         checkpoint.architecture, config, settings, facts, capability=capability, is_attention_free=False
     )
-    planned = sorted(
-        (list(b.shape), b.dtype_bytes) for b in layout.buffers if b.when == "persistent" for _ in range(b.count)
-    )
+    planned = persistent_buffers(layout)
     case = {
         "config": json.loads(json.dumps(checkpoint.config)),
         "model_class": MODEL_CLASS,
@@ -112,15 +107,7 @@ def test_vllm_built_model_holds_exactly_these_tensors_besides_its_parameters(rel
         "max_num_seqs": settings.max_num_seqs,
         "backends": {kind: layout.backend.backend.name for kind in ("dense", "mla", "sparse")},
     }
-    out = subprocess.run(
-        [vllm_python(release), str(CONSTRUCTION_SIDE)],
-        input=json.dumps(case),
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert out.returncode == 0, out.stderr[-3000:]
-    held = json.loads(out.stdout.strip().splitlines()[-1])
+    held = built_non_parameters(release, case)
     groups = [name for name, _, _ in held if "index_group" in name]
     assert len(groups) == (3 if release == "0.30.0" else 2) * INDEXER_LAYERS, groups
     # The text rotary cache is counted with the weights (its own line), not with these buffers.

@@ -14,8 +14,6 @@ buffers, and none is missing."""
 from __future__ import annotations
 
 import json
-import subprocess
-from pathlib import Path
 
 import pytest
 
@@ -23,7 +21,7 @@ from apron.hardware import resolve_gpu
 from apron.plan.planner import plan_checkpoint
 from apron.plan.settings import UserSettings
 from conftest import loaded_snapshot
-from engine_env import vllm_python
+from engine_env import built_non_parameters, persistent_buffers
 
 GLM_FLASH = "zai-org/GLM-5.3-Flash"
 MIB = 2**20
@@ -64,7 +62,6 @@ def test_the_groups_do_not_split_with_tensor_parallelism(apron_home_with_facts):
     assert construction("0.30.0", "B200", tp=2)["bytes"] == construction("0.30.0", "B200", tp=4)["bytes"]
 
 
-CONSTRUCTION_SIDE = Path(__file__).parent / "engine" / "vllm_construction_side.py"
 # The CUDA model class (0.30 keeps it in nvidia/, 0.31+ in common/) and the sparse MLA backend per GPU.
 MODEL_CLASS = "vllm.models.glm5next.{}.model.Glm5NextForConditionalGeneration"
 BACKENDS = {(9, 0): "FLASHINFER_MLA_SPARSE_SM90", (10, 0): "FLASHINFER_MLA_SPARSE"}
@@ -90,9 +87,7 @@ def test_vllm_built_model_holds_exactly_these_tensors_besides_its_parameters(
     layout = build_layout(
         checkpoint.architecture, config, settings, facts, capability=capability, is_attention_free=False
     )
-    planned = sorted(
-        (list(b.shape), b.dtype_bytes) for b in layout.buffers if b.when == "persistent" for _ in range(b.count)
-    )
+    planned = persistent_buffers(layout)
     case = {
         "config": json.loads(json.dumps(checkpoint.config)),
         "model_class": MODEL_CLASS.format("common" if facts.at_least("0.31.0") else "nvidia"),
@@ -105,14 +100,6 @@ def test_vllm_built_model_holds_exactly_these_tensors_besides_its_parameters(
         "max_num_batched_tokens": settings.max_num_batched_tokens,
         "backends": {kind: BACKENDS[capability] for kind in ("dense", "mla", "sparse")},
     }
-    out = subprocess.run(
-        [vllm_python(release), str(CONSTRUCTION_SIDE)],
-        input=json.dumps(case),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert out.returncode == 0, out.stderr[-3000:]
-    held = json.loads(out.stdout.strip().splitlines()[-1])
+    held = built_non_parameters(release, case)
     assert sum("index_group" in name for name, _, _ in held) == (3 if release == "0.30.0" else 2) * MLA_LAYERS
     assert sorted((shape, size) for _, shape, size in held) == planned

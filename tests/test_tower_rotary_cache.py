@@ -10,8 +10,6 @@ shapes are checked against the towers vLLM builds itself (tests/engine/vllm_cons
 from __future__ import annotations
 
 import json
-import subprocess
-from pathlib import Path
 
 import pytest
 
@@ -19,7 +17,7 @@ from apron.hardware import resolve_gpu
 from apron.plan.planner import plan_checkpoint
 from apron.plan.settings import UserSettings
 from conftest import loaded_snapshot
-from engine_env import vllm_python
+from engine_env import built_non_parameters
 
 GLM_FLASH = "zai-org/GLM-5.3-Flash"
 QWEN_NEXT = "Qwen/Qwen3.8-Flash-Next"
@@ -65,7 +63,6 @@ def test_qwen3_vl_tower_keeps_8192_positions(apron_home_with_facts):
     assert with_tower == tower_bytes(QWEN_NEXT, "0.30.0")  # the same tower and cache on 0.30
 
 
-CONSTRUCTION_SIDE = Path(__file__).parent / "engine" / "vllm_construction_side.py"
 CASES = [  # (model, release, CUDA model class, backend)
     (
         GLM_FLASH,
@@ -108,15 +105,7 @@ def test_vllm_built_tower_holds_exactly_this_cache_besides_its_parameters(
         "max_num_batched_tokens": 2048,
         "backends": {kind: backend for kind in ("dense", "mla", "sparse")},
     }
-    out = subprocess.run(
-        [vllm_python(release), str(CONSTRUCTION_SIDE)],
-        input=json.dumps(case),
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert out.returncode == 0, out.stderr[-3000:]
-    held = json.loads(out.stdout.strip().splitlines()[-1])
+    held = built_non_parameters(release, case)
     # Tensors first reached through the tower's modules, not through the forward context they share.
     tower = [[n, s, e] for n, s, e in held if n.startswith("model.visual.") and "static_forward_context" not in n]
     assert tower == [["model.visual.rotary_pos_emb.cos_sin_cache", list(shape), 2]]
