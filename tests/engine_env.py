@@ -8,14 +8,17 @@ processes (several test runs on one machine).
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import fcntl
 import json
 import os
+import queue
 import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -80,19 +83,81 @@ _lock_held = False
 CONSTRUCTION_SIDE = ROOT / "tests" / "engine" / "vllm_construction_side.py"
 
 
+class _ConstructionWorker:
+    """One vllm_construction_side.py process per release for the whole session: the cases send one
+    line each and read one answer. vLLM's import (about 10 s on 2 cores) is paid once, not per case."""
+
+    TIMEOUT_S = 900
+
+    def __init__(self, release: str) -> None:
+        self.release = release
+        self.stderr = tempfile.TemporaryFile(mode="w+")
+        self.proc = subprocess.Popen(
+            [vllm_python(release), str(CONSTRUCTION_SIDE)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.stderr,
+            text=True,
+            bufsize=1,
+        )
+        self.lines: queue.Queue[str | None] = queue.Queue()
+        threading.Thread(target=self._read_lines, daemon=True).start()
+
+    def ask(self, case: dict) -> list[list]:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(case) + "\n")
+        self.proc.stdin.flush()
+        deadline = time.monotonic() + self.TIMEOUT_S
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                line = self.lines.get(timeout=left)
+            except queue.Empty:
+                break
+            if line is None:  # the process ended
+                break
+            if line.startswith("APRON-RESULT "):
+                held: list[list] = json.loads(line[len("APRON-RESULT ") :])
+                return held
+            if line.startswith("APRON-FAILED "):
+                failure = json.loads(line[len("APRON-FAILED ") :])
+                pytest.fail(f"vLLM {self.release} could not build the case:\n{failure}")
+        self.close()
+        self.stderr.seek(0)
+        pytest.fail(f"vLLM {self.release}'s construction process gave no answer:\n" + self.stderr.read()[-3000:])
+
+    def _read_lines(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.put(line)
+        self.lines.put(None)
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            assert self.proc.stdin is not None
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+_WORKERS: dict[str, _ConstructionWorker] = {}
+
+
 def built_non_parameters(release: str, case: dict) -> list[list]:
     """The tensors besides parameters that vLLM's own model holds after construction, for one build
     CASE (tests/engine/vllm_construction_side.py, in RELEASE's CPU build): [name, shape, element size]."""
-    out = subprocess.run(
-        [vllm_python(release), str(CONSTRUCTION_SIDE)],
-        input=json.dumps(case),
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert out.returncode == 0, out.stderr[-3000:]
-    held: list[list] = json.loads(out.stdout.strip().splitlines()[-1])
-    return held
+    worker = _WORKERS.get(release)
+    if worker is None or worker.proc.poll() is not None:
+        worker = _WORKERS[release] = _ConstructionWorker(release)
+    return worker.ask(case)
+
+
+@atexit.register
+def _close_workers() -> None:
+    for worker in _WORKERS.values():
+        worker.close()
 
 
 def persistent_buffers(layout) -> list[tuple[list[int], int]]:

@@ -34,6 +34,7 @@ from pathlib import Path
 import pytest
 
 from apron.engine.facts import load_facts
+from apron.plan.kv.backends import choose_backend
 from apron.plan.kv.layouts import build_layout
 from apron.plan.kv.planning import plan_kv
 from apron.plan.kv.specs import SchedulingContext
@@ -178,6 +179,21 @@ def cuda_class(arch: str, release: str) -> str | None:
 def engine_request(case, layout, config: ModelConfig, arch: str, release: str = RELEASE) -> dict:
     ident, model, tp, capability, kv_dtype, lmo, variants = case
     backend = layout.backend.backend.name
+    dense = backend
+    if layout.family == "minimax_m3":
+        # models/minimax_m3/common/sparse_attention.py select_main_backend_and_impl_cls (0.32.0:525): the
+        # sparse layers pick their own backend; the full-attention layers ask the platform's selector.
+        dense = choose_backend(
+            load_facts(release),
+            capability,
+            is_mla=False,
+            has_sinks=False,
+            mixed_head_sizes=False,
+            kv_cache_dtype=kv_dtype,
+            is_gqa=config.num_kv_heads < config.num_heads,
+        ).backend.name
+        if dense == "FLASHINFER":  # not importable on the CPU build (vllm_build.STAND_INS says so)
+            dense = "FLASH_ATTN"
     return {
         "id": ident,
         "build": {
@@ -192,7 +208,7 @@ def engine_request(case, layout, config: ModelConfig, arch: str, release: str = 
             "language_model_only": lmo,
             "max_model_len": variants[0][0],
             "max_num_batched_tokens": variants[0][1],
-            "backends": {"dense": backend, "mla": backend, "sparse": backend},
+            "backends": {"dense": dense, "mla": backend, "sparse": backend},
         },
         "variants": [
             {"max_model_len": m, "max_num_batched_tokens": t, "available_bytes": int(g * GIB)} for m, t, g in variants

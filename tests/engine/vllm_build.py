@@ -38,6 +38,8 @@ STAND_INS = (
     "DeepSeek-V4.1's Engram token map: built from the config's compressed vocab size (needs the tokenizer otherwise)",
     "0.30, 0.31: the EngramConfig of a model with n-gram tables made as on CUDA (config/vllm.py makes it on CUDA only)",
     "kernel builds: FlashMLA's mega-attention, FlashKDA and FlashAttention 3/4 (fp8 KV on SM90/SM100) count as present",
+    "FLASHINFER (no flashinfer package on the CPU build): MiniMax-M3's full-attention layers on SM100 built with "
+    "FLASH_ATTN, the same FullAttentionSpec in the same 128-token group",
 )
 
 
@@ -106,8 +108,13 @@ def install_stand_ins(capability: tuple[int, int]) -> None:
     sys.meta_path.insert(0, _TorchvisionFinder())
     torch.cuda.Stream = _Inert
     torch.cuda.Event = _Inert
+    # The case's capability at each call (one process builds cases for several GPUs).
     torch.cuda.get_device_properties = lambda *a, **k: types.SimpleNamespace(
-        multi_processor_count=132, total_memory=80 * 2**30, major=capability[0], minor=capability[1], name="stand-in"
+        multi_processor_count=132,
+        total_memory=80 * 2**30,
+        major=_CAPABILITY[0].major if _CAPABILITY else capability[0],
+        minor=_CAPABILITY[0].minor if _CAPABILITY else capability[1],
+        name="stand-in",
     )
     torch.accelerator.empty_cache = lambda: None
     torch.accelerator.current_device_index = lambda: 0
@@ -245,7 +252,25 @@ def _set_capability(capability) -> None:
     _CAPABILITY[:] = [DeviceCapability(*capability)]
 
 
-_BACKENDS = {"dense": "FLASH_ATTN", "mla": "FLASH_ATTN_MLA", "sparse": "FLASHMLA_SPARSE"}
+_DEFAULT_BACKENDS = {"dense": "FLASH_ATTN", "mla": "FLASH_ATTN_MLA", "sparse": "FLASHMLA_SPARSE"}
+_BACKENDS = dict(_DEFAULT_BACKENDS)
+
+
+def use_case_backends(case: dict) -> None:
+    """The case's backends over the defaults: a process builds many cases, and one case's choice must
+    not carry into the next. v1/attention/selector.py (0.30.0:200, 0.32.0:203) caches each choice by
+    the layer's shape, not by our backends: cleared too, or the next case gets the last one's."""
+    try:
+        from vllm.v1.attention import selector
+    except ImportError:  # where a release keeps it outside v1
+        from vllm.attention import selector  # type: ignore[no-redef]
+
+    _BACKENDS.clear()
+    _BACKENDS.update(_DEFAULT_BACKENDS)
+    _BACKENDS.update(case.get("backends") or {})
+    for value in vars(selector).values():
+        if callable(getattr(value, "cache_clear", None)) and getattr(value, "__module__", "") == selector.__name__:
+            value.cache_clear()
 
 
 def _chosen_backend(selected_backend, attn_selector_config, num_heads=None):
@@ -370,7 +395,7 @@ def build(case: dict) -> dict:
     from vllm.config import set_current_vllm_config
     from vllm.model_executor.models import ModelRegistry
 
-    _BACKENDS.update(case.get("backends") or {})
+    use_case_backends(case)
     _set_capability(tuple(case.get("capability", (9, 0))))
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)

@@ -2,8 +2,10 @@
 tensors it holds that are not parameters: buffers and plain tensor attributes, reached from the
 modules and the objects they keep (attention impls, their index groups, the forward context).
 
-Reads one build case as JSON on stdin (vllm_build.build's fields) and prints a JSON list of
-[name, shape, element size] on stdout, each tensor once. 0-d tensors (per-layer scale scalars) and
+Reads build cases as JSON lines on stdin (vllm_build.build's fields), one process for all of them
+(vLLM's import is most of a case's time), and answers each with one line on stdout: RESULT, then a
+JSON list of [name, shape, element size], each tensor once; or FAILED, then the traceback as JSON.
+Other stdout lines (vLLM's own messages) are not answers. 0-d tensors (per-layer scale scalars) and
 empty ones (the KV cache placeholders, a zero-width rotary cache) are left out, and so is a tower
 vLLM skips (StageMissingLayer: built on the meta device, models/utils.py no_init_weights). The MoE experts are not built here (vllm_build.STAND_INS), so their tensors are not listed.
 """
@@ -16,6 +18,7 @@ import os
 import re
 import sys
 import tempfile
+import traceback
 from pathlib import Path
 
 os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
@@ -31,7 +34,7 @@ def construct(case: dict):
     from vllm.config import set_current_vllm_config
     from vllm.distributed import parallel_state
 
-    vllm_build._BACKENDS.update(case.get("backends") or {})
+    vllm_build.use_case_backends(case)
     vllm_build._set_capability(tuple(case["capability"]))
     folder = Path(tempfile.mkdtemp())
     (folder / "config.json").write_text(json.dumps(case["config"]))
@@ -89,10 +92,20 @@ def non_parameters(model) -> list[list]:
     return list(found.values())
 
 
+RESULT, FAILED = "APRON-RESULT ", "APRON-FAILED "
+
+
 def main() -> None:
-    case = json.load(sys.stdin)
-    vllm_build.install_stand_ins(tuple(case["capability"]))
-    print(json.dumps(non_parameters(construct(case))))
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        case = json.loads(line)
+        try:
+            vllm_build.install_stand_ins(tuple(case["capability"]))
+            answer = RESULT + json.dumps(non_parameters(construct(case)))
+        except Exception:  # one case's failure is that case's answer; the next may still build
+            answer = FAILED + json.dumps(traceback.format_exc())
+        print(answer, flush=True)
 
 
 if __name__ == "__main__":
