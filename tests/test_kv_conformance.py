@@ -192,8 +192,8 @@ def engine_request(case, layout, config: ModelConfig, arch: str, release: str = 
             kv_cache_dtype=kv_dtype,
             is_gqa=config.num_kv_heads < config.num_heads,
         ).backend.name
-        if dense == "FLASHINFER":  # not importable on the CPU build (vllm_build.STAND_INS says so)
-            dense = "FLASH_ATTN"
+    if dense == "FLASHINFER":  # not importable on the CPU build (vllm_build.STAND_INS says so)
+        dense = "FLASH_ATTN"
     return {
         "id": ident,
         "build": {

@@ -38,8 +38,8 @@ STAND_INS = (
     "DeepSeek-V4.1's Engram token map: built from the config's compressed vocab size (needs the tokenizer otherwise)",
     "0.30, 0.31: the EngramConfig of a model with n-gram tables made as on CUDA (config/vllm.py makes it on CUDA only)",
     "kernel builds: FlashMLA's mega-attention, FlashKDA and FlashAttention 3/4 (fp8 KV on SM90/SM100) count as present",
-    "FLASHINFER (no flashinfer package on the CPU build): MiniMax-M3's full-attention layers on SM100 built with "
-    "FLASH_ATTN, the same FullAttentionSpec in the same 128-token group",
+    "FLASHINFER (no flashinfer package on the CPU build): full-attention layers on SM100 built with FLASH_ATTN "
+    "(MiniMax-M3's: the same FullAttentionSpec; 0.29/0.30's block size from layer 0: 16 for both)",
 )
 
 
