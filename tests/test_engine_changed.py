@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import gzip
 import json
+from pathlib import Path
 
 import pytest
 
@@ -29,7 +30,7 @@ KEY = "v1/worker/gpu_worker.py:Worker.determine_available_memory"
 
 def synced_release(version: str, digest: str | None = None) -> None:
     """vLLM 0.33.0's facts as release VERSION, with the hash of KEY set to DIGEST (None: unchanged)."""
-    facts = json.loads(gzip.decompress((DATA_DIR / "vllm-0.33.0.json.gz").read_bytes()))
+    facts = json.loads(gzip.decompress(Path(DATA_DIR, "vllm-0.33.0.json.gz").read_bytes()))
     facts = copy.deepcopy(facts) | {"version": version}
     assert KEY in facts["mirrored_functions"]
     if digest is not None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from pathlib import Path
 
 import engine_wheel  # tests/fixtures/engine_wheel.py
 import pytest
@@ -202,7 +203,7 @@ def test_a_core_companion_written_before_architecture_lines_still_reads(tmp_path
 
     from apron.engine.facts import DATA_DIR, MESSAGE_KEYS, EngineFacts, core_bytes, read_core
 
-    full = json.loads(gzip_module.decompress((DATA_DIR / "vllm-0.33.0.json.gz").read_bytes()))
+    full = json.loads(gzip_module.decompress(Path(DATA_DIR, "vllm-0.33.0.json.gz").read_bytes()))
     core = {key: value for key, value in full.items() if key not in MESSAGE_KEYS}
     old = tmp_path / "old.json"
     old.write_text(json.dumps(core, sort_keys=True, separators=(",", ":")) + "\n")

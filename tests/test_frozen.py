@@ -5,9 +5,7 @@ class in the package (their constructors' signatures against the standard librar
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import inspect
-import pkgutil
 import subprocess
 import sys
 from dataclasses import InitVar
@@ -16,9 +14,9 @@ from typing import Any, ClassVar
 
 import pytest
 
-import apron
-import apron.frozen
-from apron.frozen import field, frozen, replace
+from apron import frozen_shapes
+from apron.frozen import field, frozen, replace, shape_function_name, template_source
+from frozen_package import package_classes, package_shapes
 
 
 def _both(make: Any, spec: Any = field) -> tuple[type, type]:
@@ -192,29 +190,9 @@ def test_what_it_does_not_handle_gets_the_standard_library_s_decorator() -> None
         WithKeywordOnly(1)  # type: ignore[misc]
 
 
-def _is_ours(method: Any) -> bool:
-    return getattr(getattr(method, "__code__", None), "co_filename", None) == apron.frozen.__file__
-
-
-def _package_classes() -> list[type]:
-    for module in pkgutil.walk_packages(apron.__path__, "apron."):
-        if module.name.startswith("apron.measure.probe_hook") or module.name.endswith("__main__"):
-            continue  # runs inside the engine's process, or runs a command
-        importlib.import_module(module.name)
-    found = []
-    for module_name, module in list(sys.modules.items()):
-        if not module_name.startswith("apron."):
-            continue
-        for value in vars(module).values():
-            own = getattr(value, "__dict__", {}).get("__setattr__")
-            if isinstance(value, type) and value.__module__ == module_name and _is_ours(own):
-                found.append(value)
-    return found
-
-
 def test_every_frozen_class_in_the_package_has_the_standard_library_s_constructor() -> None:
     checked = 0
-    for cls in _package_classes():
+    for cls in package_classes():
         fields = list(dataclasses.fields(cls))
         namespace: dict[str, Any] = {"__annotations__": {f.name: f.type for f in fields}}
         for f in fields:
@@ -233,3 +211,26 @@ def test_every_frozen_class_in_the_package_has_the_standard_library_s_constructo
                 assert parameter.default is expected or parameter.default == expected, (cls, name)
         checked += 1
     assert checked > 100  # the package's frozen classes (146 at this writing), not a handful
+
+
+def test_the_precompiled_templates_are_the_package_s_shapes_and_compile_the_same():
+    """apron/frozen_shapes.py (scripts/frozen_shapes.py writes it) holds one template per shape the
+    package's classes have, no more, no fewer, each the code template_source compiles: so no start
+    compiles one, and none is stale. After a frozen class of a new shape: run the script."""
+    assert sorted(frozen_shapes.SHAPES) == package_shapes(), "run scripts/frozen_shapes.py"
+    for shape, function in frozen_shapes.SHAPES.items():
+        name = shape_function_name(shape)
+        namespace: dict[str, Any] = {}
+        exec(template_source(shape, name), namespace)
+        fresh, shipped = namespace[name].__code__, function.__code__
+        for attribute in ("co_code", "co_consts", "co_names", "co_varnames", "co_argcount"):
+            assert getattr(shipped, attribute) == getattr(fresh, attribute), (shape, attribute)
+
+
+def test_a_shape_outside_the_precompiled_ones_is_compiled_at_run_time():
+    """A class of a shape the package does not use still gets its constructor (compiled then)."""
+    shape = "p" * 40
+    assert shape not in frozen_shapes.SHAPES
+    made = frozen(type("Wide", (), {"__annotations__": {f"x{i}": "int" for i in range(40)}}))
+    assert made(*range(40)).x39 == 39
+    assert made.__init__.__frozen_shape__ == shape

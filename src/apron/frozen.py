@@ -239,10 +239,7 @@ def _init(cls: type, fields: tuple[Field, ...]) -> Callable[..., None]:
     """`__init__` as the standard library writes it for a frozen class (object's __setattr__ per
     field, defaults bound once, factories called per instance): the template of the fields' shape,
     renamed to the class's fields, over a namespace of this class's defaults and factories."""
-    has_post_init = hasattr(cls, "__post_init__")
-    shape = "".join(f.kind for f in fields) + ("+" if has_post_init else "")
-    if any(_is_data_descriptor(cls, f.name) for f in fields):
-        shape += "!"  # a field name the class also binds to a descriptor: object.__setattr__ reaches it
+    shape = init_shape(cls, fields)
     template = _TEMPLATES.get(shape) or _template(shape)
     names = [f.name for f in fields]
     params = [f.name for f in fields if f.init]
@@ -261,13 +258,38 @@ def _init(cls: type, fields: tuple[Field, ...]) -> Callable[..., None]:
     init = FunctionType(code, namespace, "__init__", tuple(defaults) or None)
     init.__qualname__ = f"{cls.__qualname__}.__init__"
     init.__module__ = cls.__module__
+    init.__frozen_shape__ = shape  # type: ignore[attr-defined]  # scripts/frozen_shapes.py reads it
     return init
+
+
+def init_shape(cls: type, fields: tuple[Field, ...]) -> str:
+    """The shape of CLS's `__init__`: its fields' kinds, + when `__post_init__` runs, ! when a field
+    name is also bound to a descriptor (object.__setattr__ reaches it)."""
+    shape = "".join(f.kind for f in fields) + ("+" if hasattr(cls, "__post_init__") else "")
+    return shape + "!" if any(_is_data_descriptor(cls, f.name) for f in fields) else shape
 
 
 def _template(shape: str) -> CodeType:
     """The code of `__init__` for SHAPE (a field's kind each, then + when `__post_init__` runs and !
     when a field must be set through object.__setattr__), its parameters named a0, a1, ... and its
-    fields' names the constants '\\0n0', '\\0n1', ... Without !, a field is stored in the instance's
+    fields' names the constants '\\0n0', '\\0n1', ... The package's shapes come compiled from
+    apron/frozen_shapes.py (the import system caches its bytecode; compiling them here took ~3.5 ms of
+    every start); any other shape is compiled from template_source."""
+    from apron import frozen_shapes
+
+    function = frozen_shapes.SHAPES.get(shape)
+    if function is not None:
+        code: CodeType = function.__code__
+    else:
+        namespace: dict[str, Any] = {}
+        exec(template_source(shape, "__init__"), namespace)  # noqa: S102 - our own source, from a shape
+        code = namespace["__init__"].__code__
+    _TEMPLATES[shape] = code
+    return code
+
+
+def template_source(shape: str, name: str) -> str:
+    """The source of SHAPE's template, a function NAME. Without !, a field is stored in the instance's
     __dict__, which is what object.__setattr__ does there (no descriptor has the name), at half the
     cost: the planner builds thousands of these values a plan."""
     params, lines = ["self"], []
@@ -283,12 +305,12 @@ def _template(shape: str) -> CodeType:
         lines.insert(0, "    _fields = self.__dict__")
     if "+" in shape:
         lines.append("    self.__post_init__()")
-    source = f"def __init__({', '.join(params)}):\n" + ("\n".join(lines) or "    pass") + "\n"
-    namespace: dict[str, Any] = {}
-    exec(source, namespace)  # noqa: S102 - our own source, from a shape of field kinds
-    code: CodeType = namespace["__init__"].__code__
-    _TEMPLATES[shape] = code
-    return code
+    return f"def {name}({', '.join(params)}):\n" + ("\n".join(lines) or "    pass") + "\n"
+
+
+def shape_function_name(shape: str) -> str:
+    """SHAPE's function in apron/frozen_shapes.py: s_ and the kinds, _post for +, _set for !."""
+    return "s_" + shape.replace("+", "_post").replace("!", "_set")
 
 
 def _is_data_descriptor(cls: type, name: str) -> bool:

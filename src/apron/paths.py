@@ -6,33 +6,41 @@ from __future__ import annotations
 import os
 import sys
 from functools import lru_cache
-from pathlib import Path
+
+TYPE_CHECKING = False  # typing is not imported at run time (mypy reads the name)
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
-def _root(kind: str) -> Path:
+# The folders are worked out as text: a plan reads only the engine-facts folder, and pathlib's import
+# (with ntpath, fnmatch and urllib.parse) is ~5 ms of its start. The Path-returning functions below
+# import it for every other caller.
+
+
+def _root(kind: str) -> str:
     home = os.environ.get("APRON_HOME")
     if home:
-        return Path(home) / kind
+        return os.path.join(home, kind)
     env = os.environ
     return _platform_dir(kind, env.get("HOME"), env.get("XDG_CACHE_HOME"), env.get("XDG_DATA_HOME"))
 
 
 @lru_cache(maxsize=8)
-def _platform_dir(kind: str, *environment: str | None) -> Path:
+def _platform_dir(kind: str, *environment: str | None) -> str:
     """platformdirs' answer, kept per environment it reads (a plan asks several times)."""
     simple = _xdg_dir(kind)
     if simple is not None:
         return simple
     import platformdirs
 
-    return Path(platformdirs.user_cache_dir("apron") if kind == "cache" else platformdirs.user_data_dir("apron"))
+    return platformdirs.user_cache_dir("apron") if kind == "cache" else platformdirs.user_data_dir("apron")
 
 
 # kind -> (the XDG variable, its default under HOME), from the XDG Base Directory spec
 _XDG = {"cache": ("XDG_CACHE_HOME", "/.cache"), "data": ("XDG_DATA_HOME", "/.local/share")}
 
 
-def _xdg_dir(kind: str) -> Path | None:
+def _xdg_dir(kind: str) -> str | None:
     """The folder platformdirs gives an ordinary user on Linux, without importing it (with what it
     imports, about a third of a plan's own start-up): the XDG variable where it is an absolute path,
     else HOME's default (root too: `use_site_for_root` is off unless asked for). None where
@@ -43,20 +51,31 @@ def _xdg_dir(kind: str) -> Path | None:
     variable, default = _XDG[kind]
     value, home = os.environ.get(variable), os.environ.get("HOME", "")
     if value is not None:
-        return Path(value, "apron") if value.startswith("/") else None
-    return Path(home.rstrip("/") + default, "apron") if home.startswith("/") and home.strip("/") else None
+        return os.path.join(value, "apron") if value.startswith("/") else None
+    return os.path.join(home.rstrip("/") + default, "apron") if home.startswith("/") and home.strip("/") else None
+
+
+def _path(text: str) -> Path:
+    from pathlib import Path
+
+    return Path(text)
 
 
 def cache_dir() -> Path:
-    return _root("cache")
+    return _path(_root("cache"))
 
 
 def data_dir() -> Path:
-    return _root("data")
+    return _path(_root("data"))
+
+
+def engine_facts_folder() -> str:
+    """The synced engine facts' folder, as text (the planning path's one folder)."""
+    return os.path.join(_root("cache"), "engine-facts")
 
 
 def engine_facts_dir() -> Path:
-    return cache_dir() / "engine-facts"
+    return _path(engine_facts_folder())
 
 
 def records_dir() -> Path:
@@ -90,7 +109,10 @@ def write_atomic(path: Path, data: bytes, *, overwrite: bool = True, temp_dir: P
         _fsync_dir(path.parent)
         return written
     finally:
-        Path(temp).unlink(missing_ok=True)
+        try:
+            os.unlink(temp)  # still there unless moved or linked into place
+        except FileNotFoundError:
+            pass
 
 
 def _link_once(temp: str, path: Path) -> bool:

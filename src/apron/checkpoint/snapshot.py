@@ -7,9 +7,7 @@ Files the repo ships but its index does not list are skipped, as vLLM skips them
 
 from __future__ import annotations
 
-import gzip
 import os
-from pathlib import Path
 
 from apron.checkpoint import files as cf
 from apron.checkpoint.model import Checkpoint, SourceKind
@@ -22,10 +20,13 @@ if TYPE_CHECKING:
 
 
 def read_snapshot_document(path: str | os.PathLike[str]) -> dict[str, Any]:
-    path = Path(path)
+    import gzip  # a file's snapshot only (the catalog's are read by catalog.py)
+
+    path = os.fspath(path)
     try:
-        raw = path.read_bytes()
-        if path.suffix == ".gz":
+        with open(path, "rb") as file:
+            raw = file.read()
+        if path.endswith(".gz"):
             raw = gzip.decompress(raw)
     except OSError as exc:
         raise BadInput(f"{path}: cannot read snapshot ({exc.strerror or exc})") from None

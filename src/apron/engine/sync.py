@@ -44,7 +44,7 @@ def write_facts(facts: dict[str, Any], out_dir: Path) -> Path:
     """The facts file and its core companion, each written whole."""
     path = facts_path(out_dir, facts["version"])
     write_atomic(path, facts_bytes(facts))
-    write_atomic(core_path(path), core_bytes(facts))
+    write_atomic(Path(core_path(path)), core_bytes(facts))
     path.with_suffix("").with_suffix(".json").unlink(missing_ok=True)  # an older uncompressed copy would shadow it
     return path
 

@@ -22,7 +22,6 @@ from pathlib import Path
 
 from apron.frozen import frozen
 
-CPU_NAMES = ("cpu",)
 # The flags of /proc/cpuinfo the CPU platform reads (the rest never change a plan).
 PLATFORM_FLAGS = ("avx512_bf16", "amx_tile")
 HOST_ROOT_ENV = "APRON_HOST_ROOT"

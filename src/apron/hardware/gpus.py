@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 from functools import lru_cache
-from pathlib import Path
 
 from apron.errors import BadInput
 from apron.frozen import frozen, replace
-from apron.hardware.cpu import CPU_NAMES, cpu_flags, node_memory
+
+# The names of vLLM's CPU platform; apron.hardware.cpu (which reads /proc and /sys) loads for it only.
+CPU_NAMES = ("cpu",)
 
 TYPE_CHECKING = False  # typing is not imported at run time (mypy reads the name)
 if TYPE_CHECKING:
@@ -118,7 +120,8 @@ def _interconnect(raw: dict[str, Any]) -> Interconnect:
 
 @lru_cache(maxsize=1)
 def all_gpus() -> tuple[Gpu, ...]:
-    data = json.loads((Path(__file__).parent / "gpus.json").read_text())
+    with open(os.path.join(os.path.dirname(__file__), "gpus.json"), encoding="utf-8") as table:
+        data = json.load(table)
     return tuple(_entry(raw) for raw in data["gpus"])
 
 
@@ -161,6 +164,8 @@ def cpu_device(
 ) -> Gpu:
     """This machine's CPU as vLLM's CPU worker sizes it (apron.hardware.cpu), or another machine's:
     its node memory and CPU flags given (apron.measure.machine reads them from a log)."""
+    from apron.hardware.cpu import cpu_flags, node_memory
+
     if memory_bytes is not None:
         total, where = memory_bytes, basis or "given with --gpu-memory-bytes"
     else:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime
 import hashlib
 import json
-from pathlib import Path
+import os
 
 from apron.errors import BadInput
 from apron.frozen import frozen
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 SCHEMA = "apron.prices/1"
 TIERS = ("on-demand", "spot")
-BUNDLED = Path(__file__).parent / "prices.json"
+BUNDLED = os.path.join(os.path.dirname(__file__), "prices.json")  # text: fit imports no pathlib
 _ROW_FIELDS = {"gpu", "tier", "usd_per_gpu_hour", "provider", "source", "date"}
 
 
@@ -95,9 +95,9 @@ class PriceTable:
 
 def load_prices(path: str | None = None) -> PriceTable:
     """The bundled table, or the user's file (which replaces it entirely)."""
-    file = Path(path) if path else BUNDLED
     try:
-        raw = file.read_bytes()
+        with open(path or BUNDLED, "rb") as file:
+            raw = file.read()
     except OSError as exc:
         raise BadInput(f"--prices {path}: cannot read it ({exc.strerror}); give a JSON price table") from exc
     name = path or "bundled prices.json"
