@@ -126,6 +126,31 @@ else:
     frozen = _frozen
 
 
+class _CachedProperty:
+    """`functools.cached_property` without its lock (Python 3.11 takes one per first access, on every
+    instance; 3.12 dropped it): the value is computed on first access and kept in the instance's
+    __dict__, where later reads find it without calling back. The planner is single-threaded, and a
+    value computed twice by two threads is the same value."""
+
+    def __init__(self, func: Callable[[Any], Any]) -> None:
+        self.func, self.attrname, self.__doc__ = func, func.__name__, func.__doc__
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.attrname = name
+
+    def __get__(self, instance: Any, owner: type | None = None) -> Any:
+        if instance is None:
+            return self
+        value = instance.__dict__[self.attrname] = self.func(instance)
+        return value
+
+
+if TYPE_CHECKING:
+    from functools import cached_property as cached_property
+else:
+    cached_property = _CachedProperty
+
+
 def replace(obj: T, /, **changes: Any) -> T:
     """A copy of OBJ with CHANGES, as `dataclasses.replace` (for any dataclass)."""
     fields = type(obj).__dict__.get(_FIELDS)

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from functools import cached_property
-
 from apron.checkpoint.safetensors import TensorInfo
 from apron.errors import BadInput
-from apron.frozen import field, frozen
+from apron.frozen import cached_property, field, frozen
 
 TYPE_CHECKING = False  # typing is not imported at run time (apron/lite_typing.py)
 if TYPE_CHECKING:

@@ -11,11 +11,11 @@ from __future__ import annotations
 import json
 import os
 import re
-from functools import cache, cached_property, lru_cache
+from functools import cache, lru_cache
 
 from apron.engine import templates
 from apron.errors import BadInput
-from apron.frozen import field, frozen
+from apron.frozen import cached_property, field, frozen
 
 TYPE_CHECKING = False  # typing is not imported at run time (apron/lite_typing.py)
 if TYPE_CHECKING:

@@ -18,10 +18,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from functools import cached_property
 
 from apron.engine.facts import EngineFacts
-from apron.frozen import frozen
+from apron.frozen import cached_property, frozen
 from apron.plan.model_config import ModelConfig
 from apron.plan.settings import EngineSettings
 from apron.plan.weights import DTYPE_BYTES, pad_to

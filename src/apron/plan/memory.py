@@ -7,17 +7,16 @@ available_kv = ceil(total x util) - weights - non-torch - activation peak - CUDA
 from __future__ import annotations
 
 import math
-from functools import cached_property
 
 from apron.checkpoint import Checkpoint
 from apron.engine.facts import EngineFacts
-from apron.frozen import field, frozen
+from apron.frozen import cached_property, field, frozen
 from apron.hardware import Gpu
 from apron.plan import overheads, ranges
 from apron.plan.activation import ActivationEstimate, Buffer, KeptAllocation, estimate_activation
 from apron.plan.graphs import cudagraph_estimate
 from apron.plan.kv.layouts import KVLayout, build_layout
-from apron.plan.kv.planning import KVPlan, NotModelled, bytes_per_token, plan_kv
+from apron.plan.kv.planning import KVPlan, NotModelled, plan_kv
 from apron.plan.kv.specs import SchedulingContext
 from apron.plan.model_config import ModelConfig
 from apron.plan.quantity import Label, Problem, ProblemKind, Quantity
@@ -442,7 +441,7 @@ def kv_at(layout: KVLayout, available_bytes: int, settings: EngineSettings, like
         ctx,
         block_outermost=layout.block_outermost,
         grouping=layout.grouping,
-        like=like,
+        like=like or layout.kv_grouping,
     )
 
 
@@ -551,8 +550,7 @@ def kv_quantities(
     settings: EngineSettings,
     kv_range: KVRange | None = None,
 ) -> dict[str, Quantity]:
-    specs = dict(layout.specs)
-    per_token = bytes_per_token(specs) if not layout.unknowns else None
+    per_token = layout.kv_bytes_per_token if not layout.unknowns else None
     if layout.unknowns:
         token_q = Quantity.unknown("bytes", "; ".join(layout.unknowns))
     elif per_token is None:
@@ -568,7 +566,7 @@ def kv_quantities(
             per_token,
             "bytes",
             "derived",
-            _describe_layers(specs),
+            layout.layers_description,
         )
     if kv is None:
         why = "; ".join(unknown) or "not modelled"
@@ -616,15 +614,6 @@ def _ends(kv_range: KVRange | None, field_name: str) -> tuple[float | None, floa
     if field_name == "max_concurrency":
         return round(low, 4), round(high, 4)
     return low, high
-
-
-def _describe_layers(specs: dict[str, Any]) -> str:
-    """Per-token basis in each cache's own terms (K and V for attention, one record for MLA)."""
-    counts: dict[str, int] = {}
-    for spec in specs.values():
-        what = spec.describe()
-        counts[what] = counts.get(what, 0) + 1
-    return f"{len(specs)} layer caches: " + "; ".join(f"{n} x {what}" for what, n in counts.items())
 
 
 def _verdict_and_problems(
@@ -846,15 +835,11 @@ def _activation_details(activation: ActivationEstimate) -> dict[str, Any]:
 
 
 def _kv_details(layout: KVLayout, kv: KVPlan | None) -> dict[str, Any]:
-    kinds: dict[str, int] = {}
-    for _, spec in layout.specs:
-        key = f"{spec.kind} page {spec.page_size_bytes()} B, block {spec.block_size}"
-        kinds[key] = kinds.get(key, 0) + 1
     out = {
         "backend": layout.backend.backend.name,
         "block_size": layout.block_size,
         "mamba_cache_mode": layout.mamba_cache_mode,
-        "layers": kinds,
+        "layers": dict(layout.layer_kinds),
         "engine_logs": list(layout.logs),
     }
     if kv is not None:

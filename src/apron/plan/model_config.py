@@ -8,9 +8,7 @@ place; what each key must be is declared in apron.plan.config_schema and checked
 
 from __future__ import annotations
 
-from functools import cached_property
-
-from apron.frozen import frozen
+from apron.frozen import cached_property, frozen
 from apron.plan.config_schema import check_config, check_nulls
 
 TYPE_CHECKING = False  # typing is not imported at run time (mypy reads the name)

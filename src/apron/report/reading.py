@@ -13,7 +13,7 @@ TYPE_CHECKING = False  # typing is not imported at run time (mypy reads the name
 if TYPE_CHECKING:
     from typing import Any
 
-# details.kv.layers keys: "<kind> page <bytes> B, block <tokens>" (apron.plan.memory _kv_details)
+# details.kv.layers keys: "<kind> page <bytes> B, block <tokens>" (apron.plan.kv.planning layer_kinds)
 _LAYER_KEY = re.compile(r"^(?P<kind>\w+) page (?P<page>\d+) B, block (?P<block>\d+)$")
 # Layer kinds whose page holds a request's whole state, whatever its length (plan/kv/specs.py).
 PER_REQUEST_KINDS = {"mamba": "state", "ring": "ring buffer"}

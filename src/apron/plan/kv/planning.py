@@ -63,6 +63,27 @@ class KVPlan:
     warnings: tuple[str, ...] = ()
 
 
+@frozen
+class Grouping:
+    """A layout's KV cache groups and the block they share: they follow from its specs alone, so a
+    layout works them out once however many budgets it is planned at (fit's sweep, a range's ends)."""
+
+    groups: tuple[Group, ...]
+    bytes_per_block: int
+    warnings: tuple[str, ...] = ()
+
+
+def group_specs(specs: dict[str, KVSpec], *, block_outermost: bool = False, grouping: str = "generic") -> Grouping:
+    """GROUPING: the layout's grouping path (KVLayout.grouping)."""
+    if grouping == "glm5_next":
+        groups, bytes_per_block = glm5_next_groups(specs)
+        return Grouping(tuple(groups), bytes_per_block)
+    found, warnings = kv_cache_groups(specs, block_outermost=block_outermost)
+    if not found:
+        raise NotModelled("the model has no KV cache layers")
+    return Grouping(tuple(found), pool_bytes_per_block(found, block_outermost=block_outermost), tuple(warnings))
+
+
 def format_gib(num_bytes: int) -> str:
     """utils/mem_utils.py format_gib: str(round(b / 2**30, 2))."""
     return str(round(num_bytes / 2**30, 2))
@@ -277,20 +298,13 @@ def plan_kv(
     *,
     block_outermost: bool = False,
     grouping: str = "generic",
-    like: KVPlan | None = None,
+    like: KVPlan | Grouping | None = None,
 ) -> KVPlan:
-    """GROUPING: the layout's grouping path (KVLayout.grouping). LIKE: a plan of the same specs at
-    another budget (an end of the budget's range): its groups are reused, they do not depend on it."""
-    warnings: list[str] = []
-    if like is not None:
-        groups, bytes_per_block, warnings = list(like.groups), like.bytes_per_block, list(like.warnings)
-    elif grouping == "glm5_next":
-        groups, bytes_per_block = glm5_next_groups(specs)
-    else:
-        groups, warnings = kv_cache_groups(specs, block_outermost=block_outermost)
-        if not groups:
-            raise NotModelled("the model has no KV cache layers")
-        bytes_per_block = pool_bytes_per_block(groups, block_outermost=block_outermost)
+    """GROUPING: the layout's grouping path (KVLayout.grouping). LIKE: the specs' groups already
+    worked out (a Grouping, or a plan of the same specs at another budget): they do not depend on it."""
+    if like is None:
+        like = group_specs(specs, block_outermost=block_outermost, grouping=grouping)
+    groups, bytes_per_block, warnings = list(like.groups), like.bytes_per_block, list(like.warnings)
     per_request = sum(g.blocks_per_request(ctx) for g in groups)
     refusal, estimate = _admission(groups, bytes_per_block, per_request, available_bytes, ctx)
     num_blocks = num_blocks_for(bytes_per_block, available_bytes)
@@ -353,6 +367,24 @@ def estimate_max_model_len(groups: list[Group], bytes_per_block: int, budget: in
         else:
             high = mid - 1
     return best
+
+
+def describe_layers(specs: dict[str, KVSpec]) -> str:
+    """Per-token basis in each cache's own terms (K and V for attention, one record for MLA)."""
+    counts: dict[str, int] = {}
+    for spec in specs.values():
+        what = spec.describe()
+        counts[what] = counts.get(what, 0) + 1
+    return f"{len(specs)} layer caches: " + "; ".join(f"{n} x {what}" for what, n in counts.items())
+
+
+def layer_kinds(specs: dict[str, KVSpec]) -> dict[str, int]:
+    """Layers per kind of page, "<kind> page <bytes> B, block <tokens>" (the plan's details.kv.layers)."""
+    kinds: dict[str, int] = {}
+    for spec in specs.values():
+        key = f"{spec.kind} page {spec.page_size_bytes()} B, block {spec.block_size}"
+        kinds[key] = kinds.get(key, 0) + 1
+    return kinds
 
 
 def bytes_per_token(specs: dict[str, KVSpec]) -> int | None:

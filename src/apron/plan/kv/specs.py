@@ -7,9 +7,8 @@ request at max_model_len may hold in that layer), the two numbers vLLM's planner
 from __future__ import annotations
 
 import math
-from functools import cached_property
 
-from apron.frozen import frozen, replace
+from apron.frozen import cached_property, frozen, replace
 
 TYPE_CHECKING = False  # typing is not imported at run time (apron/lite_typing.py)
 if TYPE_CHECKING:

@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from functools import cached_property
 
 from apron.engine.facts import EngineFacts
-from apron.frozen import frozen
+from apron.frozen import cached_property, frozen
 from apron.plan.kv.backends import BackendChoice, choose_backend, cpu_backend
+from apron.plan.kv.planning import Grouping, bytes_per_token, describe_layers, group_specs, layer_kinds
 from apron.plan.kv.specs import (
     ChunkedLocalAttentionSpec,
     FullAttentionSpec,
@@ -144,10 +144,28 @@ class KVLayout:
     # one ("glm5_next": v1/core/kv_cache_utils.py _get_kv_cache_groups_glm5_next, 0.30 and 0.31).
     grouping: str = "generic"
 
+    # Cached views: a layout is kept per checkpoint and settings (plan/memory.py _layout) and fit
+    # plans it at many budgets; each follows from the specs alone.
     @cached_property
     def has_state(self) -> bool:
-        # cached: a layout is kept per checkpoint and settings (plan/memory.py _layout), fit asks again
         return any(spec.kind == "mamba" for _, spec in self.specs)
+
+    @cached_property
+    def kv_grouping(self) -> Grouping:
+        """The groups and their shared block (planning.group_specs); NotModelled where vLLM's path is not."""
+        return group_specs(dict(self.specs), block_outermost=self.block_outermost, grouping=self.grouping)
+
+    @cached_property
+    def kv_bytes_per_token(self) -> int | None:
+        return bytes_per_token(dict(self.specs))
+
+    @cached_property
+    def layers_description(self) -> str:
+        return describe_layers(dict(self.specs))
+
+    @cached_property
+    def layer_kinds(self) -> tuple[tuple[str, int], ...]:
+        return tuple(layer_kinds(dict(self.specs)).items())
 
 
 class FamilyContext:
@@ -347,10 +365,15 @@ def _specs(
     dsz = ctx.kv_bytes
     record = {"fp8_ds_mla": 656, "nvfp4_ds_mla": 352}.get(ctx.settings.kv_cache_dtype)
     out: list[tuple[str, KVSpec]] = []
+    # Equal layers share one spec object: its page and the like are worked out once, not per layer.
+    made: dict[Layer, KVSpec] = {}
     for i, layer in enumerate(layers):
         if layer is None:
             continue
         name = f"layers.{i}"
+        if layer in made:
+            out.append((name, made[layer]))
+            continue
         spec: KVSpec
         if layer.kind == "mamba":
             assert layer.state is not None
@@ -369,5 +392,6 @@ def _specs(
             )
         else:
             spec = FullAttentionSpec(block, layer.num_kv_heads, layer.head_size, dsz)
+        made[layer] = spec
         out.append((name, spec))
     return out
