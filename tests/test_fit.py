@@ -5,10 +5,12 @@ anything serves the load."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from apron.cli import main
+from apron.errors import BadInput
 from conftest import snapshot_document
 
 SCENARIOS = [
@@ -237,6 +239,32 @@ def test_the_bundled_price_table_is_dated_and_sourced():
     unpriced = dict(table.unpriced)
     for gpu in catalog:
         assert (table.price(gpu, "on-demand") is not None) != (gpu in unpriced), gpu
+
+
+def test_the_bundled_table_is_what_a_users_copy_of_it_reads_in_full(tmp_path):
+    """The bundled table is read trusted (its dates unchecked, its digest recorded in prices.py): a
+    user's copy of the same file, checked in full and hashed, must read the same, digest included."""
+    import hashlib
+
+    from apron.hardware import prices
+
+    raw = Path(prices.BUNDLED).read_bytes()
+    assert prices.BUNDLED_SHA256 == hashlib.sha256(raw).hexdigest(), "prices.json changed: update BUNDLED_SHA256"
+    copy = tmp_path / "prices.json"
+    copy.write_bytes(raw)
+    bundled, checked = prices.load_prices(), prices.load_prices(str(copy))
+    assert (bundled.rows, bundled.unpriced, bundled.sha256) == (checked.rows, checked.unpriced, checked.sha256)
+
+
+def test_a_users_table_has_its_dates_checked(tmp_path):
+    from apron.hardware import prices
+
+    document = json.loads(Path(prices.BUNDLED).read_text())
+    document["rows"][0]["date"] = "2026-02-30"
+    bad = tmp_path / "prices.json"
+    bad.write_text(json.dumps(document))
+    with pytest.raises(BadInput, match=r"rows\[0\]\.date must be an ISO date"):
+        prices.load_prices(str(bad))
 
 
 def test_provider_picks_one_providers_prices_and_unpriced_rows_say_why(capsys, apron_home_with_facts):

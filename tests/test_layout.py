@@ -138,8 +138,9 @@ def test_plan_fit_and_help_load_no_typing_dataclasses_or_packaging(argv, apron_h
     stands in at run time), `dataclasses` with `inspect` and `ast` (apron/frozen.py makes the frozen
     classes itself), `packaging` (engine/facts.version_key reads plain releases), `pathlib` (the
     planning path's files are text paths: with what it imports, ~5 ms), `gzip` (the catalog is read with
-    zlib), and for fit the deployment-file readers (read for --from only)."""
-    unwanted = ("typing", "dataclasses", "inspect", "ast", "packaging", "pathlib", "gzip", "apron.deploy")
+    zlib), `hashlib` and `datetime` (the bundled price table's digest is recorded, its dates tested), and for fit the deployment-file readers (read for --from only)."""
+    unwanted = ("typing", "dataclasses", "inspect", "ast", "packaging", "pathlib", "gzip", "hashlib", "datetime")
+    unwanted += ("apron.deploy",)
     code = (
         f"import sys, apron.cli\ntry: apron.cli.main({argv!r})\nexcept SystemExit: pass\n"
         f"print(sorted(m for m in {unwanted!r} if m in sys.modules), file=sys.stderr)"
