@@ -39,14 +39,10 @@ sys.path.insert(0, str(ROOT / "tests" / "fixtures"))
 BASELINE = [sys.executable, "-c", "pass"]
 # What a command would pay for click alone (only commands other than plan, fit and --help import it).
 CLICK = [sys.executable, "-c", "import click"]
-# The standard library a plan imports (re with enum and functools; pathlib, which brings urllib.parse and
-# ipaddress; json, gzip, shlex, ...): the floor under `apron plan`, whatever Apron's own modules cost.
-# A plan imports no typing, dataclasses or inspect (apron/frozen.py, apron/lite_typing.py).
-STDLIB = [
-    sys.executable,
-    "-c",
-    "import re, json, gzip, pathlib, enum, functools, contextlib, math, struct, bisect, shlex",
-]
+# The standard library a plan imports (re with enum and functools; json, zlib, shlex, ...): the floor
+# under `apron plan`, whatever Apron's own modules cost. A plan imports no typing, dataclasses, inspect,
+# pathlib, gzip, hashlib or datetime (apron/frozen.py, apron/lite_typing.py, tests/test_layout.py).
+STDLIB = [sys.executable, "-c", "import re, json, zlib, enum, functools, math, struct, bisect, shlex"]
 # (name, arguments after `apron`, target ratio, exit codes that count as a run)
 PAIRED = [
     ("apron plan Qwen/Qwen3-8B --gpu H100", ["plan", "Qwen/Qwen3-8B", "--gpu", "H100"], 5.0, (0,)),
