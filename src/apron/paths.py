@@ -55,6 +55,12 @@ def _xdg_dir(kind: str) -> str | None:
     return os.path.join(home.rstrip("/") + default, "apron") if home.startswith("/") and home.strip("/") else None
 
 
+def read_bytes(path: str) -> bytes:
+    """A file's bytes by its text path: the planning path's one way to read a file (no pathlib)."""
+    with open(path, "rb") as file:
+        return file.read()
+
+
 def _path(text: str) -> Path:
     from pathlib import Path
 

@@ -15,6 +15,7 @@ from apron.checkpoint import files as cf
 from apron.checkpoint.model import Checkpoint
 from apron.checkpoint.snapshot import load_snapshot
 from apron.frozen import replace
+from apron.paths import read_bytes
 
 TYPE_CHECKING = False  # typing is not imported at run time (mypy reads the name)
 if TYPE_CHECKING:
@@ -28,14 +29,9 @@ CATALOG = os.path.join(os.path.dirname(__file__), "catalog")
 _GZIP_WBITS = 16 + zlib.MAX_WBITS
 
 
-def _read(name: str) -> bytes:
-    with open(os.path.join(CATALOG, name), "rb") as file:
-        return file.read()
-
-
 @lru_cache(maxsize=1)
 def catalog_index() -> dict[str, dict[str, Any]]:
-    index: dict[str, dict[str, Any]] = json.loads(_read("index.json"))
+    index: dict[str, dict[str, Any]] = json.loads(read_bytes(os.path.join(CATALOG, "index.json")))
     return index
 
 
@@ -60,7 +56,7 @@ def load_from_catalog(repo_id: str) -> Checkpoint:
     if found is None:
         raise KeyError(repo_id)
     entry = catalog_index()[found]
-    raw = zlib.decompress(_read(entry["file"]), _GZIP_WBITS)
+    raw = zlib.decompress(read_bytes(os.path.join(CATALOG, entry["file"])), _GZIP_WBITS)
     document = cf.parse_json(raw, f"catalog/{entry['file']}")
     checkpoint = load_snapshot(
         f"catalog:{found}", source_kind="catalog", source=found, document=document, is_trusted=True

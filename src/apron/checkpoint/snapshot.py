@@ -13,6 +13,7 @@ from apron.checkpoint import files as cf
 from apron.checkpoint.model import Checkpoint, SourceKind
 from apron.checkpoint.safetensors import TensorInfo, trusted_header, validate_header
 from apron.errors import BadInput
+from apron.paths import read_bytes
 
 TYPE_CHECKING = False  # typing is not imported at run time (mypy reads the name)
 if TYPE_CHECKING:
@@ -24,8 +25,7 @@ def read_snapshot_document(path: str | os.PathLike[str]) -> dict[str, Any]:
 
     path = os.fspath(path)
     try:
-        with open(path, "rb") as file:
-            raw = file.read()
+        raw = read_bytes(path)
         if path.endswith(".gz"):
             raw = gzip.decompress(raw)
     except OSError as exc:

