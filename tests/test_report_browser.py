@@ -25,6 +25,7 @@ from apron.records.store import RecordStore
 from apron.report.charts import MEMORY_AXIS
 from apron.report.rows import BootRow, select
 from chromium import Browser
+from engine_env import vllm_venv
 
 CATALOG = (
     ("Qwen/Qwen3-8B", "H100"),
@@ -49,6 +50,7 @@ def apron(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def store(boot_pool, tmp_path_factory) -> RecordStore:
+    vllm_venv()  # the boots come from the real engine: without it these skip, as every engine test does
     boot_pool.fill(min_boots=5)
     store = RecordStore(tmp_path_factory.mktemp("report-store"))
     for record in boot_pool.store.all():

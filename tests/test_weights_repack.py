@@ -11,6 +11,7 @@ from apron.checkpoint.snapshot import load_snapshot
 from apron.plan.allocator import MIB
 from apron.plan.model_config import ModelConfig
 from apron.plan.weights import WeightSettings, estimate_weights, marlin_fp8_repack_blocks
+from apron.plan.weights_observed import HOPPER_BLOCK_FP8_RESIDUAL_BYTES
 from apron.plan.weights_repack import (
     MacheteAwqLinear,
     MarlinFp8Linear,
@@ -94,8 +95,11 @@ def test_block_fp8_repack_only_where_marlin_runs():
     assert any("Marlin's repack" in note for note in ada.notes)
     assert not any("repack" in note for note in hopper.notes)
     # Ada - Hopper: the expanded scales, 28 layers of [K/128, N] bf16 (qkv 8 x 4096, o 16 x 1024,
-    # gate_up 8 x 6144, down 24 x 1024), less the fp32 block scales they replace, plus the blocks.
+    # gate_up 8 x 6144, down 24 x 1024), less the fp32 block scales they replace, plus the blocks;
+    # Hopper's observed load residual (plan/weights_observed.py) is no layout and is taken out.
     expanded = 28 * 2 * (8 * 4096 + 16 * 1024 + 8 * 6144 + 24 * 1024)
     block_scales = 28 * 4 * (32 * 8 + 8 * 16 + 48 * 8 + 8 * 24)
     rounding = 28 * (1024 - 768)  # Hopper's fp32 scales in 512-byte multiples: down's 768 takes 1024
-    assert ada.bytes_per_gpu - hopper.bytes_per_gpu == expanded - block_scales - rounding + blocks
+    hopper_layouts = hopper.bytes_per_gpu - hopper.observed_bytes
+    assert hopper.observed_bytes == HOPPER_BLOCK_FP8_RESIDUAL_BYTES and ada.observed_bytes == 0
+    assert ada.bytes_per_gpu - hopper_layouts == expanded - block_scales - rounding + blocks

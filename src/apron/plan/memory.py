@@ -184,7 +184,7 @@ def plan_memory(
         sizes = tuple((m.name, m.num_bytes) for m in activation.moments)
         peak_range = ranges.peak_spread(sizes, gpu.compute_capability, kinds)
     weights_range = ranges.weights_spread(
-        weights.bytes_per_gpu, config.quant_method, len(weights.unknown_layout_tensors)
+        weights.bytes_per_gpu, config.quant_method, len(weights.unknown_layout_tensors), weights.observed_bytes
     )
     budget = _Budget(requested, weights, activation, non_torch, graphs, weights_range, peak_range)
     kv, kv_unknown = _plan_kv(layout, budget, settings)

@@ -18,6 +18,7 @@ The budget subtracts every term, so the low end of the KV budget takes each term
 from __future__ import annotations
 
 from apron.frozen import frozen
+from apron.plan.weights_observed import HOPPER_BLOCK_FP8_RESIDUAL_ABOVE_BYTES
 
 GIB = 2**30
 # Half of format_gib's 0.01 GiB step (utils/mem_utils.py): the resolution a derived term was checked at.
@@ -159,13 +160,15 @@ WEIGHTS_RELATIVE_FRACTION = 0.0003
 # Quantized layouts whose load-time re-layout is not read (scales expanded, repacked tiles): the
 # largest such miss on the training boots, Qwen3-0.6B-FP8 at 3.1% once Marlin's expanded scales were
 # read (one boot; its repack's allocator blocks, plan/weights_repack.py, now close it to 0.1%). Block
-# FP8 keeps the bound: on cc 9.0 DeepGEMM / CUTLASS keep the loaded tensors as read, and no mechanism
-# for a miss of that size was found there (docs/memory.md section 5, "not found").
+# FP8 keeps the bound: on cc 9.0 DeepGEMM / CUTLASS keep the loaded tensors as read, and the miss an
+# H100 boot shows there is counted as observed (plan/weights_observed.py), its cause not found.
 UNREAD_LAYOUT_ABOVE_FRACTION = 0.035
 READ_QUANT_LAYOUTS = frozenset({None, "mxfp4", "gpt_oss_mxfp4", "gptq", "awq"})
 
 
-def weights_spread(num_bytes: int, quant_method: str | None, unknown_tensors: int) -> Spread:
+def weights_spread(num_bytes: int, quant_method: str | None, unknown_tensors: int, observed_bytes: int = 0) -> Spread:
+    """OBSERVED_BYTES: the part counted from an observation alone (plan/weights_observed.py); the low end
+    lets it be absent, the high end lets it be as large as its one boot allows."""
     relative = int(num_bytes * WEIGHTS_RELATIVE_FRACTION)
     below, above = WEIGHTS_BELOW_BYTES + relative, WEIGHTS_ABOVE_BYTES + relative
     note = "observed: -5/+33 MiB and 0.03%, the largest misses of the 18 training boots whose layouts are read"
@@ -179,10 +182,13 @@ def weights_spread(num_bytes: int, quant_method: str | None, unknown_tensors: in
         if quant_method == "fp8":
             note = (
                 "block FP8 read (Marlin's scales and repack below cc 9.0; DeepGEMM / CUTLASS on cc 9.0 keep "
-                "the loaded tensors), still up to +3.5%: a miss on cc 9.0 is not found (observed: "
-                "Qwen3-0.6B-FP8's 3.1% miss before Marlin's repack blocks were read); an allocator snapshot "
-                "at the end of load_model on a Hopper GPU would settle it"
+                "the loaded tensors), still up to +3.5% (observed: Qwen3-0.6B-FP8's 3.1% miss before Marlin's "
+                "repack blocks were read)"
             )
+    if observed_bytes:
+        below += observed_bytes
+        above += HOPPER_BLOCK_FP8_RESIDUAL_ABOVE_BYTES
+        note += f"; the low end without the {observed_bytes / 2**20:.1f} MiB observed residual, which one boot supports"
     return Spread(max(num_bytes - below, 0), num_bytes + above, note)
 
 

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from apron.checkpoint import Checkpoint
 from apron.checkpoint.safetensors import TensorInfo
 from apron.frozen import frozen, replace
-from apron.plan import weights_glm5next
+from apron.plan import weights_glm5next, weights_observed
 from apron.plan.allocator import Event, load_block_bytes
 from apron.plan.model_config import ModelConfig
 from apron.plan.quantity import Problem
@@ -253,6 +253,11 @@ class WeightsEstimate:
         )
 
     @property
+    def observed_bytes(self) -> int:
+        """The part that is observed, not derived (plan/weights_observed.py): its range lets it be absent."""
+        return sum(line.bytes_per_gpu for line in self.lines if line.group == weights_observed.LINE)
+
+    @property
     def host_table_bytes(self) -> int:
         """Checkpoint tables vLLM keeps in pinned host memory instead of on the GPU (all ranks)."""
         return sum(n for reason, n in self.skipped if reason == _SKIP_REASONS["host"])
@@ -335,6 +340,10 @@ def _estimate_weights(checkpoint: Checkpoint, config: ModelConfig, settings: Wei
             f"allocator blocks: {rounding / 2**20:.1f} MiB of 2 MiB segment rounding on parameters of 20 MiB "
             "or more, which load under max_split_size_mb:20 and are never split (plan/allocator.py)"
         )
+    residual = weights_observed.hopper_block_fp8_residual(quant.method, quant.block_n, settings.capability)
+    if residual and settings.has_caching_allocator:
+        tally.add(weights_observed.LINE, 0, residual)
+        notes.append(weights_observed.note(residual))
     rope_bytes, rope_note = (
         dsv4_rotary_cache_bytes(config, settings.release, DTYPE_BYTES[settings.runtime_dtype])
         if is_dsv4(config)
