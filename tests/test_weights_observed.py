@@ -11,7 +11,7 @@ import pytest
 
 from apron.checkpoint import load_checkpoint
 from apron.hardware import resolve_gpu
-from apron.plan import weights_observed
+from apron.plan import ranges, weights_observed
 from apron.plan.planner import plan_checkpoint
 from apron.plan.settings import UserSettings
 from conftest import snapshot_path
@@ -57,7 +57,7 @@ def test_counted_for_block_fp8_on_hopper_with_its_label(gpu):
     assert "observed, not derived" in quantity.basis and "would settle it" in quantity.basis
     # the range lets it be absent below and as large as the one boot allows above
     assert quantity.low <= quantity.value - _line(plan)
-    assert quantity.high >= quantity.value + weights_observed.HOPPER_BLOCK_FP8_RESIDUAL_ABOVE_BYTES
+    assert quantity.high >= quantity.value + ranges.RESOLUTION_BYTES
 
 
 @pytest.mark.parametrize(

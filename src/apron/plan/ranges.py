@@ -18,7 +18,6 @@ The budget subtracts every term, so the low end of the KV budget takes each term
 from __future__ import annotations
 
 from apron.frozen import frozen
-from apron.plan.weights_observed import HOPPER_BLOCK_FP8_RESIDUAL_ABOVE_BYTES
 
 GIB = 2**30
 # Half of format_gib's 0.01 GiB step (utils/mem_utils.py): the resolution a derived term was checked at.
@@ -187,7 +186,7 @@ def weights_spread(num_bytes: int, quant_method: str | None, unknown_tensors: in
             )
     if observed_bytes:
         below += observed_bytes
-        above += HOPPER_BLOCK_FP8_RESIDUAL_ABOVE_BYTES
+        above += RESOLUTION_BYTES  # as large as the one boot's log allows
         note += f"; the low end without the {observed_bytes / 2**20:.1f} MiB observed residual, which one boot supports"
     return Spread(max(num_bytes - below, 0), num_bytes + above, note)
 

@@ -12,18 +12,17 @@ logs its tensors to 5 MiB, so a cuBLAS workspace made in the load window of ever
 
 Counted as a fixed amount per GPU on cc 9.0 wherever the checkpoint is block FP8: whether it grows
 with the model or with TP is not known (one boot). Not counted on 10.x, where the same DeepGEMM
-post-processing runs but no boot was read. The range lets it be absent below and 5.2 MiB larger
-above. `torch.cuda.memory_snapshot()` at the end of `load_model` on an H100 or H200 would settle it.
+post-processing runs but no boot was read. The range lets it be absent below and half the log's step (5.1 MiB,
+ranges.RESOLUTION_BYTES) larger above. `torch.cuda.memory_snapshot()` at the end of `load_model` on an H100 or H200 would settle it.
 """
 
 from __future__ import annotations
 
-MIB = 2**20
+from apron.plan.allocator import MIB
+
 # 0.74 GiB (the boot's log, as boots-training.json stores 0.74 GiB) less the 763,623,424 B Apron
 # counts for Qwen3-0.6B-FP8 on an H100 (tensors, allocator rounding, rotary cache).
 HOPPER_BLOCK_FP8_RESIDUAL_BYTES = 794_568_949 - 763_623_424
-# Half the log's 0.01 GiB step above the residual: the most the one boot allows.
-HOPPER_BLOCK_FP8_RESIDUAL_ABOVE_BYTES = int(0.005 * 2**30)
 OBSERVED_CAPABILITY = (9, 0)
 LINE = "observed load residual (block FP8 on cc 9.0)"
 
